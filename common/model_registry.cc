@@ -1,0 +1,198 @@
+#include "common/model_registry.h"
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/q_network.h"
+#include "common/sha256.h"
+
+namespace convoy {
+namespace {
+
+constexpr char kDuelingSuffix[] = "_dueling";
+
+struct Architecture {
+  const char* name;
+  int channels, height, width;
+};
+
+// Observation shapes: the cookbook's crop of AirSim's 256x144 scene (rows 76..134, columns 0..254), the Nature
+// DQN's 4 stacked 84x84 grayscale frames, and a small image for fast tests.
+constexpr Architecture kArchitectures[] = {
+    {"cookbook", 3, 59, 255},
+    {"nature", 4, 84, 84},
+    {"tiny", 3, 16, 16},
+};
+
+torch::nn::Conv2dOptions Conv(int in, int out, int kernel, int stride, int padding) {
+  return torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding);
+}
+
+}  // namespace
+
+QNetworkImpl::QNetworkImpl(const ModelSpec& spec) : spec_(spec) {
+  int hidden_width = 0;
+  if (spec.architecture == "cookbook") {
+    // conv 16/32/32, 3x3 padding 1, each followed by ReLU and 2x2 max-pool; 59x255 -> 7x31.
+    features_ = torch::nn::Sequential(
+        torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)), torch::nn::ReLU(),
+        torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
+        torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(32, 32, 3, 1, 1)), torch::nn::ReLU(),
+        torch::nn::MaxPool2d(2), torch::nn::Flatten());
+    // The tutorial's dense 128 has no activation; kept as it was.
+    hidden_ = torch::nn::Sequential(torch::nn::Dropout(0.2), torch::nn::Linear(32 * 7 * 31, 128),
+                                    torch::nn::Dropout(0.2));
+    hidden_width = 128;
+  } else if (spec.architecture == "nature") {
+    features_ = torch::nn::Sequential(
+        torch::nn::Conv2d(Conv(spec.channels, 32, 8, 4, 0)), torch::nn::ReLU(),
+        torch::nn::Conv2d(Conv(32, 64, 4, 2, 0)), torch::nn::ReLU(),
+        torch::nn::Conv2d(Conv(64, 64, 3, 1, 0)), torch::nn::ReLU(), torch::nn::Flatten());
+    hidden_ = torch::nn::Sequential(torch::nn::Linear(64 * 7 * 7, 512), torch::nn::ReLU());
+    hidden_width = 512;
+  } else {  // tiny
+    features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 8, 3, 1, 1)),
+                                      torch::nn::ReLU(), torch::nn::MaxPool2d(2),
+                                      torch::nn::Flatten());
+    hidden_ = torch::nn::Sequential(
+        torch::nn::Linear(8 * (spec.height / 2) * (spec.width / 2), 32), torch::nn::ReLU());
+    hidden_width = 32;
+  }
+  register_module("features", features_);
+  register_module("hidden", hidden_);
+  if (spec.dueling) {
+    value_ = register_module("value", torch::nn::Linear(hidden_width, 1));
+    advantage_ = register_module("advantage", torch::nn::Linear(hidden_width, spec.num_actions));
+  } else {
+    head_ = register_module("head", torch::nn::Linear(hidden_width, spec.num_actions));
+  }
+}
+
+torch::Tensor QNetworkImpl::forward(torch::Tensor x) {
+  torch::Tensor h = hidden_->forward(features_->forward(x));
+  if (!spec_.dueling) return head_->forward(h);
+  torch::Tensor advantage = advantage_->forward(h);
+  return value_->forward(h) + advantage - advantage.mean(/*dim=*/1, /*keepdim=*/true);
+}
+
+std::vector<std::string> RegisteredModelNames() {
+  std::vector<std::string> names;
+  for (const Architecture& a : kArchitectures) {
+    names.push_back(a.name);
+    names.push_back(absl::StrCat(a.name, kDuelingSuffix));
+  }
+  return names;
+}
+
+absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions) {
+  if (num_actions < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("num_actions must be >= 1, got ", num_actions));
+  }
+  absl::string_view base = name;
+  const bool dueling = absl::ConsumeSuffix(&base, kDuelingSuffix);
+  for (const Architecture& a : kArchitectures) {
+    if (base == a.name) {
+      ModelSpec spec;
+      spec.name = name;
+      spec.architecture = a.name;
+      spec.dueling = dueling;
+      spec.num_actions = num_actions;
+      spec.channels = a.channels;
+      spec.height = a.height;
+      spec.width = a.width;
+      return spec;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown model '", name, "'; known models: ",
+                                                 absl::StrJoin(RegisteredModelNames(), ", ")));
+}
+
+absl::StatusOr<QNetwork> BuildQNetwork(const ModelSpec& spec, uint64_t seed) {
+  absl::StatusOr<ModelSpec> resolved = ResolveModel(spec.name, spec.num_actions);
+  if (!resolved.ok()) return resolved.status();
+  torch::manual_seed(seed);
+  QNetwork net(*resolved);
+  return net;
+}
+
+std::vector<ParameterSlot> ParameterLayoutOf(torch::nn::Module& module) {
+  std::vector<ParameterSlot> layout;
+  size_t offset = 0;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    ParameterSlot slot;
+    slot.name = item.key();
+    slot.shape = item.value().sizes().vec();
+    slot.offset = offset;
+    slot.numel = static_cast<size_t>(item.value().numel());
+    offset += slot.numel;
+    layout.push_back(std::move(slot));
+  }
+  return layout;
+}
+
+std::string FingerprintOf(const std::string& model_name, torch::nn::Module& module) {
+  std::string canonical = absl::StrCat("convoy-model-v1|", model_name);
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    absl::StrAppend(&canonical, "|", item.key(), ":", absl::StrJoin(item.value().sizes(), "x"), ":",
+                    c10::toString(item.value().scalar_type()));
+  }
+  return absl::StrCat(model_name, "-", Sha256Hex(canonical).substr(0, 16));
+}
+
+void FlattenParameters(torch::nn::Module& module, std::vector<float>* out) {
+  torch::NoGradGuard no_grad;
+  size_t total = 0;
+  for (const torch::Tensor& p : module.parameters()) total += static_cast<size_t>(p.numel());
+  out->resize(total);
+  size_t offset = 0;
+  for (const torch::Tensor& p : module.parameters()) {
+    torch::Tensor cpu = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    std::memcpy(out->data() + offset, cpu.data_ptr<float>(), cpu.numel() * sizeof(float));
+    offset += static_cast<size_t>(cpu.numel());
+  }
+}
+
+absl::Status LoadFlatParameters(const float* flat, size_t count, torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  size_t total = 0;
+  for (const torch::Tensor& p : module.parameters()) total += static_cast<size_t>(p.numel());
+  if (total != count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flat weights have ", count, " elements, the model has ", total));
+  }
+  size_t offset = 0;
+  for (torch::Tensor& p : module.parameters()) {
+    torch::Tensor src =
+        torch::from_blob(const_cast<float*>(flat) + offset, p.sizes(), torch::kFloat32);
+    p.copy_(src);  // Copies across devices when the module lives on a GPU.
+    offset += static_cast<size_t>(p.numel());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelInfo> DescribeModel(const std::string& name, int num_actions) {
+  absl::StatusOr<ModelSpec> spec = ResolveModel(name, num_actions);
+  if (!spec.ok()) return spec.status();
+  QNetwork net(*spec);
+  ModelInfo info;
+  info.spec = *spec;
+  info.layout = ParameterLayoutOf(*net);
+  info.fingerprint = FingerprintOf(name, *net);
+  for (const ParameterSlot& slot : info.layout) info.parameter_count += slot.numel;
+  return info;
+}
+
+absl::StatusOr<std::vector<float>> InitialFlatWeights(const std::string& name, int num_actions,
+                                                      uint64_t seed) {
+  absl::StatusOr<ModelSpec> spec = ResolveModel(name, num_actions);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<QNetwork> net = BuildQNetwork(*spec, seed);
+  if (!net.ok()) return net.status();
+  std::vector<float> flat;
+  FlattenParameters(**net, &flat);
+  return flat;
+}
+
+}  // namespace convoy

@@ -1,0 +1,61 @@
+// The model registry: every architecture convoy knows, by name, without exposing LibTorch.
+//
+// Names: "cookbook" (the AutonomousDrivingCookbook tutorial's Q-network on a 3x59x255 crop),
+// "nature" (the DQN Nature network on 4x84x84 grayscale frames), "tiny" (a small network on 3x16x16 for
+// tests), each optionally with a dueling head: "cookbook_dueling", "nature_dueling", "tiny_dueling".
+#ifndef CONVOY_COMMON_MODEL_REGISTRY_H_
+#define CONVOY_COMMON_MODEL_REGISTRY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace convoy {
+
+inline constexpr int kDefaultNumActions = 5;
+
+// What a model is: architecture, head, action count and observation shape.
+struct ModelSpec {
+  std::string name;           // Full registry name, e.g. "cookbook" or "nature_dueling".
+  std::string architecture;   // "cookbook", "nature" or "tiny".
+  bool dueling = false;
+  int num_actions = kDefaultNumActions;
+  int channels = 0;           // Observation shape [channels, height, width].
+  int height = 0;
+  int width = 0;
+};
+
+// One parameter in the flat layout.
+struct ParameterSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0;  // In elements.
+  size_t numel = 0;
+};
+
+// A model's identity and flat size, enough for the parameter server's wire checks.
+struct ModelInfo {
+  ModelSpec spec;
+  std::string fingerprint;
+  size_t parameter_count = 0;
+  std::vector<ParameterSlot> layout;
+};
+
+// All registry names, for --help texts and error messages.
+std::vector<std::string> RegisteredModelNames();
+
+// Resolves a registry name. Errors: INVALID_ARGUMENT naming the unknown model and the known ones.
+absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions = kDefaultNumActions);
+
+// Builds the model once to read its layout and fingerprint.
+absl::StatusOr<ModelInfo> DescribeModel(const std::string& name, int num_actions = kDefaultNumActions);
+
+// Freshly initialised weights for `seed`, flattened in layout order.
+absl::StatusOr<std::vector<float>> InitialFlatWeights(const std::string& name, int num_actions,
+                                                      uint64_t seed);
+
+}  // namespace convoy
+
+#endif  // CONVOY_COMMON_MODEL_REGISTRY_H_
