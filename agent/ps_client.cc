@@ -1,0 +1,200 @@
+#include "agent/ps_client.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace convoy {
+namespace {
+
+constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkPayloadBytes) + 1024;
+
+v1::Encoding ToWire(TensorEncoding encoding) {
+  return encoding == TensorEncoding::kBf16 ? v1::ENCODING_BF16 : v1::ENCODING_FP32;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  // Reconnect quickly after a server restart; the call-level retry loop adds jittered backoff on top.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+PsClient::PsClient(PsClientOptions options)
+    : PsClient(options, MakeChannel(options.address)) {}
+
+PsClient::PsClient(PsClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::ParameterServer::NewStub(channel_)) {}
+
+template <typename Call>
+absl::Status PsClient::WithRetries(const char* what, Call call) {
+  Backoff backoff(options_.backoff);
+  const absl::Time give_up = absl::Now() + options_.retry_for;
+  while (true) {
+    absl::Status status = call();
+    if (status.code() != absl::StatusCode::kUnavailable) return status;
+    const absl::Duration delay = backoff.NextDelay();
+    if (absl::Now() + delay > give_up) {
+      return absl::UnavailableError(absl::StrCat(what, " to ", options_.address, " failed for ",
+                                                 absl::FormatDuration(options_.retry_for), ": ",
+                                                 status.message()));
+    }
+    VLOG(1) << what << " unavailable (" << status.message() << "), retrying in " << delay;
+    absl::SleepFor(delay);
+  }
+}
+
+absl::StatusOr<v1::JoinResponse> PsClient::Join() {
+  v1::JoinRequest request;
+  request.set_agent_id(options_.agent_id);
+  request.set_hostname(options_.hostname);
+  request.set_agent_index(options_.agent_index);
+  request.set_model_fingerprint(options_.model_fingerprint);
+  v1::JoinResponse response;
+  absl::Status status = WithRetries("Join", [&] {
+    grpc::ClientContext context;
+    SetDeadline(&context, options_.call_timeout);
+    return FromGrpcStatus(stub_->Join(&context, request, &response));
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uint64_t base_version,
+                                          uint32_t minibatch_count) {
+  if (count == 0) return absl::InvalidArgumentError("nothing to push");
+  const size_t per_chunk = ElementsPerChunk(options_.push_encoding);
+  v1::PushResponse response;
+  absl::Status status = WithRetries("Push", [&] {
+    grpc::ClientContext context;
+    SetDeadline(&context, options_.call_timeout);
+    std::unique_ptr<grpc::ClientWriter<v1::GradientChunk>> writer =
+        stub_->PushGradients(&context, &response);
+    v1::GradientChunk chunk;
+    chunk.set_agent_id(options_.agent_id);
+    chunk.set_base_version(base_version);
+    chunk.set_encoding(ToWire(options_.push_encoding));
+    chunk.set_minibatch_count(minibatch_count);
+    chunk.set_model_fingerprint(options_.model_fingerprint);
+    chunk.set_total_elements(count);
+    std::string* data = chunk.mutable_data();
+    for (size_t offset = 0; offset < count; offset += per_chunk) {
+      const size_t n = std::min(per_chunk, count - offset);
+      chunk.set_offset(offset);
+      data->clear();
+      EncodeTensor(values + offset, n, options_.push_encoding, data);
+      if (!writer->Write(chunk)) break;  // The server answered early; Finish() says why.
+      if (offset == 0) {
+        // The header travels once; later chunks carry only offset and data.
+        chunk.clear_agent_id();
+        chunk.clear_model_fingerprint();
+        chunk.clear_base_version();
+        chunk.clear_encoding();
+        chunk.clear_minibatch_count();
+        chunk.clear_total_elements();
+      }
+    }
+    writer->WritesDone();
+    return FromGrpcStatus(writer->Finish());
+  });
+  if (!status.ok()) return status;
+  PushResult result;
+  result.accepted = response.accepted();
+  result.reason = response.reason();
+  result.version = response.version();
+  result.staleness = response.staleness();
+  result.epsilon = response.epsilon();
+  result.target_version = response.target_version();
+  result.incarnation = response.incarnation();
+  result.message = response.message();
+  return result;
+}
+
+absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_incarnation,
+                                          v1::Network network, std::vector<float>* out) {
+  v1::PullRequest request;
+  request.set_have_version(have_version);
+  request.set_have_incarnation(have_incarnation);
+  request.set_network(network);
+  request.set_encoding(ToWire(options_.pull_encoding));
+  request.set_agent_id(options_.agent_id);
+  PullResult result;
+  absl::Status status = WithRetries("Pull", [&]() -> absl::Status {
+    grpc::ClientContext context;
+    SetDeadline(&context, options_.call_timeout);
+    std::unique_ptr<grpc::ClientReader<v1::WeightChunk>> reader =
+        stub_->PullWeights(&context, request);
+    v1::WeightChunk chunk;
+    size_t received = 0;
+    size_t total = 0;
+    bool first = true;
+    absl::Status bad;
+    while (reader->Read(&chunk)) {
+      if (first) {
+        first = false;
+        result.version = chunk.version();
+        result.incarnation = chunk.incarnation();
+        if (chunk.not_newer()) continue;
+        total = chunk.total_elements();
+        pull_buffer_.resize(total);
+      }
+      if (!bad.ok()) continue;
+      if (chunk.version() != result.version || chunk.offset() != received) {
+        bad = absl::DataLossError(absl::StrCat("pull stream out of order at offset ", chunk.offset()));
+        continue;
+      }
+      const TensorEncoding encoding =
+          chunk.encoding() == v1::ENCODING_BF16 ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
+      size_t decoded = 0;
+      bad = DecodeTensor(chunk.data(), encoding, pull_buffer_.data() + received, total - received,
+                         &decoded);
+      received += decoded;
+    }
+    absl::Status status = FromGrpcStatus(reader->Finish());
+    if (!status.ok()) return status;
+    if (!bad.ok()) return bad;
+    if (first) return absl::DataLossError("pull stream carried no chunk");
+    result.updated = total > 0;
+    if (result.updated && received != total) {
+      return absl::UnavailableError(
+          absl::StrCat("pull stream ended after ", received, " of ", total, " elements"));
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  if (result.updated) out->swap(pull_buffer_);
+  return result;
+}
+
+absl::StatusOr<v1::StatusResponse> PsClient::Status() {
+  v1::StatusResponse response;
+  absl::Status status = WithRetries("GetStatus", [&] {
+    grpc::ClientContext context;
+    SetDeadline(&context, options_.call_timeout);
+    return FromGrpcStatus(stub_->GetStatus(&context, v1::StatusRequest(), &response));
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+}  // namespace convoy

@@ -1,0 +1,92 @@
+// PsClient: the agent's side of the parameter server, in four verbs: Join, Push, Pull, Status.
+//
+// Every call has a deadline. A call that fails with UNAVAILABLE (the server is down or restarting) is retried
+// with exponential backoff and jitter until `retry_for` has passed, so an agent rides out a PS restart;
+// other errors are returned at once. Thread-compatible: one PsClient per agent thread.
+#ifndef CONVOY_AGENT_PS_CLIENT_H_
+#define CONVOY_AGENT_PS_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/backoff.h"
+#include "common/tensor_encoding.h"
+#include "convoy/v1/parameter_server.grpc.pb.h"
+
+namespace convoy {
+
+struct PsClientOptions {
+  std::string address;  // host:port
+  std::string agent_id;
+  std::string hostname;
+  uint32_t agent_index = 0;
+  std::string model_fingerprint;
+  TensorEncoding push_encoding = TensorEncoding::kFp32;
+  TensorEncoding pull_encoding = TensorEncoding::kFp32;
+  absl::Duration call_timeout = absl::Seconds(30);  // Per attempt.
+  absl::Duration retry_for = absl::Seconds(60);      // Total time UNAVAILABLE calls are retried.
+  Backoff::Options backoff;
+};
+
+struct PushResult {
+  bool accepted = false;
+  v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
+  uint64_t version = 0;
+  uint64_t staleness = 0;
+  double epsilon = 0;
+  uint64_t target_version = 0;
+  uint64_t incarnation = 0;
+  std::string message;
+};
+
+struct PullResult {
+  bool updated = false;  // False: the caller already held this version; `out` untouched.
+  uint64_t version = 0;
+  uint64_t incarnation = 0;
+};
+
+class PsClient {
+ public:
+  explicit PsClient(PsClientOptions options);
+  // For tests: a client over an existing channel.
+  PsClient(PsClientOptions options, std::shared_ptr<grpc::Channel> channel);
+
+  // Errors: FAILED_PRECONDITION on a model mismatch (naming both fingerprints), UNAVAILABLE after retry_for.
+  absl::StatusOr<v1::JoinResponse> Join();
+
+  // Pushes `count` values computed on `base_version`, chunked and encoded per options. A policy rejection
+  // (STALE, AHEAD) is an OK result with accepted=false; malformed input is an error status.
+  absl::StatusOr<PushResult> Push(const float* values, size_t count, uint64_t base_version,
+                                  uint32_t minibatch_count);
+
+  // Fetches `network`'s weights into `out` unless (have_version, have_incarnation) is already current.
+  // A stream cut short is retried whole; `out` is written only with one complete version.
+  absl::StatusOr<PullResult> Pull(uint64_t have_version, uint64_t have_incarnation,
+                                  v1::Network network, std::vector<float>* out);
+
+  absl::StatusOr<v1::StatusResponse> Status();
+
+  const PsClientOptions& options() const { return options_; }
+
+ private:
+  template <typename Call>
+  absl::Status WithRetries(const char* what, Call call);
+
+  PsClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  std::vector<float> pull_buffer_;
+};
+
+// grpc::Status -> absl::Status with the same code and message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace convoy
+
+#endif  // CONVOY_AGENT_PS_CLIENT_H_

@@ -1,0 +1,343 @@
+#include "param_server/checkpointer.h"
+
+#include <fcntl.h>
+#include <glog/logging.h>
+#include <google/protobuf/text_format.h>
+#include <sys/stat.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/sha256.h"
+
+namespace convoy {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kManifestName[] = "MANIFEST";
+constexpr char kWeightsName[] = "weights.pt";
+constexpr char kTargetName[] = "target.pt";
+constexpr char kOptimizerName[] = "optimizer.pt";
+constexpr char kCheckpointPrefix[] = "ckpt-";
+constexpr char kTempPrefix[] = ".tmp-ckpt-";
+constexpr uint32_t kFormatVersion = 1;
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
+  const int err = errno;
+  std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
+  return absl::InternalError(message);
+}
+
+// Writes `bytes` to `path` and fsyncs it.
+absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create", path);
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      absl::Status s = ErrnoError("cannot write", path);
+      ::close(fd);
+      return s;
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    absl::Status s = ErrnoError("cannot fsync", path);
+    ::close(fd);
+    return s;
+  }
+  if (::close(fd) != 0) return ErrnoError("cannot close", path);
+  return absl::OkStatus();
+}
+
+absl::Status FsyncDirectory(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open directory", path);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoError("cannot fsync directory", path);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::ostringstream out;
+  out << in.rdbuf();
+  return std::move(out).str();
+}
+
+// {parameter name: tensor} in layout order, pickled as torch.save does.
+std::string PickleWeights(const WeightSnapshot& snapshot, const std::vector<ParameterSlot>& layout) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const ParameterSlot& slot : layout) {
+    dict.insert(slot.name,
+                torch::from_blob(const_cast<float*>(snapshot.values.data()) + slot.offset, slot.shape,
+                                 torch::kFloat32));
+  }
+  std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+absl::StatusOr<std::vector<float>> UnpickleWeights(const std::string& bytes,
+                                                   const std::vector<ParameterSlot>& layout,
+                                                   const std::string& path) {
+  size_t total = 0;
+  for (const ParameterSlot& slot : layout) total += slot.numel;
+  std::vector<float> flat(total);
+  try {
+    c10::IValue value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    if (!value.isGenericDict()) {
+      return absl::DataLossError(absl::StrCat(path, " does not hold a dict of tensors"));
+    }
+    c10::impl::GenericDict dict = value.toGenericDict();
+    if (dict.size() != layout.size()) {
+      return absl::DataLossError(absl::StrCat(path, " holds ", dict.size(),
+                                              " tensors, the model has ", layout.size()));
+    }
+    for (const ParameterSlot& slot : layout) {
+      auto it = dict.find(slot.name);
+      if (it == dict.end()) {
+        return absl::DataLossError(absl::StrCat(path, " lacks parameter ", slot.name));
+      }
+      at::Tensor t = it->value().toTensor().to(torch::kFloat32).contiguous();
+      if (t.sizes().vec() != slot.shape) {
+        return absl::DataLossError(absl::StrCat(path, ": parameter ", slot.name, " has shape ",
+                                                c10::str(t.sizes()), ", the model's is ",
+                                                c10::str(c10::IntArrayRef(slot.shape))));
+      }
+      std::memcpy(flat.data() + slot.offset, t.data_ptr<float>(), slot.numel * sizeof(float));
+    }
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat(path, " is not a readable tensor archive: ",
+                                            e.what_without_backtrace()));
+  }
+  return flat;
+}
+
+bool ParseCheckpointVersion(const std::string& name, uint64_t* version) {
+  if (!absl::StartsWith(name, kCheckpointPrefix)) return false;
+  const std::string digits = name.substr(sizeof(kCheckpointPrefix) - 1);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
+  *version = std::stoull(digits);
+  return true;
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(std::string directory, int keep, std::vector<ParameterSlot> layout)
+    : directory_(std::move(directory)), keep_(std::max(1, keep)), layout_(std::move(layout)) {}
+
+absl::StatusOr<v1::CheckpointManifest> Checkpointer::ParseManifest(const std::string& text) {
+  v1::CheckpointManifest manifest;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &manifest)) {
+    return absl::DataLossError("manifest is not valid CheckpointManifest text");
+  }
+  if (manifest.format_version() != kFormatVersion) {
+    return absl::DataLossError(
+        absl::StrCat("manifest format_version ", manifest.format_version(), ", expected ",
+                     kFormatVersion));
+  }
+  for (const char* required : {kWeightsName, kTargetName, kOptimizerName}) {
+    const bool listed = std::any_of(manifest.files().begin(), manifest.files().end(),
+                                    [&](const v1::CheckpointFile& f) { return f.name() == required; });
+    if (!listed) return absl::DataLossError(absl::StrCat("manifest does not list ", required));
+  }
+  for (const v1::CheckpointFile& f : manifest.files()) {
+    if (f.name().empty() || absl::StrContains(f.name(), "/") || f.name() == "." ||
+        f.name() == "..") {
+      return absl::DataLossError(absl::StrCat("manifest lists a bad file name '", f.name(), "'"));
+    }
+  }
+  return manifest;
+}
+
+absl::StatusOr<v1::CheckpointManifest> Checkpointer::VerifyManifest(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(absl::StrCat(path, "/", kManifestName));
+  if (!text.ok()) return absl::DataLossError(absl::StrCat(path, " has no MANIFEST"));
+  absl::StatusOr<v1::CheckpointManifest> manifest = ParseManifest(*text);
+  if (!manifest.ok()) {
+    return absl::DataLossError(absl::StrCat(path, ": ", manifest.status().message()));
+  }
+  for (const v1::CheckpointFile& f : manifest->files()) {
+    const std::string file = absl::StrCat(path, "/", f.name());
+    absl::StatusOr<FileDigest> digest = Sha256OfFile(file);
+    if (!digest.ok()) return absl::DataLossError(absl::StrCat(file, " is missing"));
+    if (digest->size != f.size()) {
+      return absl::DataLossError(absl::StrCat(file, " has ", digest->size, " bytes, the manifest says ",
+                                              f.size(), " (truncated?)"));
+    }
+    if (digest->sha256 != f.sha256()) {
+      return absl::DataLossError(absl::StrCat(file, " fails its SHA-256 check (corrupt)"));
+    }
+  }
+  return manifest;
+}
+
+absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path,
+                                                    const std::vector<ParameterSlot>& layout) {
+  absl::StatusOr<v1::CheckpointManifest> manifest = VerifyManifest(path);
+  if (!manifest.ok()) return manifest.status();
+  LoadedCheckpoint loaded;
+  loaded.path = path;
+  loaded.manifest = *std::move(manifest);
+  for (auto [name, out] : {std::pair{kWeightsName, &loaded.weights},
+                           std::pair{kTargetName, &loaded.target}}) {
+    const std::string file = absl::StrCat(path, "/", name);
+    absl::StatusOr<std::string> bytes = ReadFile(file);
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<std::vector<float>> flat = UnpickleWeights(*bytes, layout, file);
+    if (!flat.ok()) return flat.status();
+    *out = *std::move(flat);
+  }
+  absl::StatusOr<std::string> optimizer = ReadFile(absl::StrCat(path, "/", kOptimizerName));
+  if (!optimizer.ok()) return optimizer.status();
+  loaded.optimizer_state = *std::move(optimizer);
+  return loaded;
+}
+
+absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
+  std::error_code ec;
+  fs::create_directories(directory_, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create checkpoint directory ", directory_, ": ", ec.message()));
+  }
+  const uint64_t version = data.manifest.version();
+  const std::string final_path =
+      absl::StrCat(directory_, "/", kCheckpointPrefix, absl::StrFormat("%020d", version));
+  if (fs::exists(final_path / fs::path(kManifestName), ec)) return final_path;
+
+  absl::BitGen rng;
+  const std::string temp_path =
+      absl::StrCat(directory_, "/", kTempPrefix, version, "-", ::getpid(), "-",
+                   absl::Uniform<uint32_t>(rng));
+  if (!fs::create_directory(temp_path, ec)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", temp_path, ": ", ec ? ec.message() : "exists"));
+  }
+  auto fail = [&](absl::Status status) {
+    std::error_code ignored;
+    fs::remove_all(temp_path, ignored);
+    return status;
+  };
+
+  v1::CheckpointManifest manifest = data.manifest;
+  manifest.set_format_version(kFormatVersion);
+  manifest.clear_files();
+  const std::pair<const char*, std::string> files[] = {
+      {kWeightsName, PickleWeights(*data.weights, layout_)},
+      {kTargetName, PickleWeights(*data.target, layout_)},
+      {kOptimizerName, data.optimizer_state},
+  };
+  for (const auto& [name, bytes] : files) {
+    if (absl::Status s = WriteFileDurably(absl::StrCat(temp_path, "/", name), bytes); !s.ok()) {
+      return fail(s);
+    }
+    v1::CheckpointFile* entry = manifest.add_files();
+    entry->set_name(name);
+    entry->set_size(bytes.size());
+    entry->set_sha256(Sha256Hex(bytes));
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(manifest, &text);
+  if (absl::Status s = WriteFileDurably(absl::StrCat(temp_path, "/", kManifestName), text); !s.ok()) {
+    return fail(s);
+  }
+  if (absl::Status s = FsyncDirectory(temp_path); !s.ok()) return fail(s);
+  if (fs::exists(final_path, ec)) fs::remove_all(final_path, ec);  // A torn leftover of this version.
+  if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
+    return fail(ErrnoError("cannot rename checkpoint into", final_path));
+  }
+  if (absl::Status s = FsyncDirectory(directory_); !s.ok()) return s;
+  Prune();
+  return final_path;
+}
+
+std::vector<std::pair<uint64_t, std::string>> Checkpointer::ValidCheckpoints() const {
+  std::vector<std::pair<uint64_t, std::string>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory_, ec)) {
+    uint64_t name_version = 0;
+    if (!entry.is_directory() ||
+        !ParseCheckpointVersion(entry.path().filename().string(), &name_version)) {
+      continue;
+    }
+    absl::StatusOr<std::string> text = ReadFile((entry.path() / kManifestName).string());
+    if (!text.ok()) continue;
+    absl::StatusOr<v1::CheckpointManifest> manifest = ParseManifest(*text);
+    if (!manifest.ok()) continue;
+    found.emplace_back(manifest->version(), entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), std::greater<>());
+  return found;
+}
+
+void Checkpointer::Prune() const {
+  std::vector<std::pair<uint64_t, std::string>> valid = ValidCheckpoints();
+  std::error_code ec;
+  for (size_t i = static_cast<size_t>(keep_); i < valid.size(); ++i) {
+    fs::remove_all(valid[i].second, ec);
+    if (ec) LOG(WARNING) << "cannot remove old checkpoint " << valid[i].second << ": " << ec.message();
+  }
+  // Temporary directories of writes that died half-way.
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, kTempPrefix) &&
+        !absl::StrContains(name, absl::StrCat("-", ::getpid(), "-"))) {
+      fs::remove_all(entry.path(), ec);
+    }
+  }
+}
+
+absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadNewest() const {
+  std::error_code ec;
+  std::vector<std::pair<uint64_t, std::string>> candidates;
+  // Order by the version each manifest records. A directory that looks like a checkpoint but has no
+  // readable manifest is reported, not silently ignored.
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory_, ec)) {
+    uint64_t name_version = 0;
+    if (!entry.is_directory() ||
+        !ParseCheckpointVersion(entry.path().filename().string(), &name_version)) {
+      continue;
+    }
+    absl::StatusOr<std::string> text = ReadFile((entry.path() / kManifestName).string());
+    absl::StatusOr<v1::CheckpointManifest> manifest =
+        text.ok() ? ParseManifest(*text) : absl::StatusOr<v1::CheckpointManifest>(text.status());
+    if (!manifest.ok()) {
+      LOG(WARNING) << "skipping checkpoint " << entry.path().string() << ": "
+                   << manifest.status().message();
+      continue;
+    }
+    candidates.emplace_back(manifest->version(), entry.path().string());
+  }
+  if (ec) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read checkpoint directory ", directory_, ": ", ec.message()));
+  }
+  std::sort(candidates.begin(), candidates.end(), std::greater<>());
+  for (const auto& [version, path] : candidates) {
+    absl::StatusOr<LoadedCheckpoint> loaded = Load(path, layout_);
+    if (loaded.ok()) return loaded;
+    LOG(WARNING) << "skipping checkpoint " << path << ": " << loaded.status().message();
+  }
+  return absl::NotFoundError(absl::StrCat("no valid checkpoint in ", directory_));
+}
+
+}  // namespace convoy

@@ -1,0 +1,158 @@
+// convoy_ps: the parameter server. Holds a model's master weights and applies asynchronous gradient pushes
+// from many agents; see docs/architecture.md and docs/protocol.md.
+#include <glog/logging.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/init.h"
+#include "param_server/grpc_server.h"
+
+ABSL_FLAG(int, port, 50051, "Port to listen on; 0 picks a free one (see --port_file).");
+ABSL_FLAG(std::string, bind, "0.0.0.0", "Address to listen on.");
+ABSL_FLAG(std::string, port_file, "", "If set, the bound port is written to this file once serving.");
+ABSL_FLAG(std::string, model, "cookbook", "Model to serve (registry name, e.g. cookbook, nature_dueling).");
+ABSL_FLAG(int, num_actions, convoy::kDefaultNumActions, "Number of discrete actions of the Q-network.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial weights.");
+ABSL_FLAG(std::string, init_checkpoint, "", "Checkpoint directory to take the initial weights from.");
+ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for checkpoints; empty disables them.");
+ABSL_FLAG(bool, resume, false, "Start from the newest valid checkpoint in --checkpoint_dir.");
+ABSL_FLAG(int, keep_checkpoints, 5, "Newest checkpoints to keep.");
+ABSL_FLAG(uint64_t, checkpoint_every_updates, 0, "Checkpoint every N applied updates (0: off).");
+ABSL_FLAG(double, checkpoint_every_seconds, 60, "Checkpoint every N seconds (0: off).");
+ABSL_FLAG(std::string, optimizer, "adam", "adam, adamw, rmsprop, sgd, or delta (w += pushed tensor).");
+ABSL_FLAG(double, learning_rate, 1e-3, "Learning rate.");
+ABSL_FLAG(double, beta1, 0.9, "Adam beta1.");
+ABSL_FLAG(double, beta2, 0.999, "Adam beta2.");
+ABSL_FLAG(double, eps, 1e-8, "Optimizer epsilon (Adam, RMSprop).");
+ABSL_FLAG(double, weight_decay, 0.0, "Weight decay (L2; decoupled for adamw).");
+ABSL_FLAG(double, momentum, 0.9, "Momentum for sgd and rmsprop.");
+ABSL_FLAG(double, rmsprop_alpha, 0.99, "RMSprop smoothing constant.");
+ABSL_FLAG(double, max_grad_norm, 0.0, "Clip each pushed gradient's L2 norm to this (0: off).");
+ABSL_FLAG(int64_t, max_staleness, -1,
+          "Reject pushes computed more than this many versions ago (-1: accept any).");
+ABSL_FLAG(bool, staleness_lr_scaling, false, "Apply a push s versions old with lr / (1 + s).");
+ABSL_FLAG(uint64_t, target_update_frequency, 300,
+          "Applied minibatches between target-network snapshots.");
+ABSL_FLAG(std::string, exploration, "global",
+          "global: one epsilon decayed per update (the cookbook's); apex: fixed per-agent epsilons.");
+ABSL_FLAG(double, start_epsilon, 1.0, "Initial global epsilon.");
+ABSL_FLAG(double, min_epsilon, 0.1, "Floor of the global epsilon.");
+ABSL_FLAG(double, per_iter_epsilon_reduction, 0.003, "Subtracted from epsilon per applied update.");
+ABSL_FLAG(double, apex_base_epsilon, 0.4, "Ape-X: epsilon_i = base^(1 + alpha * i / (N - 1)).");
+ABSL_FLAG(double, apex_alpha, 7.0, "Ape-X alpha.");
+ABSL_FLAG(uint32_t, apex_num_agents, 8, "Ape-X: N, the number of agents.");
+ABSL_FLAG(uint32_t, batch_size, 32, "Minibatch size handed to agents.");
+ABSL_FLAG(uint32_t, batch_update_frequency, 4,
+          "Minibatches an agent accumulates before each push, handed to agents.");
+ABSL_FLAG(double, gamma, 0.99, "Discount handed to agents.");
+ABSL_FLAG(double, shutdown_grace_seconds, 10, "How long in-flight RPCs may run on after SIGTERM.");
+
+namespace convoy {
+namespace {
+
+ParameterServerOptions OptionsFromFlags() {
+  ParameterServerOptions o;
+  o.model = absl::GetFlag(FLAGS_model);
+  o.num_actions = absl::GetFlag(FLAGS_num_actions);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.init_checkpoint = absl::GetFlag(FLAGS_init_checkpoint);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.resume = absl::GetFlag(FLAGS_resume);
+  o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  o.checkpoint_every_updates = absl::GetFlag(FLAGS_checkpoint_every_updates);
+  o.checkpoint_every = absl::Seconds(absl::GetFlag(FLAGS_checkpoint_every_seconds));
+  o.optimizer.name = absl::GetFlag(FLAGS_optimizer);
+  o.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  o.optimizer.beta1 = absl::GetFlag(FLAGS_beta1);
+  o.optimizer.beta2 = absl::GetFlag(FLAGS_beta2);
+  o.optimizer.eps = absl::GetFlag(FLAGS_eps);
+  o.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
+  o.optimizer.rmsprop_alpha = absl::GetFlag(FLAGS_rmsprop_alpha);
+  o.optimizer.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+  o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
+  o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
+  o.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
+  o.exploration.apex = absl::GetFlag(FLAGS_exploration) == "apex";
+  o.exploration.start_epsilon = absl::GetFlag(FLAGS_start_epsilon);
+  o.exploration.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
+  o.exploration.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
+  o.exploration.apex_base_epsilon = absl::GetFlag(FLAGS_apex_base_epsilon);
+  o.exploration.apex_alpha = absl::GetFlag(FLAGS_apex_alpha);
+  o.exploration.apex_num_agents = absl::GetFlag(FLAGS_apex_num_agents);
+  o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  o.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
+  o.gamma = absl::GetFlag(FLAGS_gamma);
+  return o;
+}
+
+int Run() {
+  const std::string exploration = absl::GetFlag(FLAGS_exploration);
+  if (exploration != "global" && exploration != "apex") {
+    LOG(ERROR) << "--exploration must be global or apex, got '" << exploration << "'";
+    return 2;
+  }
+  // Signals are taken synchronously by this thread; every thread started later inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const ParameterServerOptions options = OptionsFromFlags();
+  absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
+  if (!core.ok()) {
+    LOG(ERROR) << "cannot start: " << core.status();
+    return 1;
+  }
+  const ModelInfo model = (*core)->model();
+  const uint64_t version = (*core)->version();
+  const std::string address =
+      absl::StrCat(absl::GetFlag(FLAGS_bind), ":", absl::GetFlag(FLAGS_port));
+  absl::StatusOr<std::unique_ptr<GrpcParameterServer>> server =
+      GrpcParameterServer::Start(*std::move(core), address);
+  if (!server.ok()) {
+    LOG(ERROR) << server.status();
+    return 1;
+  }
+  const std::string bound = absl::StrCat(absl::GetFlag(FLAGS_bind), ":", (*server)->port());
+  LOG(INFO) << "convoy_ps serving model " << model.spec.name << " (" << model.fingerprint << "), "
+            << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
+            << " bytes fp32; optimizer " << options.optimizer.name << " lr "
+            << options.optimizer.learning_rate << "; version " << version << "; on " << bound;
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    const std::string temp = port_file + ".tmp";
+    std::ofstream(temp) << (*server)->port() << "\n";
+    std::rename(temp.c_str(), port_file.c_str());
+  }
+  (*server)->core().StartPeriodicCheckpoints();
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  LOG(INFO) << "signal " << signal << ": draining, then a final checkpoint";
+  absl::Status stopped =
+      (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  if (!stopped.ok()) {
+    LOG(ERROR) << "final checkpoint failed: " << stopped;
+    return 1;
+  }
+  LOG(INFO) << "stopped at version " << (*server)->core().version();
+  return 0;
+}
+
+}  // namespace
+}  // namespace convoy
+
+int main(int argc, char** argv) {
+  convoy::InitProcess(argc, argv,
+                      "convoy_ps: the convoy parameter server.\n"
+                      "Usage: convoy_ps [--port=50051] [--model=cookbook] [--checkpoint_dir=DIR "
+                      "--resume] [flags]");
+  return convoy::Run();
+}

@@ -1,0 +1,62 @@
+#include "param_server/grpc_server.h"
+
+#include <glog/logging.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/tensor_encoding.h"
+
+namespace convoy {
+namespace {
+// Room for a chunk's header fields around its payload.
+constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkPayloadBytes) + 1024;
+// Handler threads, and so concurrent RPCs, the server allows; each in-flight push holds one model-sized
+// buffer, so this bounds the server's memory.
+constexpr int kMaxHandlerThreads = 256;
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
+    std::unique_ptr<ParameterServer> server, const std::string& address) {
+  std::unique_ptr<GrpcParameterServer> self(new GrpcParameterServer());
+  self->core_ = std::move(server);
+  self->service_ = std::make_unique<ParameterServerService>(self->core_.get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &self->port_);
+  builder.RegisterService(self->service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  grpc::ResourceQuota quota("convoy_ps");
+  quota.SetMaxThreads(kMaxHandlerThreads);
+  builder.SetResourceQuota(quota);
+  self->server_ = builder.BuildAndStart();
+  if (self->server_ == nullptr || self->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  grpc::HealthCheckServiceInterface* health = self->server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kParameterServerServiceName, true);
+  return self;
+}
+
+GrpcParameterServer::~GrpcParameterServer() {
+  if (!stopped_) Shutdown(absl::ZeroDuration()).IgnoreError();
+}
+
+absl::Status GrpcParameterServer::Shutdown(absl::Duration grace) {
+  if (stopped_) return absl::OkStatus();
+  stopped_ = true;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  service_->StopAcceptingPushes();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+  if (core_->options().checkpoint_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> path = core_->Checkpoint();
+  if (!path.ok()) return path.status();
+  LOG(INFO) << "final checkpoint " << *path << " at version " << core_->version();
+  return absl::OkStatus();
+}
+
+}  // namespace convoy

@@ -1,0 +1,49 @@
+// GrpcParameterServer: a ParameterServer served over gRPC with the standard health service, started and
+// stopped in the order a clean shutdown needs. Used by convoy_ps and by the tests.
+#ifndef CONVOY_PARAM_SERVER_GRPC_SERVER_H_
+#define CONVOY_PARAM_SERVER_GRPC_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "param_server/parameter_server.h"
+#include "param_server/service.h"
+
+namespace convoy {
+
+// The gRPC service name the health service reports, besides the whole server ("").
+inline constexpr char kParameterServerServiceName[] = "convoy.v1.ParameterServer";
+
+class GrpcParameterServer {
+ public:
+  // Listens on `address` ("host:port"; port 0 picks a free one) and reports SERVING. Errors: UNAVAILABLE when
+  // the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<GrpcParameterServer>> Start(
+      std::unique_ptr<ParameterServer> server, const std::string& address);
+  ~GrpcParameterServer();
+
+  // The clean stop: NOT_SERVING, refuse new pushes, let in-flight RPCs finish (cancelling those still running
+  // after `grace`), then write a final checkpoint when checkpoints are on. Idempotent. Returns the final
+  // checkpoint's status (OK when checkpoints are off).
+  absl::Status Shutdown(absl::Duration grace = absl::Seconds(10));
+
+  int port() const { return port_; }
+  ParameterServer& core() { return *core_; }
+
+ private:
+  GrpcParameterServer() = default;
+
+  std::unique_ptr<ParameterServer> core_;
+  std::unique_ptr<ParameterServerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_PARAM_SERVER_GRPC_SERVER_H_

@@ -1,0 +1,164 @@
+#include "param_server/optimizer.h"
+
+#include <torch/torch.h>
+
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace convoy {
+namespace {
+
+// The LibTorch optimizers, run on a single parameter that views the master buffer.
+class TorchFlatOptimizer final : public FlatOptimizer {
+ public:
+  TorchFlatOptimizer(const OptimizerOptions& options, float* weights, size_t size)
+      : FlatOptimizer(options),
+        size_(static_cast<int64_t>(size)),
+        param_(torch::from_blob(weights, {size_}, torch::kFloat32).set_requires_grad(true)) {
+    std::vector<torch::Tensor> params = {param_};
+    if (options.name == "adam" || options.name == "adamw") {
+      auto betas = std::make_tuple(options.beta1, options.beta2);
+      if (options.name == "adam") {
+        optimizer_ = std::make_unique<torch::optim::Adam>(
+            params, torch::optim::AdamOptions(options.learning_rate)
+                        .betas(betas)
+                        .eps(options.eps)
+                        .weight_decay(options.weight_decay));
+      } else {
+        optimizer_ = std::make_unique<torch::optim::AdamW>(
+            params, torch::optim::AdamWOptions(options.learning_rate)
+                        .betas(betas)
+                        .eps(options.eps)
+                        .weight_decay(options.weight_decay));
+      }
+    } else if (options.name == "rmsprop") {
+      optimizer_ = std::make_unique<torch::optim::RMSprop>(
+          params, torch::optim::RMSpropOptions(options.learning_rate)
+                      .alpha(options.rmsprop_alpha)
+                      .eps(options.eps)
+                      .weight_decay(options.weight_decay)
+                      .momentum(options.momentum));
+    } else {  // sgd
+      optimizer_ = std::make_unique<torch::optim::SGD>(
+          params, torch::optim::SGDOptions(options.learning_rate)
+                      .momentum(options.momentum)
+                      .weight_decay(options.weight_decay));
+    }
+  }
+
+  void Apply(float* pushed, double lr_scale) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor grad = torch::from_blob(pushed, {size_}, torch::kFloat32);
+    ClipNorm(grad, options_.max_grad_norm);
+    param_.mutable_grad() = grad;
+    SetLearningRate(options_.learning_rate * lr_scale);
+    optimizer_->step();
+    param_.mutable_grad() = torch::Tensor();  // Do not keep a view of the caller's buffer.
+  }
+
+  absl::StatusOr<std::string> SaveState() const override {
+    torch::serialize::OutputArchive archive;
+    optimizer_->save(archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    return std::move(out).str();
+  }
+
+  absl::Status RestoreState(const std::string& bytes) override {
+    try {
+      std::istringstream in(bytes);
+      torch::serialize::InputArchive archive;
+      archive.load_from(in);
+      optimizer_->load(archive);
+    } catch (const c10::Error& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer state does not match '", options_.name, "': ", e.what_without_backtrace()));
+    }
+    return absl::OkStatus();
+  }
+
+  static void ClipNorm(torch::Tensor& grad, double max_norm) {
+    if (max_norm <= 0) return;
+    const double norm = grad.norm().item<double>();
+    if (norm > max_norm) grad.mul_(max_norm / (norm + 1e-6));
+  }
+
+ private:
+  void SetLearningRate(double lr) {
+    for (torch::optim::OptimizerParamGroup& group : optimizer_->param_groups()) {
+      group.options().set_lr(lr);
+    }
+  }
+
+  int64_t size_;
+  torch::Tensor param_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+};
+
+// w += lr_scale * delta: the cookbook's agents pushed weight deltas computed by their own optimizers.
+class DeltaOptimizer final : public FlatOptimizer {
+ public:
+  DeltaOptimizer(const OptimizerOptions& options, float* weights, size_t size)
+      : FlatOptimizer(options),
+        weights_(torch::from_blob(weights, {static_cast<int64_t>(size)}, torch::kFloat32)),
+        size_(static_cast<int64_t>(size)) {}
+
+  void Apply(float* pushed, double lr_scale) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor delta = torch::from_blob(pushed, {size_}, torch::kFloat32);
+    TorchFlatOptimizer::ClipNorm(delta, options_.max_grad_norm);
+    weights_.add_(delta, lr_scale);
+  }
+
+  absl::StatusOr<std::string> SaveState() const override { return std::string(); }
+  absl::Status RestoreState(const std::string& bytes) override {
+    if (!bytes.empty()) {
+      return absl::InvalidArgumentError("the delta rule keeps no state, but the checkpoint holds some");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  torch::Tensor weights_;
+  int64_t size_;
+};
+
+}  // namespace
+
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
+  if (o.name != "adam" && o.name != "adamw" && o.name != "rmsprop" && o.name != "sgd" &&
+      o.name != "delta") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown optimizer '", o.name, "'; expected adam, adamw, rmsprop, sgd or delta"));
+  }
+  if (!(o.learning_rate > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("learning rate must be > 0, got ", o.learning_rate));
+  }
+  if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("betas must be in [0, 1), got ", o.beta1, ", ", o.beta2));
+  }
+  if (!(o.eps > 0)) return absl::InvalidArgumentError(absl::StrCat("eps must be > 0, got ", o.eps));
+  if (o.weight_decay < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("weight decay must be >= 0, got ", o.weight_decay));
+  }
+  if (o.momentum < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("momentum must be >= 0, got ", o.momentum));
+  }
+  if (o.max_grad_norm < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_grad_norm must be >= 0, got ", o.max_grad_norm));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<FlatOptimizer>> FlatOptimizer::Create(const OptimizerOptions& options,
+                                                                     float* weights, size_t size) {
+  if (absl::Status s = ValidateOptimizerOptions(options); !s.ok()) return s;
+  if (options.name == "delta") return std::make_unique<DeltaOptimizer>(options, weights, size);
+  return std::make_unique<TorchFlatOptimizer>(options, weights, size);
+}
+
+}  // namespace convoy

@@ -1,0 +1,442 @@
+#include "param_server/parameter_server.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "common/tensor_encoding.h"
+#include "absl/strings/str_cat.h"
+
+namespace convoy {
+namespace {
+
+// Pushes per second are measured over this trailing window.
+constexpr absl::Duration kRateWindow = absl::Seconds(10);
+// How often the periodic checkpoint thread looks at the clock when nothing wakes it.
+constexpr absl::Duration kCheckpointPoll = absl::Milliseconds(200);
+
+uint64_t NewIncarnation() {
+  absl::BitGen rng;
+  return absl::Uniform<uint64_t>(absl::IntervalClosed, rng, 1, UINT64_MAX);
+}
+
+std::map<std::string, std::string> HyperparametersOf(const ParameterServerOptions& o) {
+  const OptimizerOptions& opt = o.optimizer;
+  return {
+      {"optimizer", opt.name},
+      {"learning_rate", absl::StrCat(opt.learning_rate)},
+      {"beta1", absl::StrCat(opt.beta1)},
+      {"beta2", absl::StrCat(opt.beta2)},
+      {"eps", absl::StrCat(opt.eps)},
+      {"weight_decay", absl::StrCat(opt.weight_decay)},
+      {"momentum", absl::StrCat(opt.momentum)},
+      {"max_grad_norm", absl::StrCat(opt.max_grad_norm)},
+      {"max_staleness", absl::StrCat(o.max_staleness)},
+      {"staleness_lr_scaling", o.staleness_lr_scaling ? "true" : "false"},
+      {"target_update_frequency", absl::StrCat(o.target_update_frequency)},
+      {"exploration", o.exploration.apex ? "apex" : "global"},
+      {"min_epsilon", absl::StrCat(o.exploration.min_epsilon)},
+      {"per_iter_epsilon_reduction", absl::StrCat(o.exploration.per_iter_epsilon_reduction)},
+      {"batch_size", absl::StrCat(o.batch_size)},
+      {"batch_update_frequency", absl::StrCat(o.batch_update_frequency)},
+      {"gamma", absl::StrCat(o.gamma)},
+      {"seed", absl::StrCat(o.seed)},
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
+    const ParameterServerOptions& options) {
+  if (absl::Status s = ValidateOptimizerOptions(options.optimizer); !s.ok()) return s;
+  if (absl::Status s = ValidateExplorationOptions(options.exploration); !s.ok()) return s;
+  if (options.target_update_frequency == 0) {
+    return absl::InvalidArgumentError("target_update_frequency must be at least 1");
+  }
+  if (options.resume && options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+  }
+  absl::StatusOr<ModelInfo> model = DescribeModel(options.model, options.num_actions);
+  if (!model.ok()) return model.status();
+  std::unique_ptr<ParameterServer> server(new ParameterServer(options, *std::move(model)));
+  if (absl::Status s = server->Initialise(); !s.ok()) return s;
+  return server;
+}
+
+ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInfo model)
+    : options_(options),
+      model_(std::move(model)),
+      incarnation_(NewIncarnation()),
+      started_(absl::Now()),
+      staleness_(options.max_staleness, options.staleness_lr_scaling) {}
+
+ParameterServer::~ParameterServer() {
+  {
+    absl::MutexLock lock(&loop_mu_);
+    stopping_ = true;
+  }
+  if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
+}
+
+absl::Status ParameterServer::Initialise() {
+  if (!options_.checkpoint_dir.empty()) {
+    checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir,
+                                                   options_.keep_checkpoints, model_.layout);
+  }
+  auto check_fingerprint = [&](const LoadedCheckpoint& c) -> absl::Status {
+    if (c.manifest.model_fingerprint() != model_.fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", c.path, " holds model '", c.manifest.model_fingerprint(),
+          "', this server runs '", model_.fingerprint, "'"));
+    }
+    return absl::OkStatus();
+  };
+
+  std::optional<LoadedCheckpoint> resumed;
+  std::vector<float> initial;
+  if (options_.resume) {
+    absl::StatusOr<LoadedCheckpoint> loaded = checkpointer_->LoadNewest();
+    if (loaded.ok()) {
+      if (absl::Status s = check_fingerprint(*loaded); !s.ok()) return s;
+      resumed = *std::move(loaded);
+    } else {
+      LOG(WARNING) << "--resume: " << loaded.status().message() << "; starting fresh";
+    }
+  }
+  if (resumed) {
+    initial = resumed->weights;
+  } else if (!options_.init_checkpoint.empty()) {
+    absl::StatusOr<LoadedCheckpoint> loaded =
+        Checkpointer::Load(options_.init_checkpoint, model_.layout);
+    if (!loaded.ok()) return loaded.status();
+    if (absl::Status s = check_fingerprint(*loaded); !s.ok()) return s;
+    initial = std::move(loaded->weights);
+    LOG(INFO) << "initial weights from " << options_.init_checkpoint;
+  } else {
+    absl::StatusOr<std::vector<float>> weights =
+        InitialFlatWeights(options_.model, options_.num_actions, options_.seed);
+    if (!weights.ok()) return weights.status();
+    initial = *std::move(weights);
+  }
+
+  const uint64_t version = resumed ? resumed->manifest.version() : 0;
+  absl::MutexLock lock(&apply_mu_);
+  version_ = version;
+  store_ = std::make_unique<WeightStore>(std::move(initial), version);
+  absl::StatusOr<std::unique_ptr<FlatOptimizer>> optimizer =
+      FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size());
+  if (!optimizer.ok()) return optimizer.status();
+  optimizer_ = *std::move(optimizer);
+  exploration_ = std::make_unique<ExplorationSchedule>(options_.exploration);
+
+  absl::MutexLock stats(&stats_mu_);
+  if (resumed) {
+    const v1::CheckpointManifest& m = resumed->manifest;
+    if (m.optimizer() != options_.optimizer.name) {
+      LOG(WARNING) << "checkpoint " << resumed->path << " was written with optimizer '"
+                   << m.optimizer() << "'; starting '" << options_.optimizer.name
+                   << "' with fresh state";
+    } else if (absl::Status s = optimizer_->RestoreState(resumed->optimizer_state); !s.ok()) {
+      return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
+    }
+    exploration_->set_global_epsilon(m.epsilon());
+    auto target = std::make_shared<WeightSnapshot>();
+    target->version = m.target_version();
+    target->values = std::move(resumed->target);
+    {
+      absl::MutexLock t(&target_mu_);
+      target_ = std::move(target);
+    }
+    counters_.updates_applied = m.updates_applied();
+    counters_.applied_minibatches = m.applied_minibatches();
+    counters_.minibatches_at_target = m.minibatches_at_target();
+    counters_.target_version = m.target_version();
+    for (const auto& [name, count] : m.rejections()) {
+      v1::RejectReason reason;
+      if (v1::RejectReason_Parse(name, &reason)) rejections_[reason] = count;
+    }
+    LOG(INFO) << "resumed from " << resumed->path << " at version " << version;
+  } else {
+    absl::MutexLock t(&target_mu_);
+    target_ = store_->Snapshot();
+  }
+  counters_.epsilon = exploration_->global_epsilon();
+  return absl::OkStatus();
+}
+
+v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
+  v1::RunConfig config;
+  config.set_model_name(options_.model);
+  config.set_num_actions(static_cast<uint32_t>(options_.num_actions));
+  config.set_batch_size(options_.batch_size);
+  config.set_batch_update_frequency(options_.batch_update_frequency);
+  config.set_target_update_frequency(options_.target_update_frequency);
+  config.set_gamma(options_.gamma);
+  config.set_optimizer(options_.optimizer.name);
+  config.set_learning_rate(options_.optimizer.learning_rate);
+  config.set_update_rule(options_.optimizer.name == "delta" ? "delta" : "gradients");
+  config.set_max_staleness(options_.max_staleness < 0 ? 0 : options_.max_staleness);
+  config.set_exploration(options_.exploration.apex ? v1::EXPLORATION_APEX : v1::EXPLORATION_GLOBAL);
+  {
+    absl::MutexLock lock(&apply_mu_);
+    config.set_epsilon(exploration_->EpsilonFor(agent_index));
+  }
+  config.set_min_epsilon(options_.exploration.min_epsilon);
+  config.set_per_iter_epsilon_reduction(options_.exploration.per_iter_epsilon_reduction);
+  config.set_max_chunk_bytes(static_cast<uint32_t>(kMaxChunkPayloadBytes));
+  config.set_seed(options_.seed);
+  return config;
+}
+
+ParameterServer::AgentRecord& ParameterServer::TouchAgent(const std::string& agent_id) {
+  AgentRecord& record = agents_[agent_id];
+  record.last_seen = absl::Now();
+  return record;
+}
+
+absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& request) {
+  if (request.model_fingerprint() != model_.fingerprint) {
+    CountRejection(request.agent_id(), v1::REJECT_REASON_FINGERPRINT_MISMATCH);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model fingerprint mismatch: agent has '",
+        request.model_fingerprint().empty() ? "(none)" : request.model_fingerprint(),
+        "', server has '", model_.fingerprint, "'"));
+  }
+  if (request.agent_id().empty()) return absl::InvalidArgumentError("agent_id must not be empty");
+  v1::JoinResponse response;
+  *response.mutable_config() = RunConfigFor(request.agent_index());
+  response.set_version(store_->version());
+  response.set_parameter_count(model_.parameter_count);
+  response.set_model_fingerprint(model_.fingerprint);
+  response.set_incarnation(incarnation_);
+  {
+    absl::MutexLock lock(&stats_mu_);
+    AgentRecord& record = TouchAgent(request.agent_id());
+    record.hostname = request.hostname();
+    record.index = request.agent_index();
+    response.set_target_version(counters_.target_version);
+  }
+  LOG(INFO) << "agent " << request.agent_id() << " (index " << request.agent_index() << ") joined from "
+            << request.hostname();
+  return response;
+}
+
+PushOutcome ParameterServer::Apply(const std::string& agent_id, uint64_t base_version,
+                                   uint32_t minibatch_count, std::vector<float>& values) {
+  PushOutcome outcome;
+  bool refresh_target = false;
+  uint32_t agent_index = 0;
+  {
+    absl::MutexLock lock(&stats_mu_);
+    agent_index = TouchAgent(agent_id).index;
+  }
+  {
+    absl::MutexLock lock(&apply_mu_);
+    const StalenessDecision decision = staleness_.Decide(version_, base_version);
+    outcome.staleness = decision.staleness;
+    if (decision.kind == StalenessDecision::Kind::kApply) {
+      optimizer_->Apply(values.data(), decision.lr_scale);
+      ++version_;
+      exploration_->OnUpdateApplied();
+      store_->Publish(version_);
+      outcome.accepted = true;
+    } else {
+      outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
+                           ? v1::REJECT_REASON_STALE
+                           : v1::REJECT_REASON_AHEAD;
+    }
+    outcome.version = version_;
+    outcome.epsilon = exploration_->EpsilonFor(agent_index);
+
+    absl::MutexLock stats(&stats_mu_);
+    AgentRecord& record = agents_[agent_id];
+    record.last_staleness = outcome.staleness;
+    if (outcome.accepted) {
+      ++record.accepted;
+      ++counters_.updates_applied;
+      counters_.applied_minibatches += minibatch_count;
+      counters_.epsilon = exploration_->global_epsilon();
+      if (counters_.applied_minibatches - counters_.minibatches_at_target >=
+          options_.target_update_frequency) {
+        counters_.minibatches_at_target = counters_.applied_minibatches;
+        counters_.target_version = version_;
+        refresh_target = true;
+      }
+      const absl::Time now = absl::Now();
+      recent_applies_.push_back(now);
+      while (!recent_applies_.empty() && recent_applies_.front() < now - kRateWindow) {
+        recent_applies_.pop_front();
+      }
+    } else {
+      ++record.rejected;
+      ++rejections_[outcome.reason];
+    }
+    outcome.target_version = counters_.target_version;
+    if (refresh_target) {
+      std::shared_ptr<const WeightSnapshot> snapshot = store_->Snapshot();
+      absl::MutexLock t(&target_mu_);
+      target_ = std::move(snapshot);
+    }
+  }
+  if (outcome.accepted) {
+    absl::MutexLock lock(&loop_mu_);
+    ++updates_since_checkpoint_;
+  }
+  return outcome;
+}
+
+std::shared_ptr<const WeightSnapshot> ParameterServer::Snapshot(v1::Network network) const {
+  if (network == v1::NETWORK_TARGET) {
+    absl::MutexLock lock(&target_mu_);
+    return target_;
+  }
+  return store_->Snapshot();
+}
+
+void ParameterServer::CountRejection(const std::string& agent_id, v1::RejectReason reason) {
+  absl::MutexLock lock(&stats_mu_);
+  ++rejections_[reason];
+  if (!agent_id.empty()) ++TouchAgent(agent_id).rejected;
+}
+
+void ParameterServer::CountBytes(uint64_t in, uint64_t out) {
+  bytes_in_.fetch_add(in, std::memory_order_relaxed);
+  bytes_out_.fetch_add(out, std::memory_order_relaxed);
+}
+
+void ParameterServer::CountPull(const std::string& agent_id, bool not_newer) {
+  absl::MutexLock lock(&stats_mu_);
+  ++(not_newer ? counters_.pulls_not_newer : counters_.pulls_served);
+  if (!agent_id.empty()) TouchAgent(agent_id);
+}
+
+v1::StatusResponse ParameterServer::Status() const {
+  v1::StatusResponse status;
+  status.set_version(store_->version());
+  status.set_parameter_count(model_.parameter_count);
+  status.set_model_name(model_.spec.name);
+  status.set_model_fingerprint(model_.fingerprint);
+  status.set_incarnation(incarnation_);
+  status.set_bytes_in(bytes_in_.load(std::memory_order_relaxed));
+  status.set_bytes_out(bytes_out_.load(std::memory_order_relaxed));
+  const absl::Time now = absl::Now();
+  status.set_uptime_seconds(absl::ToDoubleSeconds(now - started_));
+  absl::MutexLock lock(&stats_mu_);
+  status.set_updates_applied(counters_.updates_applied);
+  status.set_applied_minibatches(counters_.applied_minibatches);
+  status.set_target_version(counters_.target_version);
+  status.set_epsilon(counters_.epsilon);
+  status.set_pulls_served(counters_.pulls_served);
+  status.set_pulls_not_newer(counters_.pulls_not_newer);
+  status.set_checkpoints_written(counters_.checkpoints_written);
+  status.set_checkpoint_failures(counters_.checkpoint_failures);
+  for (const auto& [reason, count] : rejections_) {
+    (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
+  }
+  size_t recent = 0;
+  for (auto it = recent_applies_.rbegin(); it != recent_applies_.rend() && *it >= now - kRateWindow;
+       ++it) {
+    ++recent;
+  }
+  const double window = std::min(absl::ToDoubleSeconds(kRateWindow),
+                                 std::max(1e-3, absl::ToDoubleSeconds(now - started_)));
+  status.set_pushes_per_second(static_cast<double>(recent) / window);
+  for (const auto& [id, record] : agents_) {
+    v1::AgentStatus* agent = status.add_agents();
+    agent->set_agent_id(id);
+    agent->set_hostname(record.hostname);
+    agent->set_last_seen_unix_ms(absl::ToUnixMillis(record.last_seen));
+    agent->set_last_staleness(record.last_staleness);
+    agent->set_pushes_accepted(record.accepted);
+    agent->set_pushes_rejected(record.rejected);
+  }
+  return status;
+}
+
+absl::StatusOr<std::string> ParameterServer::Checkpoint() {
+  if (checkpointer_ == nullptr) {
+    return absl::FailedPreconditionError("no --checkpoint_dir: checkpoints are off");
+  }
+  absl::MutexLock writer(&checkpoint_mu_);
+  CheckpointData data;
+  v1::CheckpointManifest& m = data.manifest;
+  {
+    // A consistent cut: weights, optimizer state and counters of one version.
+    absl::MutexLock lock(&apply_mu_);
+    data.weights = store_->Snapshot();
+    absl::StatusOr<std::string> optimizer_state = optimizer_->SaveState();
+    if (!optimizer_state.ok()) return optimizer_state.status();
+    data.optimizer_state = *std::move(optimizer_state);
+    {
+      absl::MutexLock t(&target_mu_);
+      data.target = target_;
+    }
+    m.set_version(version_);
+    m.set_epsilon(exploration_->global_epsilon());
+    absl::MutexLock stats(&stats_mu_);
+    m.set_updates_applied(counters_.updates_applied);
+    m.set_applied_minibatches(counters_.applied_minibatches);
+    m.set_minibatches_at_target(counters_.minibatches_at_target);
+    m.set_target_version(counters_.target_version);
+    for (const auto& [reason, count] : rejections_) {
+      (*m.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
+    }
+  }
+  m.set_model_name(model_.spec.name);
+  m.set_model_fingerprint(model_.fingerprint);
+  m.set_parameter_count(model_.parameter_count);
+  m.set_optimizer(options_.optimizer.name);
+  for (const auto& [key, value] : HyperparametersOf(options_)) (*m.mutable_hyperparameters())[key] = value;
+  m.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
+
+  absl::StatusOr<std::string> path = checkpointer_->Write(data);
+  absl::MutexLock stats(&stats_mu_);
+  if (path.ok()) {
+    ++counters_.checkpoints_written;
+  } else {
+    ++counters_.checkpoint_failures;
+  }
+  return path;
+}
+
+void ParameterServer::StartPeriodicCheckpoints() {
+  if (checkpointer_ == nullptr ||
+      (options_.checkpoint_every_updates == 0 && options_.checkpoint_every <= absl::ZeroDuration())) {
+    return;
+  }
+  checkpoint_thread_ = std::thread([this] { CheckpointLoop(); });
+}
+
+void ParameterServer::CheckpointLoop() {
+  absl::Time last = absl::Now();
+  while (true) {
+    {
+      absl::MutexLock lock(&loop_mu_);
+      auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_mu_) {
+        return stopping_ || (options_.checkpoint_every_updates > 0 &&
+                             updates_since_checkpoint_ >= options_.checkpoint_every_updates);
+      };
+      loop_mu_.AwaitWithTimeout(absl::Condition(&due), kCheckpointPoll);
+      if (stopping_) return;
+      const bool by_updates = options_.checkpoint_every_updates > 0 &&
+                              updates_since_checkpoint_ >= options_.checkpoint_every_updates;
+      const bool by_time = options_.checkpoint_every > absl::ZeroDuration() &&
+                           absl::Now() - last >= options_.checkpoint_every;
+      if (!by_updates && !by_time) continue;
+      updates_since_checkpoint_ = 0;
+    }
+    last = absl::Now();
+    // A checkpoint of an unchanged version is a no-op in the Checkpointer.
+    absl::StatusOr<std::string> path = Checkpoint();
+    if (path.ok()) {
+      VLOG(1) << "checkpoint " << *path;
+    } else {
+      LOG(ERROR) << "checkpoint failed, training goes on: " << path.status();
+    }
+  }
+}
+
+}  // namespace convoy

@@ -1,0 +1,162 @@
+// ParameterServer: the transport-free core of convoy_ps. It owns the master weights, the optimizer, the
+// staleness policy, the target network, the exploration schedule, the counters and the checkpoints. The gRPC
+// service (service.h) is a thin edge over it.
+#ifndef CONVOY_PARAM_SERVER_PARAMETER_SERVER_H_
+#define CONVOY_PARAM_SERVER_PARAMETER_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/model_registry.h"
+#include "convoy/v1/parameter_server.pb.h"
+#include "param_server/checkpointer.h"
+#include "param_server/exploration.h"
+#include "param_server/optimizer.h"
+#include "param_server/staleness_policy.h"
+#include "param_server/weight_store.h"
+
+namespace convoy {
+
+struct ParameterServerOptions {
+  std::string model = "cookbook";
+  int num_actions = kDefaultNumActions;
+  uint64_t seed = 1;
+  std::string init_checkpoint;  // A checkpoint directory to take the initial weights from.
+  std::string checkpoint_dir;   // Empty: no checkpoints.
+  bool resume = false;          // Start from the newest valid checkpoint in checkpoint_dir, if any.
+  int keep_checkpoints = 5;
+  uint64_t checkpoint_every_updates = 0;             // 0: off.
+  absl::Duration checkpoint_every = absl::ZeroDuration();  // 0: off.
+  OptimizerOptions optimizer;
+  int64_t max_staleness = -1;  // < 0: accept any.
+  bool staleness_lr_scaling = false;
+  uint64_t target_update_frequency = 300;  // Applied minibatches between target snapshots.
+  ExplorationOptions exploration;
+  // Hyper-parameters the server hands to agents.
+  uint32_t batch_size = 32;
+  uint32_t batch_update_frequency = 4;
+  double gamma = 0.99;
+};
+
+// The result of a push that passed validation.
+struct PushOutcome {
+  bool accepted = false;
+  v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
+  uint64_t version = 0;
+  uint64_t staleness = 0;
+  uint64_t target_version = 0;
+  double epsilon = 0;
+};
+
+// Thread-safe. Applies are serialised (one writer); snapshots and status never wait for an apply.
+class ParameterServer {
+ public:
+  // Builds the model's initial state: the newest valid checkpoint when resuming, else --init_checkpoint's
+  // weights, else weights drawn from the seed. Errors: INVALID_ARGUMENT for bad options; FAILED_PRECONDITION
+  // when a checkpoint belongs to another model (naming both fingerprints); DATA_LOSS for an unreadable
+  // --init_checkpoint.
+  static absl::StatusOr<std::unique_ptr<ParameterServer>> Create(const ParameterServerOptions& options);
+  ~ParameterServer();
+
+  // Registers an agent. Errors: FAILED_PRECONDITION naming both fingerprints on a model mismatch.
+  absl::StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& request);
+
+  // Applies a validated, complete push (the values are consumed), or rejects it by policy (STALE, AHEAD).
+  PushOutcome Apply(const std::string& agent_id, uint64_t base_version, uint32_t minibatch_count,
+                    std::vector<float>& values);
+
+  // The snapshot a pull streams. Never waits for an apply.
+  std::shared_ptr<const WeightSnapshot> Snapshot(v1::Network network) const;
+
+  // Counts a push rejected for malformed input (policy rejections are counted by Apply).
+  void CountRejection(const std::string& agent_id, v1::RejectReason reason);
+  void CountBytes(uint64_t in, uint64_t out);
+  void CountPull(const std::string& agent_id, bool not_newer);
+
+  v1::StatusResponse Status() const;
+
+  // Writes a checkpoint of a consistent state now. Errors: FAILED_PRECONDITION without --checkpoint_dir;
+  // the file error otherwise (the previous checkpoints stay intact, training goes on).
+  absl::StatusOr<std::string> Checkpoint();
+
+  // Starts the background thread that checkpoints every N updates and/or every T seconds.
+  void StartPeriodicCheckpoints();
+
+  const ModelInfo& model() const { return model_; }
+  uint64_t incarnation() const { return incarnation_; }
+  uint64_t version() const { return store_->version(); }
+  const ParameterServerOptions& options() const { return options_; }
+  v1::RunConfig RunConfigFor(uint32_t agent_index) const;
+
+ private:
+  struct AgentRecord {
+    std::string hostname;
+    uint32_t index = 0;
+    absl::Time last_seen = absl::InfinitePast();
+    uint64_t last_staleness = 0;
+    uint64_t accepted = 0;
+    uint64_t rejected = 0;
+  };
+  // Scalars read by Status() without touching apply_mu_.
+  struct Counters {
+    uint64_t updates_applied = 0;
+    uint64_t applied_minibatches = 0;
+    uint64_t minibatches_at_target = 0;
+    uint64_t target_version = 0;
+    double epsilon = 1.0;
+    uint64_t pulls_served = 0;
+    uint64_t pulls_not_newer = 0;
+    uint64_t checkpoints_written = 0;
+    uint64_t checkpoint_failures = 0;
+  };
+
+  ParameterServer(const ParameterServerOptions& options, ModelInfo model);
+  absl::Status Initialise();
+  AgentRecord& TouchAgent(const std::string& agent_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stats_mu_);
+  void CheckpointLoop();
+
+  const ParameterServerOptions options_;
+  const ModelInfo model_;
+  const uint64_t incarnation_;
+  const absl::Time started_;
+  StalenessPolicy staleness_;
+  std::unique_ptr<WeightStore> store_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+
+  // The single writer: optimizer steps, target refreshes and checkpoint captures.
+  mutable absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(stats_mu_);
+  std::unique_ptr<FlatOptimizer> optimizer_ ABSL_GUARDED_BY(apply_mu_);
+  std::unique_ptr<ExplorationSchedule> exploration_ ABSL_GUARDED_BY(apply_mu_);
+  uint64_t version_ ABSL_GUARDED_BY(apply_mu_) = 0;
+
+  mutable absl::Mutex target_mu_;
+  std::shared_ptr<const WeightSnapshot> target_ ABSL_GUARDED_BY(target_mu_);
+
+  mutable absl::Mutex stats_mu_;
+  Counters counters_ ABSL_GUARDED_BY(stats_mu_);
+  std::map<v1::RejectReason, uint64_t> rejections_ ABSL_GUARDED_BY(stats_mu_);
+  std::map<std::string, AgentRecord> agents_ ABSL_GUARDED_BY(stats_mu_);
+  std::deque<absl::Time> recent_applies_ ABSL_GUARDED_BY(stats_mu_);
+  std::atomic<uint64_t> bytes_in_{0};
+  std::atomic<uint64_t> bytes_out_{0};
+
+  absl::Mutex checkpoint_mu_;  // One checkpoint write at a time.
+  absl::Mutex loop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(loop_mu_) = false;
+  uint64_t updates_since_checkpoint_ ABSL_GUARDED_BY(loop_mu_) = 0;
+  std::thread checkpoint_thread_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_PARAM_SERVER_PARAMETER_SERVER_H_

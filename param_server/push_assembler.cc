@@ -1,0 +1,129 @@
+#include "param_server/push_assembler.h"
+
+#include <type_traits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace convoy {
+
+PushAssembler::PushAssembler(std::string fingerprint, size_t parameter_count)
+    : fingerprint_(std::move(fingerprint)), parameter_count_(parameter_count) {}
+
+absl::Status PushAssembler::Fail(v1::RejectReason reason, absl::Status status) {
+  failed_ = true;
+  reason_ = reason;
+  return status;
+}
+
+absl::Status PushAssembler::ReadHeader(const v1::GradientChunk& chunk) {
+  if (chunk.model_fingerprint() != fingerprint_) {
+    return Fail(v1::REJECT_REASON_FINGERPRINT_MISMATCH,
+                absl::FailedPreconditionError(absl::StrCat(
+                    "model fingerprint mismatch: push has '",
+                    chunk.model_fingerprint().empty() ? "(none)" : chunk.model_fingerprint(),
+                    "', server has '", fingerprint_, "'")));
+  }
+  switch (chunk.encoding()) {
+    case v1::ENCODING_FP32:
+      encoding_ = TensorEncoding::kFp32;
+      break;
+    case v1::ENCODING_BF16:
+      encoding_ = TensorEncoding::kBf16;
+      break;
+    default:
+      return Fail(v1::REJECT_REASON_UNKNOWN_ENCODING,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "unknown encoding ", static_cast<int>(chunk.encoding()),
+                      "; expected ENCODING_FP32 or ENCODING_BF16")));
+  }
+  if (chunk.total_elements() != parameter_count_) {
+    return Fail(v1::REJECT_REASON_WRONG_SIZE,
+                absl::InvalidArgumentError(absl::StrCat("push declares ", chunk.total_elements(),
+                                                        " elements, the model has ",
+                                                        parameter_count_)));
+  }
+  if (chunk.minibatch_count() == 0) {
+    return Fail(v1::REJECT_REASON_INVALID,
+                absl::InvalidArgumentError("minibatch_count must be at least 1"));
+  }
+  wire_encoding_ = chunk.encoding();
+  agent_id_ = chunk.agent_id();
+  base_version_ = chunk.base_version();
+  minibatch_count_ = chunk.minibatch_count();
+  values_.resize(parameter_count_);
+  return absl::OkStatus();
+}
+
+absl::Status PushAssembler::Add(const v1::GradientChunk& chunk) {
+  if (failed_) return absl::FailedPreconditionError("push already rejected");
+  if (chunks_ == 0) {
+    if (absl::Status s = ReadHeader(chunk); !s.ok()) return s;
+  } else {
+    // Later chunks may repeat the header; if they do, it must not change.
+    auto differs = [](const auto& got, const auto& want) {
+      using T = std::decay_t<decltype(got)>;
+      return got != T() && got != want;
+    };
+    if (differs(chunk.model_fingerprint(), fingerprint_) ||
+        differs(chunk.encoding(), wire_encoding_) ||
+        differs(chunk.total_elements(), static_cast<uint64_t>(parameter_count_)) ||
+        differs(chunk.agent_id(), agent_id_) || differs(chunk.base_version(), base_version_) ||
+        differs(chunk.minibatch_count(), minibatch_count_)) {
+      return Fail(v1::REJECT_REASON_INVALID,
+                  absl::InvalidArgumentError(
+                      absl::StrCat("chunk ", chunks_, " changes a header field of the push")));
+    }
+  }
+  ++chunks_;
+  if (chunk.data().size() > kMaxChunkPayloadBytes) {
+    return Fail(v1::REJECT_REASON_BAD_CHUNKS,
+                absl::InvalidArgumentError(absl::StrCat("chunk of ", chunk.data().size(),
+                                                        " bytes exceeds the limit of ",
+                                                        kMaxChunkPayloadBytes)));
+  }
+  if (chunk.data().empty()) {
+    return Fail(v1::REJECT_REASON_BAD_CHUNKS,
+                absl::InvalidArgumentError(absl::StrCat("chunk at offset ", chunk.offset(),
+                                                        " carries no data")));
+  }
+  if (chunk.offset() < next_offset_) {
+    return Fail(v1::REJECT_REASON_BAD_CHUNKS,
+                absl::InvalidArgumentError(absl::StrCat("chunk at offset ", chunk.offset(),
+                                                        " overlaps elements already received up to ",
+                                                        next_offset_)));
+  }
+  if (chunk.offset() > next_offset_) {
+    return Fail(v1::REJECT_REASON_BAD_CHUNKS,
+                absl::InvalidArgumentError(absl::StrCat("elements [", next_offset_, ", ",
+                                                        chunk.offset(), ") are missing")));
+  }
+  size_t decoded = 0;
+  absl::Status s = DecodeTensor(chunk.data(), encoding_, values_.data() + next_offset_,
+                                parameter_count_ - next_offset_, &decoded);
+  if (!s.ok()) {
+    const bool overruns = chunk.data().size() % BytesPerElement(encoding_) == 0;
+    return Fail(overruns ? v1::REJECT_REASON_WRONG_SIZE : v1::REJECT_REASON_BAD_CHUNKS, s);
+  }
+  next_offset_ += decoded;
+  return absl::OkStatus();
+}
+
+absl::Status PushAssembler::Finish() {
+  if (failed_) return absl::FailedPreconditionError("push already rejected");
+  if (chunks_ == 0) {
+    return Fail(v1::REJECT_REASON_EMPTY, absl::InvalidArgumentError("push stream carried no chunk"));
+  }
+  if (next_offset_ != parameter_count_) {
+    return Fail(v1::REJECT_REASON_BAD_CHUNKS,
+                absl::InvalidArgumentError(absl::StrCat("elements [", next_offset_, ", ",
+                                                        parameter_count_, ") are missing")));
+  }
+  if (!AllFinite(values_.data(), values_.size())) {
+    return Fail(v1::REJECT_REASON_NON_FINITE,
+                absl::InvalidArgumentError("push contains NaN or Inf values"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace convoy

@@ -1,0 +1,59 @@
+// PushAssembler: validates a PushGradients stream chunk by chunk and decodes it into one flat fp32 tensor.
+#ifndef CONVOY_PARAM_SERVER_PUSH_ASSEMBLER_H_
+#define CONVOY_PARAM_SERVER_PUSH_ASSEMBLER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/tensor_encoding.h"
+#include "convoy/v1/parameter_server.pb.h"
+
+namespace convoy {
+
+// One per stream; not thread-safe. Memory is bounded by the model: the tensor is allocated only after the
+// first chunk's header proved the push is for this model and of its size.
+class PushAssembler {
+ public:
+  PushAssembler(std::string fingerprint, size_t parameter_count);
+
+  // Validates and decodes one chunk. Errors (and reason() afterwards):
+  //   FAILED_PRECONDITION  FINGERPRINT_MISMATCH, naming both fingerprints;
+  //   INVALID_ARGUMENT     UNKNOWN_ENCODING, WRONG_SIZE, BAD_CHUNKS (overlap, gap, oversized, ragged bytes),
+  //                        INVALID (a header field that changes between chunks, minibatch_count 0).
+  // After an error the assembler accepts nothing more.
+  absl::Status Add(const v1::GradientChunk& chunk);
+
+  // Completes the push. Errors: EMPTY (no chunk), BAD_CHUNKS (elements missing at the end), NON_FINITE.
+  absl::Status Finish();
+
+  v1::RejectReason reason() const { return reason_; }
+  const std::string& agent_id() const { return agent_id_; }
+  uint64_t base_version() const { return base_version_; }
+  uint32_t minibatch_count() const { return minibatch_count_; }
+  size_t chunks() const { return chunks_; }
+  // The decoded tensor, complete once Finish() succeeded.
+  std::vector<float>& values() { return values_; }
+
+ private:
+  absl::Status Fail(v1::RejectReason reason, absl::Status status);
+  absl::Status ReadHeader(const v1::GradientChunk& chunk);
+
+  std::string fingerprint_;
+  size_t parameter_count_;
+  v1::RejectReason reason_ = v1::REJECT_REASON_UNSPECIFIED;
+  bool failed_ = false;
+  size_t chunks_ = 0;
+  std::string agent_id_;
+  uint64_t base_version_ = 0;
+  uint32_t minibatch_count_ = 0;
+  v1::Encoding wire_encoding_ = v1::ENCODING_UNSPECIFIED;
+  TensorEncoding encoding_ = TensorEncoding::kFp32;
+  size_t next_offset_ = 0;
+  std::vector<float> values_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_PARAM_SERVER_PUSH_ASSEMBLER_H_

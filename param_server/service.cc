@@ -1,0 +1,144 @@
+#include "param_server/service.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/tensor_encoding.h"
+#include "param_server/push_assembler.h"
+
+namespace convoy {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+grpc::Status ParameterServerService::Join(grpc::ServerContext* context,
+                                          const v1::JoinRequest* request,
+                                          v1::JoinResponse* response) {
+  absl::StatusOr<v1::JoinResponse> joined = server_->Join(*request);
+  if (!joined.ok()) return ToGrpcStatus(joined.status());
+  *response = *std::move(joined);
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
+                                                 const v1::PullRequest* request,
+                                                 grpc::ServerWriter<v1::WeightChunk>* writer) {
+  TensorEncoding encoding;
+  switch (request->encoding()) {
+    case v1::ENCODING_UNSPECIFIED:
+    case v1::ENCODING_FP32:
+      encoding = TensorEncoding::kFp32;
+      break;
+    case v1::ENCODING_BF16:
+      encoding = TensorEncoding::kBf16;
+      break;
+    default:
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("unknown encoding ", static_cast<int>(request->encoding())));
+  }
+  if (request->network() != v1::NETWORK_ONLINE && request->network() != v1::NETWORK_TARGET) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("unknown network ", static_cast<int>(request->network())));
+  }
+  const std::shared_ptr<const WeightSnapshot> snapshot = server_->Snapshot(request->network());
+  v1::WeightChunk chunk;
+  chunk.set_version(snapshot->version);
+  chunk.set_total_elements(snapshot->values.size());
+  chunk.set_encoding(encoding == TensorEncoding::kBf16 ? v1::ENCODING_BF16 : v1::ENCODING_FP32);
+  chunk.set_network(request->network());
+  chunk.set_incarnation(server_->incarnation());
+  if (request->have_version() == snapshot->version &&
+      request->have_incarnation() == server_->incarnation()) {
+    chunk.set_not_newer(true);
+    server_->CountPull(request->agent_id(), /*not_newer=*/true);
+    server_->CountBytes(request->ByteSizeLong(), chunk.ByteSizeLong());
+    writer->Write(chunk);
+    return grpc::Status::OK;
+  }
+  const size_t per_chunk = ElementsPerChunk(encoding);
+  const size_t total = snapshot->values.size();
+  uint64_t bytes_out = 0;
+  std::string* data = chunk.mutable_data();
+  data->reserve(per_chunk * BytesPerElement(encoding));
+  for (size_t offset = 0; offset < total; offset += per_chunk) {
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled by the client");
+    }
+    const size_t count = std::min(per_chunk, total - offset);
+    chunk.set_offset(offset);
+    data->clear();
+    EncodeTensor(snapshot->values.data() + offset, count, encoding, data);
+    bytes_out += chunk.ByteSizeLong();
+    if (!writer->Write(chunk)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "client stopped reading the pull");
+    }
+  }
+  server_->CountBytes(request->ByteSizeLong(), bytes_out);
+  server_->CountPull(request->agent_id(), /*not_newer=*/false);
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
+                                                   grpc::ServerReader<v1::GradientChunk>* reader,
+                                                   v1::PushResponse* response) {
+  PushAssembler assembler(server_->model().fingerprint, server_->model().parameter_count);
+  v1::GradientChunk chunk;
+  uint64_t bytes_in = 0;
+  auto reject = [&](v1::RejectReason reason, const absl::Status& status) {
+    server_->CountBytes(bytes_in, 0);
+    server_->CountRejection(assembler.agent_id(), reason);
+    VLOG(1) << "push from '" << assembler.agent_id() << "' rejected: " << status;
+    return ToGrpcStatus(status);
+  };
+  if (draining_.load()) {
+    return reject(v1::REJECT_REASON_SHUTTING_DOWN,
+                  absl::UnavailableError("parameter server is shutting down"));
+  }
+  while (reader->Read(&chunk)) {
+    bytes_in += chunk.ByteSizeLong();
+    if (absl::Status s = assembler.Add(chunk); !s.ok()) return reject(assembler.reason(), s);
+  }
+  // Read() returning false means either a half-close after the last chunk, or a broken stream.
+  if (context->IsCancelled()) {
+    return reject(v1::REJECT_REASON_CANCELLED,
+                  absl::CancelledError("push stream cancelled before it completed; nothing applied"));
+  }
+  if (absl::Status s = assembler.Finish(); !s.ok()) return reject(assembler.reason(), s);
+  if (draining_.load()) {
+    return reject(v1::REJECT_REASON_SHUTTING_DOWN,
+                  absl::UnavailableError("parameter server is shutting down"));
+  }
+  const PushOutcome outcome = server_->Apply(assembler.agent_id(), assembler.base_version(),
+                                             assembler.minibatch_count(), assembler.values());
+  response->set_accepted(outcome.accepted);
+  response->set_reason(outcome.reason);
+  response->set_version(outcome.version);
+  response->set_staleness(outcome.staleness);
+  response->set_epsilon(outcome.epsilon);
+  response->set_target_version(outcome.target_version);
+  response->set_incarnation(server_->incarnation());
+  if (outcome.reason == v1::REJECT_REASON_STALE) {
+    response->set_message(absl::StrCat("gradient is ", outcome.staleness,
+                                       " versions old, over --max_staleness; pull and recompute"));
+  } else if (outcome.reason == v1::REJECT_REASON_AHEAD) {
+    response->set_message(absl::StrCat("base_version ", assembler.base_version(),
+                                       " is ahead of the server's ", outcome.version,
+                                       " (restarted from a checkpoint); pull and recompute"));
+  }
+  server_->CountBytes(bytes_in, response->ByteSizeLong());
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::GetStatus(grpc::ServerContext* context,
+                                               const v1::StatusRequest* request,
+                                               v1::StatusResponse* response) {
+  *response = server_->Status();
+  return grpc::Status::OK;
+}
+
+}  // namespace convoy

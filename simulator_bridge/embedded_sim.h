@@ -1,0 +1,99 @@
+// EmbeddedSim: a deterministic in-process car simulator behind the CarSim interface. A kinematic
+// car (car_model.h) drives on a World, collides with its curbs and parked cars, and looks through
+// a software-rendered camera (renderer.h). Time advances only when asked (ContinueForTime, Step):
+// a run is bit-for-bit reproducible for a seed and independent of wall-clock time.
+//
+// Not thread-safe; many EmbeddedSims may run in parallel, one per thread, sharing one World.
+// After the first frame, stepping and rendering allocate nothing.
+#ifndef CONVOY_SIMULATOR_BRIDGE_EMBEDDED_SIM_H_
+#define CONVOY_SIMULATOR_BRIDGE_EMBEDDED_SIM_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "simulator_bridge/car_model.h"
+#include "simulator_bridge/car_sim.h"
+#include "simulator_bridge/renderer.h"
+#include "simulator_bridge/world.h"
+
+namespace convoy {
+
+struct EmbeddedSimOptions {
+  std::shared_ptr<const World> world;  // required
+  CarParams car;
+  CameraOptions camera;
+  double step_seconds = 0.05;  // fixed physics step
+  int num_parked_cars = 0;     // static obstacles, placed from `seed`
+  uint64_t seed = 0;
+  // Where Reset() puts the car; default: the road point nearest the map origin (AirSim's player
+  // start), heading along that road.
+  std::optional<Pose> start_pose;
+};
+
+class EmbeddedSim : public CarSim {
+ public:
+  // The names a request may use for the single scene camera (AirSim's front camera and its alias).
+  static constexpr const char* kCameraNames[] = {"", "0", "front_center", "fc"};
+
+  static absl::StatusOr<std::unique_ptr<EmbeddedSim>> Create(const EmbeddedSimOptions& options);
+
+  // CarSim.
+  absl::Status Reset() override;
+  absl::StatusOr<Pose> GetPose() override;
+  absl::Status SetPose(const Pose& pose, bool ignore_collision) override;
+  absl::Status SetControls(const CarControls& controls) override;
+  absl::StatusOr<CarControls> GetControls() override;
+  absl::StatusOr<CarState> GetState() override;
+  absl::StatusOr<CollisionInfo> GetCollisionInfo() override;
+  absl::Status GetImages(const std::vector<ImageRequest>& requests,
+                         std::vector<ImageResponse>* responses) override;
+  absl::Status Pause(bool paused) override;
+  absl::StatusOr<bool> IsPaused() override;
+  // Advances max(1, round(duration / step_seconds)) steps for a positive duration, none otherwise.
+  absl::Status ContinueForTime(absl::Duration duration) override;
+
+  // Advances exactly `steps` physics steps.
+  void Step(int64_t steps);
+  // Renders the scene camera straight into `bgr` (width*height*3 bytes), skipping ImageResponse.
+  void RenderScene(uint8_t* bgr);
+  void RenderDepth(float* depth, bool perspective);
+
+  const CarKinematics& kinematics() const { return car_; }
+  const CarControls& controls() const { return controls_; }
+  const std::vector<Obstacle>& obstacles() const { return obstacles_; }
+  const World& world() const { return *options_.world; }
+  const EmbeddedSimOptions& options() const { return options_; }
+  const CameraOptions& camera() const { return options_.camera; }
+  uint64_t time_ns() const { return time_ns_; }
+  int64_t steps() const { return steps_; }
+
+  // True when the car's footprint at (x, y, yaw) touches a curb or an obstacle; fills `info`'s
+  // impact point, normal, penetration depth and object when it does.
+  bool Overlaps(double x, double y, double yaw, CollisionInfo* info) const;
+
+ private:
+  explicit EmbeddedSim(const EmbeddedSimOptions& options);
+
+  EmbeddedSimOptions options_;
+  std::unique_ptr<Renderer> renderer_;
+  std::vector<Obstacle> obstacles_;
+  CarKinematics car_;
+  CarKinematics start_;
+  CarControls controls_;
+  CollisionInfo collision_;  // latest unread collision
+  CollisionInfo scratch_collision_;
+  uint64_t time_ns_ = 0;
+  uint64_t step_ns_ = 0;
+  int64_t steps_ = 0;
+  bool paused_ = true;
+  std::vector<float> depth_scratch_;
+  std::vector<uint8_t> png_scratch_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_SIMULATOR_BRIDGE_EMBEDDED_SIM_H_

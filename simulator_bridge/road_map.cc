@@ -1,0 +1,145 @@
+#include "simulator_bridge/road_map.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace convoy {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Splits on tabs, spaces and commas, dropping empty fields.
+absl::StatusOr<std::vector<double>> ParseNumbers(absl::string_view line) {
+  std::vector<double> numbers;
+  for (absl::string_view field : absl::StrSplit(line, absl::ByAnyChar(" \t,"), absl::SkipEmpty())) {
+    double value;
+    if (!absl::SimpleAtod(field, &value) || !std::isfinite(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("not a number: '", field, "'"));
+    }
+    numbers.push_back(value);
+  }
+  return numbers;
+}
+
+absl::StatusOr<std::vector<Segment>> ParseSegments(absl::string_view text, absl::string_view name,
+                                                   double scale, double ox, double oy) {
+  std::vector<Segment> segments;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    absl::StatusOr<std::vector<double>> numbers = ParseNumbers(line);
+    if (!numbers.ok() || numbers->size() != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ":", line_number, ": expected 4 numbers (x1 y1 x2 y2), got '", line,
+                       "'", numbers.ok() ? "" : absl::StrCat(": ", numbers.status().message())));
+    }
+    const std::vector<double>& n = *numbers;
+    Segment s{{(n[0] - ox) * scale, (n[1] - oy) * scale}, {(n[2] - ox) * scale, (n[3] - oy) * scale}};
+    segments.push_back(s);
+  }
+  if (segments.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": no segments"));
+  return segments;
+}
+
+}  // namespace
+
+double DistanceToSegment(const Vec2& p, const Segment& s) {
+  const double dx = s.b.x - s.a.x;
+  const double dy = s.b.y - s.a.y;
+  const double len2 = dx * dx + dy * dy;
+  double t = 0.0;
+  if (len2 > 0.0) t = std::clamp(((p.x - s.a.x) * dx + (p.y - s.a.y) * dy) / len2, 0.0, 1.0);
+  const double ex = s.a.x + t * dx - p.x;
+  const double ey = s.a.y + t * dy - p.y;
+  return std::sqrt(ex * ex + ey * ey);
+}
+
+absl::StatusOr<RoadMap> RoadMap::Parse(absl::string_view road_lines,
+                                       absl::string_view reward_points,
+                                       const RoadMapOptions& options) {
+  RoadMap map;
+  absl::StatusOr<std::vector<Segment>> roads = ParseSegments(
+      road_lines, "road_lines.txt", 0.01, options.origin_x_cm, options.origin_y_cm);
+  if (!roads.ok()) return roads.status();
+  absl::StatusOr<std::vector<Segment>> lines =
+      ParseSegments(reward_points, "reward_points.txt", 1.0, 0.0, 0.0);
+  if (!lines.ok()) return lines.status();
+  map.roads_ = *std::move(roads);
+  map.center_lines_ = *std::move(lines);
+  return map;
+}
+
+absl::StatusOr<RoadMap> RoadMap::Load(const std::string& dir, const RoadMapOptions& options) {
+  absl::StatusOr<std::string> roads = ReadFile(dir + "/road_lines.txt");
+  if (!roads.ok()) return roads.status();
+  absl::StatusOr<std::string> rewards = ReadFile(dir + "/reward_points.txt");
+  if (!rewards.ok()) return rewards.status();
+  absl::StatusOr<RoadMap> map = Parse(*roads, *rewards, options);
+  if (!map.ok()) {
+    return absl::Status(map.status().code(), absl::StrCat(dir, "/", map.status().message()));
+  }
+  return map;
+}
+
+double RoadMap::DistanceToCenterLine(const Vec2& p) const {
+  double best = std::numeric_limits<double>::infinity();
+  for (const Segment& s : center_lines_) best = std::min(best, DistanceToSegment(p, s));
+  return best;
+}
+
+absl::StatusOr<std::string> FindDefaultMapDir() {
+  constexpr char kRelative[] = "simulator_bridge/maps/neighborhood";
+  std::vector<std::string> tried;
+  auto has_map = [&tried](const std::string& dir) {
+    tried.push_back(dir);
+    return access((dir + "/road_lines.txt").c_str(), R_OK) == 0 &&
+           access((dir + "/reward_points.txt").c_str(), R_OK) == 0;
+  };
+  if (const char* env = std::getenv("CONVOY_MAP_DIR"); env != nullptr && env[0] != '\0') {
+    if (has_map(env)) return std::string(env);
+  }
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    std::string dir(exe, static_cast<size_t>(n));
+    for (int depth = 0; depth < 6; ++depth) {
+      const size_t slash = dir.find_last_of('/');
+      if (slash == std::string::npos || slash == 0) break;
+      dir.resize(slash);
+      if (has_map(absl::StrCat(dir, "/", kRelative))) return absl::StrCat(dir, "/", kRelative);
+      if (has_map(absl::StrCat(dir, "/share/convoy/maps/neighborhood"))) {
+        return absl::StrCat(dir, "/share/convoy/maps/neighborhood");
+      }
+    }
+  }
+#ifdef CONVOY_SOURCE_DIR
+  if (has_map(absl::StrCat(CONVOY_SOURCE_DIR, "/", kRelative))) {
+    return absl::StrCat(CONVOY_SOURCE_DIR, "/", kRelative);
+  }
+#endif
+  return absl::NotFoundError(absl::StrCat("no map (road_lines.txt, reward_points.txt) in ",
+                                          absl::StrJoin(tried, ", "), "; set CONVOY_MAP_DIR"));
+}
+
+}  // namespace convoy
