@@ -21,8 +21,8 @@ void StepCar(const CarParams& p, const CarControls& controls, double dt, CarKine
   const double fade = along > 0.0 ? std::max(0.0, 1.0 - along / v_limit) : 1.0;
   v += direction * throttle * p.max_accel_mps2 * fade * dt;
   const double resist = brake * p.max_brake_decel_mps2 +
-                        (controls.handbrake ? p.handbrake_decel_mps2 : 0.0) +
-                        p.rolling_decel_mps2 + p.drag_per_mps2 * v * v;
+                        (controls.handbrake ? p.handbrake_decel_mps2 : 0.0) + p.rolling_decel_mps2 +
+                        p.drag_per_mps2 * v * v;
   if (v > 0.0) {
     v = std::max(0.0, v - resist * dt);
   } else if (v < 0.0) {

@@ -12,16 +12,16 @@ struct CarParams {
   double wheelbase_m = 2.7;
   double length_m = 4.6;  // body, centred on the pose
   double width_m = 1.9;
-  double max_steer_rad = 0.5236;         // 30 degrees at the front wheels, steering = +-1
-  double max_steer_rate_rad_s = 1.2;     // steering actuator speed
-  double max_lateral_accel_mps2 = 8.0;   // tyre grip: limits steering angle at speed
-  double max_accel_mps2 = 3.5;           // full throttle from rest (0-100 km/h in about 9 s)
-  double max_speed_mps = 35.0;           // drive force fades linearly to zero at this speed
+  double max_steer_rad = 0.5236;        // 30 degrees at the front wheels, steering = +-1
+  double max_steer_rate_rad_s = 1.2;    // steering actuator speed
+  double max_lateral_accel_mps2 = 8.0;  // tyre grip: limits steering angle at speed
+  double max_accel_mps2 = 3.5;          // full throttle from rest (0-100 km/h in about 9 s)
+  double max_speed_mps = 35.0;          // drive force fades linearly to zero at this speed
   double max_reverse_speed_mps = 5.0;
-  double max_brake_decel_mps2 = 8.0;     // brake = 1
+  double max_brake_decel_mps2 = 8.0;  // brake = 1
   double handbrake_decel_mps2 = 5.0;
-  double rolling_decel_mps2 = 0.3;       // rolling resistance and engine braking
-  double drag_per_mps2 = 0.0004;         // aerodynamic drag: decel = drag * v^2
+  double rolling_decel_mps2 = 0.3;  // rolling resistance and engine braking
+  double drag_per_mps2 = 0.0004;    // aerodynamic drag: decel = drag * v^2
   double max_rpm = 7500.0;
   double idle_rpm = 900.0;
 };
@@ -38,7 +38,8 @@ struct CarKinematics {
 };
 
 // One step of `dt` seconds under `controls`:
-//   1. speed: drive = throttle * max_accel * (1 - |v| / v_max) in the gear's direction (reverse when
+//   1. speed: drive = throttle * max_accel * (1 - |v| / v_max) in the gear's direction (reverse
+//   when
 //      is_manual_gear and manual_gear < 0, up to max_reverse_speed); then resistance (brake,
 //      handbrake, rolling, drag) slows |v| towards 0 without changing its sign;
 //   2. steering angle moves towards steering * max_steer at most max_steer_rate * dt, and is

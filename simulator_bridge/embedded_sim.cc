@@ -224,7 +224,7 @@ bool EmbeddedSim::Overlaps(double x, double y, double yaw, CollisionInfo* info) 
   const double c = std::cos(yaw), s = std::sin(yaw);
   const World& world = *options_.world;
   // Footprint outline: corners and side midpoints, enough for the convex curbs and inner corners.
-  static constexpr double kProbe[8][2] = {{1, -1}, {1, 0},  {1, 1},  {0, 1},
+  static constexpr double kProbe[8][2] = {{1, -1}, {1, 0},  {1, 1},   {0, 1},
                                           {-1, 1}, {-1, 0}, {-1, -1}, {0, -1}};
   double worst = -1.0;
   for (const auto& probe : kProbe) {
@@ -254,8 +254,8 @@ bool EmbeddedSim::Overlaps(double x, double y, double yaw, CollisionInfo* info) 
         depth > worst) {
       worst = depth;
       // The car's outline point furthest towards the obstacle along the contact normal.
-      const double extent = hl * std::abs(normal.x * c + normal.y * s) +
-                            hw * std::abs(-normal.x * s + normal.y * c);
+      const double extent =
+          hl * std::abs(normal.x * c + normal.y * s) + hw * std::abs(-normal.x * s + normal.y * c);
       info->has_collided = true;
       info->penetration_depth = static_cast<float>(depth);
       info->normal = {static_cast<float>(normal.x), static_cast<float>(normal.y), 0.0f};

@@ -169,12 +169,23 @@ absl::StatusOr<std::vector<uint8_t>> DecodePng(const std::vector<uint8_t>& png, 
       const int c = (up != nullptr && i >= static_cast<size_t>(ch)) ? up[i - ch] : 0;
       int predicted = 0;
       switch (filter) {
-        case 0: predicted = 0; break;
-        case 1: predicted = a; break;
-        case 2: predicted = b; break;
-        case 3: predicted = (a + b) / 2; break;
-        case 4: predicted = Paeth(a, b, c); break;
-        default: return absl::InvalidArgumentError("PNG: bad filter");
+        case 0:
+          predicted = 0;
+          break;
+        case 1:
+          predicted = a;
+          break;
+        case 2:
+          predicted = b;
+          break;
+        case 3:
+          predicted = (a + b) / 2;
+          break;
+        case 4:
+          predicted = Paeth(a, b, c);
+          break;
+        default:
+          return absl::InvalidArgumentError("PNG: bad filter");
       }
       row[i] = static_cast<uint8_t>(in[i] + predicted);
     }

@@ -91,7 +91,8 @@ Renderer::Renderer(std::shared_ptr<const World> world, const CameraOptions& opti
     }
     for (int u = 0; u < w; ++u) {
       const double a = (u + 0.5 - cx_) / focal_;
-      ray_norm_[static_cast<size_t>(v) * w + u] = static_cast<float>(std::sqrt(1.0 + a * a + b * b));
+      ray_norm_[static_cast<size_t>(v) * w + u] =
+          static_cast<float>(std::sqrt(1.0 + a * a + b * b));
     }
   }
   order_.reserve(64);
@@ -153,7 +154,8 @@ void Renderer::Render(double x, double y, double yaw, const std::vector<Obstacle
       const int64_t dtx = static_cast<int64_t>(step * rx * inv_texel * kFix);
       const int64_t dty = static_cast<int64_t>(step * ry * inv_texel * kFix);
       const uint8_t* palette = &row_palette_[static_cast<size_t>(v) * kNumTextureIds * 3];
-      const uint8_t* outside = palette + (static_cast<int>(Material::kGrass) * kMaterialVariants) * 3;
+      const uint8_t* outside =
+          palette + (static_cast<int>(Material::kGrass) * kMaterialVariants) * 3;
       uint8_t* out = bgr + static_cast<size_t>(v) * w * 3;
       for (int u = 0; u < w; ++u, out += 3, tx += dtx, ty += dty) {
         const int64_t ix = tx >> 16, iy = ty >> 16;
@@ -301,7 +303,8 @@ void Renderer::FillPolygon(const Vec3* in, int n, const uint8_t* color, double f
   // Plane through the face, camera frame: normal . p = offset.
   const Vec3 e1{in[1].x - in[0].x, in[1].y - in[0].y, in[1].z - in[0].z};
   const Vec3 e2{in[2].x - in[0].x, in[2].y - in[0].y, in[2].z - in[0].z};
-  const Vec3 normal{e1.y * e2.z - e1.z * e2.y, e1.z * e2.x - e1.x * e2.z, e1.x * e2.y - e1.y * e2.x};
+  const Vec3 normal{e1.y * e2.z - e1.z * e2.y, e1.z * e2.x - e1.x * e2.z,
+                    e1.x * e2.y - e1.y * e2.x};
   const double offset = normal.x * in[0].x + normal.y * in[0].y + normal.z * in[0].z;
   for (int y = y0; y <= y1; ++y) {
     const double yc = y + 0.5;

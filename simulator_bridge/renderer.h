@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "simulator_bridge/car_sim.h"
 #include "simulator_bridge/world.h"
 
 namespace convoy {
@@ -22,10 +23,10 @@ struct CameraOptions {
   int width = 256;
   int height = 144;
   double fov_deg = 90.0;
-  double x_m = 1.6;   // front of the cabin
+  double x_m = 1.6;  // front of the cabin
   double y_m = 0.0;
-  double z_m = -1.3;  // 1.3 m above the ground
-  double pitch_deg = 0.0;  // positive looks up
+  double z_m = -1.3;              // 1.3 m above the ground
+  double pitch_deg = 0.0;         // positive looks up
   double fog_distance_m = 220.0;  // e-folding distance of the haze
   double far_m = 1000.0;          // ground beyond this is drawn as haze; sky depth is far_m
 };
@@ -41,11 +42,12 @@ class Renderer {
   // `depth` (width*height floats, metres) may each be null to skip them; `perspective_depth`
   // selects distance along the ray instead of distance along the optical axis. Thread-compatible:
   // one Renderer per thread.
-  void Render(double x, double y, double yaw, const std::vector<Obstacle>& obstacles,
-              uint8_t* bgr, float* depth, bool perspective_depth);
+  void Render(double x, double y, double yaw, const std::vector<Obstacle>& obstacles, uint8_t* bgr,
+              float* depth, bool perspective_depth);
 
   // Camera position in the world and its yaw, for ImageResponse.
-  void CameraPose(double x, double y, double yaw, Vector3r* position, Quaternionr* orientation) const;
+  void CameraPose(double x, double y, double yaw, Vector3r* position,
+                  Quaternionr* orientation) const;
 
  private:
   struct Row {

@@ -55,7 +55,8 @@ absl::StatusOr<std::vector<Segment>> ParseSegments(absl::string_view text, absl:
                        "'", numbers.ok() ? "" : absl::StrCat(": ", numbers.status().message())));
     }
     const std::vector<double>& n = *numbers;
-    Segment s{{(n[0] - ox) * scale, (n[1] - oy) * scale}, {(n[2] - ox) * scale, (n[3] - oy) * scale}};
+    Segment s{{(n[0] - ox) * scale, (n[1] - oy) * scale},
+              {(n[2] - ox) * scale, (n[3] - oy) * scale}};
     segments.push_back(s);
   }
   if (segments.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": no segments"));
@@ -79,8 +80,8 @@ absl::StatusOr<RoadMap> RoadMap::Parse(absl::string_view road_lines,
                                        absl::string_view reward_points,
                                        const RoadMapOptions& options) {
   RoadMap map;
-  absl::StatusOr<std::vector<Segment>> roads = ParseSegments(
-      road_lines, "road_lines.txt", 0.01, options.origin_x_cm, options.origin_y_cm);
+  absl::StatusOr<std::vector<Segment>> roads =
+      ParseSegments(road_lines, "road_lines.txt", 0.01, options.origin_x_cm, options.origin_y_cm);
   if (!roads.ok()) return roads.status();
   absl::StatusOr<std::vector<Segment>> lines =
       ParseSegments(reward_points, "reward_points.txt", 1.0, 0.0, 0.0);

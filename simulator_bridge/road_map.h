@@ -39,7 +39,8 @@ class RoadMap {
   static absl::StatusOr<RoadMap> Load(const std::string& dir, const RoadMapOptions& options = {});
 
   // From text already in memory (same formats).
-  static absl::StatusOr<RoadMap> Parse(absl::string_view road_lines, absl::string_view reward_points,
+  static absl::StatusOr<RoadMap> Parse(absl::string_view road_lines,
+                                       absl::string_view reward_points,
                                        const RoadMapOptions& options = {});
 
   // Road centre segments, metres.
@@ -57,7 +58,8 @@ class RoadMap {
 
 // The directory of the bundled Neighborhood map, found in order from: the CONVOY_MAP_DIR
 // environment variable; simulator_bridge/maps/neighborhood under the running executable's directory
-// or any of its parents; the source tree the library was built from. NOT_FOUND lists where it looked.
+// or any of its parents; the source tree the library was built from. NOT_FOUND lists where it
+// looked.
 absl::StatusOr<std::string> FindDefaultMapDir();
 
 }  // namespace convoy

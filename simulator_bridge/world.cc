@@ -28,10 +28,11 @@ double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) *
 
 absl::StatusOr<std::shared_ptr<const World>> World::Create(RoadMap map,
                                                            const WorldOptions& options) {
-  if (!(options.road_half_width_m > 0.5) || !(options.texel_m > 0.01) ||
-      options.curb_width_m < 0 || options.sidewalk_width_m < 0 || options.margin_m < 0) {
-    return absl::InvalidArgumentError("WorldOptions: road_half_width_m > 0.5, texel_m > 0.01 and "
-                                      "non-negative widths required");
+  if (!(options.road_half_width_m > 0.5) || !(options.texel_m > 0.01) || options.curb_width_m < 0 ||
+      options.sidewalk_width_m < 0 || options.margin_m < 0) {
+    return absl::InvalidArgumentError(
+        "WorldOptions: road_half_width_m > 0.5, texel_m > 0.01 and "
+        "non-negative widths required");
   }
   for (const Segment& s : map.roads()) {
     if (std::hypot(s.b.x - s.a.x, s.b.y - s.a.y) < 1e-6) {
@@ -77,8 +78,10 @@ World::World(RoadMap map, const WorldOptions& options) : map_(std::move(map)), o
   const double pad = options_.road_half_width_m + options_.margin_m;
   tex_x0_ = min_x - pad;
   tex_y0_ = min_y - pad;
-  tex_w_ = static_cast<int>(std::ceil((max_x - min_x + 2 * pad) / options_.texel_m / kTile)) * kTile;
-  tex_h_ = static_cast<int>(std::ceil((max_y - min_y + 2 * pad) / options_.texel_m / kTile)) * kTile;
+  tex_w_ =
+      static_cast<int>(std::ceil((max_x - min_x + 2 * pad) / options_.texel_m / kTile)) * kTile;
+  tex_h_ =
+      static_cast<int>(std::ceil((max_y - min_y + 2 * pad) / options_.texel_m / kTile)) * kTile;
   tiles_x_ = tex_w_ / kTile;
 }
 
@@ -194,7 +197,8 @@ void World::BuildTexture() {
           const uint32_t coarse = HashCell(gx >> 4, gy >> 4);
           const uint32_t fine = HashCell(gx, gy);
           const int variant = static_cast<int>(((coarse >> 9) & 2u) | ((fine >> 13) & 1u));
-          tile[(y << 3) + x] = static_cast<uint8_t>(static_cast<int>(m) * kMaterialVariants + variant);
+          tile[(y << 3) + x] =
+              static_cast<uint8_t>(static_cast<int>(m) * kMaterialVariants + variant);
         }
       }
     }
@@ -232,8 +236,8 @@ std::vector<Obstacle> World::PlaceParkedCars(int count, uint64_t seed) const {
       }
     }
     if (!clear) continue;
-    static constexpr uint8_t kPaint[][3] = {{40, 40, 170},  {170, 90, 30},  {200, 200, 200},
-                                            {40, 40, 40},   {60, 140, 200}, {120, 120, 120},
+    static constexpr uint8_t kPaint[][3] = {{40, 40, 170}, {170, 90, 30},  {200, 200, 200},
+                                            {40, 40, 40},  {60, 140, 200}, {120, 120, 120},
                                             {30, 100, 40}};
     const auto& paint = kPaint[rng() % (sizeof(kPaint) / sizeof(kPaint[0]))];
     std::copy(paint, paint + 3, o.bgr);

@@ -83,8 +83,8 @@ class World {
   double texture_x0() const { return tex_x0_; }
   double texture_y0() const { return tex_y0_; }
   uint8_t TexelId(int tx, int ty) const {
-    return texture_[((static_cast<size_t>(ty >> 3) * tiles_x_ + (tx >> 3)) << 6) +
-                    ((ty & 7) << 3) + (tx & 7)];
+    return texture_[((static_cast<size_t>(ty >> 3) * tiles_x_ + (tx >> 3)) << 6) + ((ty & 7) << 3) +
+                    (tx & 7)];
   }
   const uint8_t* texture_data() const { return texture_.data(); }
   int texture_tiles_x() const { return tiles_x_; }

@@ -1,0 +1,147 @@
+// DrivingEnv: the cookbook's reset/step driving task over any CarSim (EmbeddedSim in-process, or
+// AirSimClient to AirSim or convoy_sim), so an agent sees the same task wherever the car lives.
+//
+//   Reset(seed): a random road_lines segment, a point 0.3-0.7 along it, heading along it in a
+//   random
+//     direction; teleport, settle, and return the first observation.
+//   Step(action): set controls for one control period, advance the simulation by it (lock-step),
+//     return the observation, reward exp(-decay * d) with d the distance to the nearest lane
+//     centre-line segment, and whether the episode ended (collision, d > max_distance, too slow
+//     after the grace period, or the time limit, all in simulation time).
+//
+// Observations are uint8, CHW, written into a caller-owned buffer of observation_size() bytes:
+//   kCookbookCrop: 3 x 59 x 255, rows 76..134 and columns 0..254 of the 256x144 scene, channels in
+//                  the camera's byte order (B, G, R);
+//   kGray84:       1 x 84 x 84, the whole scene area-averaged, luma 0.299 R + 0.587 G + 0.114 B;
+// with frame_stack k > 1 the k most recent frames are stacked along C, oldest first (after a reset
+// every slot holds the first frame).
+//
+// Not thread-safe; one DrivingEnv (and its CarSim) per thread. Step allocates nothing once the
+// first images have arrived over an EmbeddedSim.
+#ifndef CONVOY_SIMULATOR_BRIDGE_DRIVING_ENV_H_
+#define CONVOY_SIMULATOR_BRIDGE_DRIVING_ENV_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "simulator_bridge/car_sim.h"
+#include "simulator_bridge/embedded_sim.h"
+#include "simulator_bridge/road_map.h"
+
+namespace convoy {
+
+enum class ObservationKind { kCookbookCrop, kGray84 };
+
+// One discrete action. A negative throttle selects the cookbook's rule: full throttle, or full
+// brake above DrivingEnvOptions::brake_above_mps.
+struct DrivingAction {
+  float steering = 0.0f;
+  float throttle = -1.0f;
+  float brake = 0.0f;
+};
+
+// The cookbook's five steering values with its throttle rule.
+std::vector<DrivingAction> CookbookActions();
+
+struct DrivingEnvOptions {
+  ObservationKind observation = ObservationKind::kCookbookCrop;
+  int frame_stack = 1;
+  std::vector<DrivingAction> actions = CookbookActions();
+  double brake_above_mps = 9.0;
+  double control_period_sec = 0.1;      // simulation time per Step
+  double settle_sec = 0.2;              // after the teleport, before the first observation
+  double max_epoch_runtime_sec = 30.0;  // the cookbook's --max_epoch_runtime_sec, simulation time
+  double max_distance_m = 3.5;          // from the nearest centre line
+  double min_speed_mps = 2.0;
+  double min_speed_grace_sec = 3.0;  // the slow-speed rule applies after this
+  double reward_decay = 1.2;         // reward = exp(-reward_decay * d)
+  double start_fraction_min = 0.3;   // along the start segment
+  double start_fraction_max = 0.7;
+  float start_z = 0.0f;  // NED z of the start pose (AirSim maps may want < 0)
+  std::string camera_name = "0";
+  // The cookbook crop, inclusive pixel bounds in the scene image.
+  int crop_top = 76;
+  int crop_bottom = 134;
+  int crop_left = 0;
+  int crop_right = 254;
+};
+
+enum class TerminationReason { kNone = 0, kCollision, kOffCenterLine, kTooSlow, kTimeLimit };
+const char* TerminationReasonName(TerminationReason reason);
+
+// The car as the environment saw it after a Reset or Step, for logging.
+struct DrivingCarState {
+  double x = 0.0;
+  double y = 0.0;
+  double yaw = 0.0;
+  double speed = 0.0;
+  double distance_to_center_m = 0.0;
+  double distance_driven_m = 0.0;  // path length since Reset
+  double episode_time_sec = 0.0;   // simulation time since Reset
+  bool collided = false;
+  std::string collided_with;
+};
+
+struct StepResult {
+  float reward = 0.0f;
+  bool done = false;
+  TerminationReason reason = TerminationReason::kNone;
+  DrivingCarState car;
+};
+
+class DrivingEnv {
+ public:
+  // Drives `sim` (borrowed; it must outlive the DrivingEnv) on `map`'s roads and centre lines.
+  static absl::StatusOr<std::unique_ptr<DrivingEnv>> Create(CarSim* sim, RoadMap map,
+                                                            const DrivingEnvOptions& options);
+  // Owns an EmbeddedSim on `sim_options.world` (the map comes from the world).
+  static absl::StatusOr<std::unique_ptr<DrivingEnv>> CreateEmbedded(
+      const EmbeddedSimOptions& sim_options, const DrivingEnvOptions& options);
+
+  // Starts an episode; the start pose is a function of `seed` only.
+  absl::StatusOr<StepResult> Reset(uint64_t seed, uint8_t* observation);
+  // One control period under options.actions[action]. FAILED_PRECONDITION before Reset or after
+  // the episode ended; INVALID_ARGUMENT for an action out of range.
+  absl::StatusOr<StepResult> Step(int action, uint8_t* observation);
+
+  // {channels (frame_stack * 3 or * 1), height, width}.
+  std::array<int, 3> observation_shape() const { return shape_; }
+  size_t observation_size() const { return static_cast<size_t>(shape_[0]) * shape_[1] * shape_[2]; }
+  int num_actions() const { return static_cast<int>(options_.actions.size()); }
+  const DrivingEnvOptions& options() const { return options_; }
+  const RoadMap& map() const { return map_; }
+  CarSim& sim() { return *sim_; }
+
+ private:
+  DrivingEnv(CarSim* sim, RoadMap map, const DrivingEnvOptions& options);
+  absl::Status Observe(StepResult* result, uint8_t* observation, bool first);
+  absl::Status WriteFrame(const ImageResponse& image, uint8_t* frame);
+
+  std::unique_ptr<CarSim> owned_sim_;
+  CarSim* sim_;
+  RoadMap map_;
+  DrivingEnvOptions options_;
+  std::array<int, 3> shape_{};
+  size_t frame_size_ = 0;
+  std::vector<ImageRequest> requests_;
+  std::vector<ImageResponse> responses_;
+  std::vector<uint8_t> frames_;  // frame_stack frames, ring
+  int newest_ = 0;
+  std::vector<int> box_x_;  // gray84 area boundaries, 85 each
+  std::vector<int> box_y_;
+  bool active_ = false;
+  uint64_t start_timestamp_ = 0;
+  double last_x_ = 0.0;
+  double last_y_ = 0.0;
+  double distance_driven_ = 0.0;
+  float last_speed_ = 0.0f;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_SIMULATOR_BRIDGE_DRIVING_ENV_H_

@@ -1,0 +1,31 @@
+// The bundled Neighborhood world, built once per test binary and shared (it is immutable).
+#ifndef CONVOY_TESTS_SIMULATOR_BRIDGE_TEST_WORLD_H_
+#define CONVOY_TESTS_SIMULATOR_BRIDGE_TEST_WORLD_H_
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+
+#include "simulator_bridge/road_map.h"
+#include "simulator_bridge/world.h"
+
+namespace convoy {
+
+inline std::string TestMapDir() {
+  return std::string(CONVOY_SOURCE_DIR) + "/simulator_bridge/maps/neighborhood";
+}
+
+inline std::shared_ptr<const World> TestWorld() {
+  static const std::shared_ptr<const World> world = [] {
+    absl::StatusOr<RoadMap> map = RoadMap::Load(TestMapDir());
+    REQUIRE(map.ok());
+    absl::StatusOr<std::shared_ptr<const World>> w = World::Create(*std::move(map));
+    REQUIRE(w.ok());
+    return *w;
+  }();
+  return world;
+}
+
+}  // namespace convoy
+
+#endif  // CONVOY_TESTS_SIMULATOR_BRIDGE_TEST_WORLD_H_
