@@ -19,11 +19,13 @@ struct Architecture {
 };
 
 // Observation shapes: the cookbook's crop of AirSim's 256x144 scene (rows 76..134, columns 0..254), the Nature
-// DQN's 4 stacked 84x84 grayscale frames, and a small image for fast tests.
+// DQN's 4 stacked 84x84 grayscale frames, a small image for fast tests, and a 100x100 input to a 100M-parameter
+// MLP for scale tests.
 constexpr Architecture kArchitectures[] = {
     {"cookbook", 3, 59, 255},
     {"nature", 4, 84, 84},
     {"tiny", 3, 16, 16},
+    {"wide", 1, 100, 100},
 };
 
 torch::nn::Conv2dOptions Conv(int in, int out, int kernel, int stride, int padding) {
@@ -52,6 +54,12 @@ QNetworkImpl::QNetworkImpl(const ModelSpec& spec) : spec_(spec) {
         torch::nn::Conv2d(Conv(64, 64, 3, 1, 0)), torch::nn::ReLU(), torch::nn::Flatten());
     hidden_ = torch::nn::Sequential(torch::nn::Linear(64 * 7 * 7, 512), torch::nn::ReLU());
     hidden_width = 512;
+  } else if (spec.architecture == "wide") {
+    // A 100M-parameter MLP: no use for driving, it proves that transport and storage scale.
+    features_ = torch::nn::Sequential(torch::nn::Flatten());
+    hidden_ = torch::nn::Sequential(
+        torch::nn::Linear(spec.channels * spec.height * spec.width, 10000), torch::nn::ReLU());
+    hidden_width = 10000;
   } else {  // tiny
     features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 8, 3, 1, 1)),
                                       torch::nn::ReLU(), torch::nn::MaxPool2d(2),

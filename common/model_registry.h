@@ -2,7 +2,8 @@
 //
 // Names: "cookbook" (the AutonomousDrivingCookbook tutorial's Q-network on a 3x59x255 crop),
 // "nature" (the DQN Nature network on 4x84x84 grayscale frames), "tiny" (a small network on 3x16x16 for
-// tests), each optionally with a dueling head: "cookbook_dueling", "nature_dueling", "tiny_dueling".
+// tests), "wide" (a 100M-parameter MLP for scale tests), each optionally with a dueling head:
+// "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling".
 #ifndef CONVOY_COMMON_MODEL_REGISTRY_H_
 #define CONVOY_COMMON_MODEL_REGISTRY_H_
 

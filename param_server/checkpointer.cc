@@ -141,8 +141,8 @@ bool ParseCheckpointVersion(const std::string& name, uint64_t* version) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(std::string directory, int keep, std::vector<ParameterSlot> layout)
-    : directory_(std::move(directory)), keep_(std::max(1, keep)), layout_(std::move(layout)) {}
+Checkpointer::Checkpointer(std::string directory, int keep, ModelInfo model)
+    : directory_(std::move(directory)), keep_(std::max(1, keep)), model_(std::move(model)) {}
 
 absl::StatusOr<v1::CheckpointManifest> Checkpointer::ParseManifest(const std::string& text) {
   v1::CheckpointManifest manifest;
@@ -190,10 +190,14 @@ absl::StatusOr<v1::CheckpointManifest> Checkpointer::VerifyManifest(const std::s
   return manifest;
 }
 
-absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path,
-                                                    const std::vector<ParameterSlot>& layout) {
+absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, const ModelInfo& model) {
   absl::StatusOr<v1::CheckpointManifest> manifest = VerifyManifest(path);
   if (!manifest.ok()) return manifest.status();
+  if (manifest->model_fingerprint() != model.fingerprint) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", path, " holds model '", manifest->model_fingerprint(),
+                     "', this server runs '", model.fingerprint, "'"));
+  }
   LoadedCheckpoint loaded;
   loaded.path = path;
   loaded.manifest = *std::move(manifest);
@@ -202,7 +206,7 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path,
     const std::string file = absl::StrCat(path, "/", name);
     absl::StatusOr<std::string> bytes = ReadFile(file);
     if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<std::vector<float>> flat = UnpickleWeights(*bytes, layout, file);
+    absl::StatusOr<std::vector<float>> flat = UnpickleWeights(*bytes, model.layout, file);
     if (!flat.ok()) return flat.status();
     *out = *std::move(flat);
   }
@@ -242,8 +246,8 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   manifest.set_format_version(kFormatVersion);
   manifest.clear_files();
   const std::pair<const char*, std::string> files[] = {
-      {kWeightsName, PickleWeights(*data.weights, layout_)},
-      {kTargetName, PickleWeights(*data.target, layout_)},
+      {kWeightsName, PickleWeights(*data.weights, model_.layout)},
+      {kTargetName, PickleWeights(*data.target, model_.layout)},
       {kOptimizerName, data.optimizer_state},
   };
   for (const auto& [name, bytes] : files) {
@@ -333,8 +337,9 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadNewest() const {
   }
   std::sort(candidates.begin(), candidates.end(), std::greater<>());
   for (const auto& [version, path] : candidates) {
-    absl::StatusOr<LoadedCheckpoint> loaded = Load(path, layout_);
-    if (loaded.ok()) return loaded;
+    absl::StatusOr<LoadedCheckpoint> loaded = Load(path, model_);
+    // Another model's checkpoint is a misconfiguration, not damage: refuse rather than start fresh.
+    if (loaded.ok() || loaded.status().code() == absl::StatusCode::kFailedPrecondition) return loaded;
     LOG(WARNING) << "skipping checkpoint " << path << ": " << loaded.status().message();
   }
   return absl::NotFoundError(absl::StrCat("no valid checkpoint in ", directory_));

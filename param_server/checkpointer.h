@@ -43,8 +43,9 @@ struct LoadedCheckpoint {
 // Thread-compatible: one writer at a time (the parameter server serialises checkpoints).
 class Checkpointer {
  public:
-  // `keep` >= 1 newest checkpoints are kept; older ones are deleted after each successful write.
-  Checkpointer(std::string directory, int keep, std::vector<ParameterSlot> layout);
+  // `keep` >= 1 newest checkpoints are kept; older ones are deleted after each successful write. `model` is
+  // the model every checkpoint here must hold.
+  Checkpointer(std::string directory, int keep, ModelInfo model);
 
   // Writes `data` atomically and returns the checkpoint's path. A checkpoint of the same version that already
   // exists is left as it is. Errors: the failing file operation with its path and errno text; the previous
@@ -52,13 +53,14 @@ class Checkpointer {
   absl::StatusOr<std::string> Write(const CheckpointData& data);
 
   // The newest checkpoint whose manifest parses and whose files match their checksums. A torn or corrupt one
-  // is skipped with a warning naming it. NOT_FOUND when there is none.
+  // is skipped with a warning naming it. NOT_FOUND when there is none; FAILED_PRECONDITION, naming both
+  // fingerprints, when it holds another model.
   absl::StatusOr<LoadedCheckpoint> LoadNewest() const;
 
-  // Loads one checkpoint directory, verifying it. Errors: DATA_LOSS for a bad manifest, checksum or tensor
-  // layout; NOT_FOUND for a missing file.
-  static absl::StatusOr<LoadedCheckpoint> Load(const std::string& path,
-                                               const std::vector<ParameterSlot>& layout);
+  // Loads one checkpoint directory of `model`, verifying it. Errors: DATA_LOSS for a bad manifest, checksum
+  // or tensor layout; NOT_FOUND for a missing file; FAILED_PRECONDITION, naming both fingerprints, when the
+  // checkpoint holds another model.
+  static absl::StatusOr<LoadedCheckpoint> Load(const std::string& path, const ModelInfo& model);
 
   // Parses and verifies a checkpoint directory's MANIFEST and the files it lists.
   static absl::StatusOr<v1::CheckpointManifest> VerifyManifest(const std::string& path);
@@ -75,7 +77,7 @@ class Checkpointer {
 
   std::string directory_;
   int keep_;
-  std::vector<ParameterSlot> layout_;
+  ModelInfo model_;
 };
 
 }  // namespace convoy

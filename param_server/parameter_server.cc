@@ -84,24 +84,17 @@ ParameterServer::~ParameterServer() {
 absl::Status ParameterServer::Initialise() {
   if (!options_.checkpoint_dir.empty()) {
     checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir,
-                                                   options_.keep_checkpoints, model_.layout);
+                                                   options_.keep_checkpoints, model_);
   }
-  auto check_fingerprint = [&](const LoadedCheckpoint& c) -> absl::Status {
-    if (c.manifest.model_fingerprint() != model_.fingerprint) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", c.path, " holds model '", c.manifest.model_fingerprint(),
-          "', this server runs '", model_.fingerprint, "'"));
-    }
-    return absl::OkStatus();
-  };
 
   std::optional<LoadedCheckpoint> resumed;
   std::vector<float> initial;
   if (options_.resume) {
     absl::StatusOr<LoadedCheckpoint> loaded = checkpointer_->LoadNewest();
     if (loaded.ok()) {
-      if (absl::Status s = check_fingerprint(*loaded); !s.ok()) return s;
       resumed = *std::move(loaded);
+    } else if (loaded.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return loaded.status();
     } else {
       LOG(WARNING) << "--resume: " << loaded.status().message() << "; starting fresh";
     }
@@ -109,10 +102,8 @@ absl::Status ParameterServer::Initialise() {
   if (resumed) {
     initial = resumed->weights;
   } else if (!options_.init_checkpoint.empty()) {
-    absl::StatusOr<LoadedCheckpoint> loaded =
-        Checkpointer::Load(options_.init_checkpoint, model_.layout);
+    absl::StatusOr<LoadedCheckpoint> loaded = Checkpointer::Load(options_.init_checkpoint, model_);
     if (!loaded.ok()) return loaded.status();
-    if (absl::Status s = check_fingerprint(*loaded); !s.ok()) return s;
     initial = std::move(loaded->weights);
     LOG(INFO) << "initial weights from " << options_.init_checkpoint;
   } else {

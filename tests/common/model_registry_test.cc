@@ -1,0 +1,110 @@
+#include "common/model_registry.h"
+
+#include <catch2/catch.hpp>
+
+#include "common/q_network.h"
+
+namespace convoy {
+namespace {
+
+TEST_CASE("Registry pins every model's parameter count", "[models]") {
+  // cookbook: conv 3->16, 16->32, 32->32 (3x3), dense 6944->128, dense 128->5.
+  const size_t cookbook = (3 * 16 * 9 + 16) + (16 * 32 * 9 + 32) + (32 * 32 * 9 + 32) +
+                          (32 * 7 * 31 * 128 + 128) + (128 * 5 + 5);
+  REQUIRE(cookbook == 903941);
+  struct Case {
+    const char* name;
+    size_t count;
+  };
+  const Case cases[] = {
+      {"cookbook", 903941},
+      // Dueling: the 128->5 head becomes value 128->1 and advantage 128->5.
+      {"cookbook_dueling", 903941 + (128 + 1)},
+      // Nature DQN: conv 4->32 8x8, 32->64 4x4, 64->64 3x3, dense 3136->512, 512->5.
+      {"nature", (4 * 32 * 64 + 32) + (32 * 64 * 16 + 64) + (64 * 64 * 9 + 64) +
+                     (3136 * 512 + 512) + (512 * 5 + 5)},
+      {"nature_dueling", 1686693 + (512 + 1)},
+      {"tiny", (3 * 8 * 9 + 8) + (8 * 8 * 8 * 32 + 32) + (32 * 5 + 5)},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ModelInfo> info = DescribeModel(c.name);
+    REQUIRE(info.ok());
+    INFO(c.name);
+    CHECK(info->parameter_count == c.count);
+  }
+  CHECK(DescribeModel("nature")->parameter_count == 1686693);
+}
+
+TEST_CASE("The wide test model has 100M parameters", "[models]") {
+  absl::StatusOr<ModelInfo> info = DescribeModel("wide");
+  REQUIRE(info.ok());
+  CHECK(info->parameter_count == (10000ull * 10000 + 10000) + (10000 * 5 + 5));
+}
+
+TEST_CASE("Unknown model names are refused with the known ones listed", "[models]") {
+  absl::StatusOr<ModelInfo> info = DescribeModel("resnet");
+  REQUIRE(info.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(info.status().message()), Catch::Contains("resnet") &&
+                                                       Catch::Contains("cookbook") &&
+                                                       Catch::Contains("nature_dueling"));
+  CHECK(ResolveModel("tiny", 0).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Fingerprints identify architecture, head and action count", "[models]") {
+  const std::string cookbook = DescribeModel("cookbook")->fingerprint;
+  CHECK(cookbook == DescribeModel("cookbook")->fingerprint);
+  CHECK(cookbook.rfind("cookbook-", 0) == 0);
+  CHECK(cookbook != DescribeModel("cookbook_dueling")->fingerprint);
+  CHECK(cookbook != DescribeModel("cookbook", 3)->fingerprint);
+  CHECK(cookbook != DescribeModel("nature")->fingerprint);
+}
+
+TEST_CASE("The flat layout follows named_parameters order without gaps", "[models]") {
+  absl::StatusOr<ModelInfo> info = DescribeModel("cookbook");
+  REQUIRE(info.ok());
+  size_t offset = 0;
+  for (const ParameterSlot& slot : info->layout) {
+    CHECK(slot.offset == offset);
+    size_t numel = 1;
+    for (int64_t d : slot.shape) numel *= static_cast<size_t>(d);
+    CHECK(slot.numel == numel);
+    offset += slot.numel;
+  }
+  CHECK(offset == info->parameter_count);
+  CHECK(info->layout.front().name == "features.0.weight");
+  CHECK(info->layout.back().name == "head.bias");
+}
+
+TEST_CASE("Flattening and loading flat weights round-trips exactly", "[models]") {
+  absl::StatusOr<ModelSpec> spec = ResolveModel("tiny");
+  REQUIRE(spec.ok());
+  QNetwork a = *BuildQNetwork(*spec, 1);
+  QNetwork b = *BuildQNetwork(*spec, 2);
+  std::vector<float> flat_a, flat_b;
+  FlattenParameters(*a, &flat_a);
+  FlattenParameters(*b, &flat_b);
+  REQUIRE(flat_a != flat_b);  // Different seeds, different weights.
+  REQUIRE(LoadFlatParameters(flat_a.data(), flat_a.size(), *b).ok());
+  FlattenParameters(*b, &flat_b);
+  CHECK(flat_a == flat_b);
+  CHECK(LoadFlatParameters(flat_a.data(), flat_a.size() - 1, *b).code() ==
+        absl::StatusCode::kInvalidArgument);
+  // Same seed, same weights: initial weights are reproducible.
+  CHECK(*InitialFlatWeights("tiny", kDefaultNumActions, 1) == flat_a);
+}
+
+TEST_CASE("Q-networks map a batch of observations to one Q-value per action", "[models]") {
+  for (const char* name : {"cookbook", "nature_dueling", "tiny"}) {
+    absl::StatusOr<ModelSpec> spec = ResolveModel(name);
+    REQUIRE(spec.ok());
+    QNetwork net = *BuildQNetwork(*spec, 3);
+    net->eval();
+    torch::Tensor q = net->forward(torch::rand({2, spec->channels, spec->height, spec->width}));
+    INFO(name);
+    const std::vector<int64_t> expected = {2, kDefaultNumActions};
+    CHECK(q.sizes().vec() == expected);
+  }
+}
+
+}  // namespace
+}  // namespace convoy

@@ -1,0 +1,232 @@
+#include "param_server/checkpointer.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "param_server/parameter_server.h"
+#include "tests/support/subprocess.h"
+
+namespace convoy {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::MakeTempDir;
+
+ParameterServerOptions TinyOptions(const std::string& dir) {
+  ParameterServerOptions o;
+  o.model = "tiny";
+  o.checkpoint_dir = dir;
+  o.keep_checkpoints = 3;
+  o.target_update_frequency = 2;
+  return o;
+}
+
+// Applies `n` pushes of a fixed gradient, as agent "a".
+void PushN(ParameterServer& server, int n) {
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> g(server.model().parameter_count, 0.01f * (i + 1));
+    server.Apply("a", server.version(), 1, g);
+  }
+}
+
+std::vector<std::string> CheckpointDirs(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void FlipByte(const std::string& path, size_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+}
+
+TEST_CASE("A checkpoint restores weights, target, optimizer state and counters", "[checkpoint]") {
+  const std::string dir = MakeTempDir("ckpt");
+  std::vector<float> expected_weights, expected_target;
+  {
+    auto server = *ParameterServer::Create(TinyOptions(dir));
+    PushN(*server, 5);
+    server->CountRejection("a", v1::REJECT_REASON_NON_FINITE);
+    REQUIRE(server->Checkpoint().ok());
+    expected_weights = server->Snapshot(v1::NETWORK_ONLINE)->values;
+    expected_target = server->Snapshot(v1::NETWORK_TARGET)->values;
+    // One more step from the checkpointed state, to compare with the resumed server's.
+    PushN(*server, 1);
+  }
+  ParameterServerOptions resume = TinyOptions(dir);
+  resume.resume = true;
+  auto resumed = *ParameterServer::Create(resume);
+  CHECK(resumed->version() == 5);
+  CHECK(resumed->Snapshot(v1::NETWORK_ONLINE)->values == expected_weights);
+  CHECK(resumed->Snapshot(v1::NETWORK_TARGET)->values == expected_target);
+  CHECK(resumed->Snapshot(v1::NETWORK_TARGET)->version == 4);  // Every 2 minibatches: at 2, then 4.
+  const v1::StatusResponse status = resumed->Status();
+  CHECK(status.updates_applied() == 5);
+  CHECK(status.applied_minibatches() == 5);
+  CHECK(status.rejections().at("REJECT_REASON_NON_FINITE") == 1);
+  CHECK(status.epsilon() == Approx(1.0 - 5 * 0.003));
+}
+
+TEST_CASE("A resumed server continues the same version and weight sequence", "[checkpoint]") {
+  const std::string dir_a = MakeTempDir("ckpt"), dir_b = MakeTempDir("ckpt");
+  auto straight = *ParameterServer::Create(TinyOptions(dir_a));
+  PushN(*straight, 3);
+  {
+    auto first = *ParameterServer::Create(TinyOptions(dir_b));
+    PushN(*first, 3);
+    REQUIRE(first->Checkpoint().ok());
+  }
+  ParameterServerOptions resume = TinyOptions(dir_b);
+  resume.resume = true;
+  auto second = *ParameterServer::Create(resume);
+  // Same next gradient on both: Adam's moments came back, so the results agree exactly.
+  std::vector<float> g1(straight->model().parameter_count, -0.02f), g2 = g1;
+  straight->Apply("a", 3, 1, g1);
+  second->Apply("a", 3, 1, g2);
+  CHECK(second->version() == 4);
+  CHECK(second->Snapshot(v1::NETWORK_ONLINE)->values ==
+        straight->Snapshot(v1::NETWORK_ONLINE)->values);
+}
+
+TEST_CASE("Only the newest keep_checkpoints are kept", "[checkpoint]") {
+  const std::string dir = MakeTempDir("ckpt");
+  auto server = *ParameterServer::Create(TinyOptions(dir));
+  for (int i = 0; i < 5; ++i) {
+    PushN(*server, 1);
+    REQUIRE(server->Checkpoint().ok());
+  }
+  CHECK(CheckpointDirs(dir) == std::vector<std::string>{"ckpt-00000000000000000003",
+                                                        "ckpt-00000000000000000004",
+                                                        "ckpt-00000000000000000005"});
+}
+
+TEST_CASE("Corrupt, truncated and torn checkpoints are skipped for the newest valid one",
+          "[checkpoint]") {
+  const std::string dir = MakeTempDir("ckpt");
+  {
+    auto server = *ParameterServer::Create(TinyOptions(dir));
+    for (int i = 0; i < 3; ++i) {
+      PushN(*server, 1);
+      REQUIRE(server->Checkpoint().ok());
+    }
+  }
+  const std::string v3 = dir + "/ckpt-00000000000000000003";
+  const std::string v2 = dir + "/ckpt-00000000000000000002";
+  ParameterServerOptions resume = TinyOptions(dir);
+  resume.resume = true;
+
+  SECTION("a flipped byte fails the checksum") {
+    FlipByte(v3 + "/weights.pt", 100);
+    CHECK(Checkpointer::VerifyManifest(v3).status().code() == absl::StatusCode::kDataLoss);
+    CHECK_THAT(std::string(Checkpointer::VerifyManifest(v3).status().message()),
+               Catch::Contains("SHA-256"));
+    CHECK((*ParameterServer::Create(resume))->version() == 2);
+  }
+  SECTION("a truncated file fails its size") {
+    fs::resize_file(v3 + "/optimizer.pt", 10);
+    CHECK_THAT(std::string(Checkpointer::VerifyManifest(v3).status().message()),
+               Catch::Contains("truncated"));
+    CHECK((*ParameterServer::Create(resume))->version() == 2);
+  }
+  SECTION("a directory without a manifest is torn") {
+    fs::remove(v3 + "/MANIFEST");
+    CHECK((*ParameterServer::Create(resume))->version() == 2);
+  }
+  SECTION("a garbled manifest is refused") {
+    std::ofstream(v3 + "/MANIFEST") << "version: banana";
+    CHECK(Checkpointer::VerifyManifest(v3).status().code() == absl::StatusCode::kDataLoss);
+    CHECK((*ParameterServer::Create(resume))->version() == 2);
+  }
+  SECTION("with every checkpoint bad, the server starts fresh") {
+    for (const std::string& d : {v3, v2, dir + "/ckpt-00000000000000000001"}) {
+      fs::remove(d + "/MANIFEST");
+    }
+    CHECK((*ParameterServer::Create(resume))->version() == 0);
+  }
+}
+
+TEST_CASE("The newest checkpoint is chosen by manifest version, not by file time", "[checkpoint]") {
+  const std::string dir = MakeTempDir("ckpt");
+  {
+    auto server = *ParameterServer::Create(TinyOptions(dir));
+    PushN(*server, 1);
+    REQUIRE(server->Checkpoint().ok());
+    PushN(*server, 1);
+    REQUIRE(server->Checkpoint().ok());
+  }
+  // Make the older checkpoint look newer on disk.
+  fs::last_write_time(dir + "/ckpt-00000000000000000001",
+                      fs::file_time_type::clock::now() + std::chrono::hours(1));
+  ParameterServerOptions resume = TinyOptions(dir);
+  resume.resume = true;
+  CHECK((*ParameterServer::Create(resume))->version() == 2);
+}
+
+TEST_CASE("A checkpoint of another model is refused, naming both fingerprints", "[checkpoint]") {
+  const std::string dir = MakeTempDir("ckpt");
+  {
+    auto server = *ParameterServer::Create(TinyOptions(dir));
+    PushN(*server, 1);
+    REQUIRE(server->Checkpoint().ok());
+  }
+  ParameterServerOptions other = TinyOptions(dir);
+  other.model = "tiny_dueling";
+  other.resume = true;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(other);
+  REQUIRE(server.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(server.status().message()),
+             Catch::Contains(DescribeModel("tiny")->fingerprint) &&
+                 Catch::Contains(DescribeModel("tiny_dueling")->fingerprint));
+}
+
+TEST_CASE("Flag init_checkpoint seeds the weights at version 0", "[checkpoint]") {
+  const std::string dir = MakeTempDir("ckpt");
+  std::vector<float> weights;
+  std::string path;
+  {
+    auto server = *ParameterServer::Create(TinyOptions(dir));
+    PushN(*server, 4);
+    path = *server->Checkpoint();
+    weights = server->Snapshot(v1::NETWORK_ONLINE)->values;
+  }
+  ParameterServerOptions init;
+  init.model = "tiny";
+  init.init_checkpoint = path;
+  auto server = *ParameterServer::Create(init);
+  CHECK(server->version() == 0);
+  CHECK(server->Snapshot(v1::NETWORK_ONLINE)->values == weights);
+  init.init_checkpoint = dir + "/nope";
+  CHECK(ParameterServer::Create(init).status().code() == absl::StatusCode::kDataLoss);
+}
+
+TEST_CASE("A checkpoint directory that cannot be written fails the write, not the server",
+          "[checkpoint]") {
+  const std::string dir = MakeTempDir("ckpt");
+  auto server = *ParameterServer::Create(TinyOptions(dir));
+  PushN(*server, 1);
+  REQUIRE(server->Checkpoint().ok());
+  // Put a plain file where the directory was (permissions would not stop root).
+  fs::rename(dir, dir + ".away");
+  std::ofstream(dir) << "not a directory";
+  PushN(*server, 1);
+  absl::StatusOr<std::string> failed = server->Checkpoint();
+  CHECK_FALSE(failed.ok());
+  CHECK_THAT(std::string(failed.status().message()), Catch::Contains(dir));
+  CHECK(server->Status().checkpoint_failures() == 1);
+  fs::remove(dir);
+  fs::rename(dir + ".away", dir);
+  CHECK(Checkpointer::VerifyManifest(dir + "/ckpt-00000000000000000001").ok());
+  PushN(*server, 1);  // Training goes on, and so do checkpoints.
+  CHECK(server->version() == 3);
+  CHECK(server->Checkpoint().ok());
+}
+
+}  // namespace
+}  // namespace convoy

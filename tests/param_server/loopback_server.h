@@ -1,0 +1,48 @@
+// A real convoy parameter server on 127.0.0.1, in-process, for integration tests.
+#ifndef CONVOY_TESTS_PARAM_SERVER_LOOPBACK_SERVER_H_
+#define CONVOY_TESTS_PARAM_SERVER_LOOPBACK_SERVER_H_
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "agent/ps_client.h"
+#include "param_server/grpc_server.h"
+
+namespace convoy::testing {
+
+struct LoopbackServer {
+  explicit LoopbackServer(const ParameterServerOptions& options) {
+    absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
+    REQUIRE(core.ok());
+    absl::StatusOr<std::unique_ptr<GrpcParameterServer>> started =
+        GrpcParameterServer::Start(*std::move(core), "127.0.0.1:0");
+    REQUIRE(started.ok());
+    server = *std::move(started);
+    address = absl::StrCat("127.0.0.1:", server->port());
+    channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    stub = v1::ParameterServer::NewStub(channel);
+  }
+
+  PsClientOptions ClientOptions(const std::string& agent_id) const {
+    PsClientOptions o;
+    o.address = address;
+    o.agent_id = agent_id;
+    o.hostname = "test";
+    o.model_fingerprint = server->core().model().fingerprint;
+    o.retry_for = absl::Seconds(5);
+    return o;
+  }
+
+  v1::StatusResponse Status() const { return server->core().Status(); }
+
+  std::unique_ptr<GrpcParameterServer> server;
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::ParameterServer::Stub> stub;
+};
+
+}  // namespace convoy::testing
+
+#endif  // CONVOY_TESTS_PARAM_SERVER_LOOPBACK_SERVER_H_

@@ -1,0 +1,77 @@
+#include <catch2/catch.hpp>
+
+#include "param_server/exploration.h"
+#include "param_server/staleness_policy.h"
+
+namespace convoy {
+namespace {
+
+using Kind = StalenessDecision::Kind;
+
+TEST_CASE("Pushes within max_staleness are applied, older ones rejected as stale", "[staleness]") {
+  StalenessPolicy policy(/*max_staleness=*/2, /*lr_scaling=*/false);
+  CHECK(policy.Decide(10, 10).kind == Kind::kApply);
+  CHECK(policy.Decide(10, 8).kind == Kind::kApply);
+  CHECK(policy.Decide(10, 8).staleness == 2);
+  CHECK(policy.Decide(10, 7).kind == Kind::kRejectStale);
+  CHECK(policy.Decide(10, 7).staleness == 3);
+  CHECK(policy.Decide(10, 8).lr_scale == 1.0);
+}
+
+TEST_CASE("Negative max_staleness accepts any age", "[staleness]") {
+  StalenessPolicy policy(-1, false);
+  CHECK(policy.Decide(1000000, 0).kind == Kind::kApply);
+}
+
+TEST_CASE("A push from ahead of the server's version is rejected as ahead", "[staleness]") {
+  StalenessPolicy policy(-1, false);
+  CHECK(policy.Decide(5, 6).kind == Kind::kRejectAhead);
+}
+
+TEST_CASE("Staleness LR scaling applies lr / (1 + s)", "[staleness]") {
+  StalenessPolicy policy(-1, true);
+  CHECK(policy.Decide(10, 10).lr_scale == 1.0);
+  CHECK(policy.Decide(10, 7).lr_scale == Approx(0.25));
+}
+
+TEST_CASE("Global epsilon decays per update down to its floor", "[exploration]") {
+  ExplorationOptions o;
+  o.start_epsilon = 1.0;
+  o.min_epsilon = 0.5;
+  o.per_iter_epsilon_reduction = 0.2;
+  ExplorationSchedule schedule(o);
+  CHECK(schedule.EpsilonFor(3) == 1.0);
+  schedule.OnUpdateApplied();
+  CHECK(schedule.global_epsilon() == Approx(0.8));
+  schedule.OnUpdateApplied();
+  schedule.OnUpdateApplied();
+  CHECK(schedule.global_epsilon() == Approx(0.5));
+  CHECK(schedule.EpsilonFor(0) == Approx(0.5));
+}
+
+TEST_CASE("Ape-X gives each agent a fixed epsilon from its index", "[exploration]") {
+  ExplorationOptions o;
+  o.apex = true;
+  o.apex_base_epsilon = 0.4;
+  o.apex_alpha = 7;
+  o.apex_num_agents = 3;
+  ExplorationSchedule schedule(o);
+  CHECK(schedule.EpsilonFor(0) == Approx(0.4));
+  CHECK(schedule.EpsilonFor(1) == Approx(std::pow(0.4, 1 + 7 * 0.5)));
+  CHECK(schedule.EpsilonFor(2) == Approx(std::pow(0.4, 8)));
+  schedule.OnUpdateApplied();
+  CHECK(schedule.EpsilonFor(0) == Approx(0.4));  // Fixed: updates do not change it.
+}
+
+TEST_CASE("Bad exploration options are refused", "[exploration]") {
+  ExplorationOptions o;
+  o.min_epsilon = 0.9;
+  o.start_epsilon = 0.5;
+  CHECK(ValidateExplorationOptions(o).code() == absl::StatusCode::kInvalidArgument);
+  o = ExplorationOptions();
+  o.per_iter_epsilon_reduction = -1;
+  CHECK(ValidateExplorationOptions(o).code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace convoy

@@ -1,0 +1,482 @@
+// Integration tests of convoy_ps's gRPC service over loopback, with a real server and real clients.
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "param_server/optimizer.h"
+#include "tests/param_server/loopback_server.h"
+
+namespace convoy {
+namespace {
+
+using testing::LoopbackServer;
+
+ParameterServerOptions Options(const std::string& model = "tiny") {
+  ParameterServerOptions o;
+  o.model = model;
+  return o;
+}
+
+std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 0.01f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+uint64_t Rejections(const v1::StatusResponse& status, v1::RejectReason reason) {
+  auto it = status.rejections().find(v1::RejectReason_Name(reason));
+  return it == status.rejections().end() ? 0 : it->second;
+}
+
+TEST_CASE("Join hands out the run configuration the server owns", "[service]") {
+  ParameterServerOptions o = Options();
+  o.batch_size = 64;
+  o.batch_update_frequency = 7;
+  o.optimizer.learning_rate = 5e-4;
+  LoopbackServer ps(o);
+  PsClient client(ps.ClientOptions("agent-1"));
+  absl::StatusOr<v1::JoinResponse> joined = client.Join();
+  REQUIRE(joined.ok());
+  CHECK(joined->config().model_name() == "tiny");
+  CHECK(joined->config().batch_size() == 64);
+  CHECK(joined->config().batch_update_frequency() == 7);
+  CHECK(joined->config().learning_rate() == Approx(5e-4));
+  CHECK(joined->config().epsilon() == 1.0);
+  CHECK(joined->parameter_count() == ps.server->core().model().parameter_count);
+  CHECK(joined->version() == 0);
+  CHECK(joined->incarnation() != 0);
+  const v1::StatusResponse status = ps.Status();
+  REQUIRE(status.agents_size() == 1);
+  CHECK(status.agents(0).agent_id() == "agent-1");
+  CHECK(status.agents(0).hostname() == "test");
+}
+
+TEST_CASE("Join with another model's fingerprint fails naming both", "[service]") {
+  LoopbackServer ps(Options());
+  PsClientOptions o = ps.ClientOptions("agent-1");
+  o.model_fingerprint = DescribeModel("nature")->fingerprint;
+  absl::StatusOr<v1::JoinResponse> joined = PsClient(o).Join();
+  REQUIRE(joined.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(joined.status().message()),
+             Catch::Contains(o.model_fingerprint) &&
+                 Catch::Contains(ps.server->core().model().fingerprint));
+}
+
+TEST_CASE("The health service reports SERVING once weights are ready", "[service]") {
+  LoopbackServer ps(Options());
+  auto health = grpc::health::v1::Health::NewStub(ps.channel);
+  for (const char* service : {"", kParameterServerServiceName}) {
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    REQUIRE(health->Check(&context, request, &response).ok());
+    CHECK(response.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+}
+
+TEST_CASE("GetStatus answers an empty request", "[service]") {
+  LoopbackServer ps(Options());
+  grpc::ClientContext context;
+  v1::StatusResponse status;
+  REQUIRE(ps.stub->GetStatus(&context, v1::StatusRequest(), &status).ok());
+  CHECK(status.version() == 0);
+  CHECK(status.model_name() == "tiny");
+  CHECK(status.parameter_count() > 0);
+}
+
+TEST_CASE("Pull sends weights once, then says not newer", "[service]") {
+  LoopbackServer ps(Options("cookbook"));  // Several chunks.
+  PsClient client(ps.ClientOptions("a"));
+  std::vector<float> weights;
+  absl::StatusOr<PullResult> first = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
+  REQUIRE(first.ok());
+  CHECK(first->updated);
+  CHECK(weights == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
+  absl::StatusOr<PullResult> second =
+      client.Pull(first->version, first->incarnation, v1::NETWORK_ONLINE, &weights);
+  REQUIRE(second.ok());
+  CHECK_FALSE(second->updated);
+  CHECK(ps.Status().pulls_not_newer() == 1);
+  // Holding version 0 of another incarnation (a restarted server) still gets weights.
+  CHECK(client.Pull(first->version, first->incarnation + 1, v1::NETWORK_ONLINE, &weights)
+            ->updated);
+}
+
+TEST_CASE("bf16 pulls and pushes carry the weights within bf16 precision", "[service]") {
+  LoopbackServer ps(Options());
+  PsClientOptions o = ps.ClientOptions("a");
+  o.pull_encoding = TensorEncoding::kBf16;
+  o.push_encoding = TensorEncoding::kBf16;
+  PsClient client(o);
+  std::vector<float> weights;
+  REQUIRE(client.Pull(0, 0, v1::NETWORK_ONLINE, &weights).ok());
+  const std::vector<float>& exact = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  REQUIRE(weights.size() == exact.size());
+  for (size_t i = 0; i < exact.size(); ++i) {
+    REQUIRE(std::fabs(weights[i] - exact[i]) <= std::fabs(exact[i]) / 256 + 1e-30);
+  }
+  std::vector<float> g(exact.size(), 0.25f);
+  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 0, 1);
+  REQUIRE(pushed.ok());
+  CHECK(pushed->accepted);
+}
+
+TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential application",
+          "[service][concurrency]") {
+  ParameterServerOptions o = Options("cookbook");
+  o.optimizer.name = "sgd";
+  o.optimizer.learning_rate = 0.01;
+  o.optimizer.momentum = 0.9;
+  o.max_staleness = 2;  // Some pushes will be stale under contention.
+  LoopbackServer ps(o);
+  const std::vector<float> initial = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  const size_t n = initial.size();
+  constexpr int kThreads = 6, kPushes = 8;
+  std::mutex mu;
+  std::map<uint64_t, std::vector<float>> accepted;  // Resulting version -> gradient.
+  std::atomic<int> sent{0}, rejected{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
+      std::vector<float> weights;
+      uint64_t version = 0, incarnation = 0;
+      for (int i = 0; i < kPushes; ++i) {
+        absl::StatusOr<PullResult> pulled =
+            client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
+        if (!pulled.ok()) {
+          ++errors;
+          continue;
+        }
+        version = pulled->version;
+        incarnation = pulled->incarnation;
+        std::vector<float> g = RandomVector(n, 1000 * t + i);
+        absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, version, 1);
+        ++sent;
+        if (!pushed.ok()) {
+          ++errors;
+        } else if (pushed->accepted) {
+          std::lock_guard<std::mutex> lock(mu);
+          accepted.emplace(pushed->version, std::move(g));
+        } else {
+          CHECK(pushed->reason == v1::REJECT_REASON_STALE);
+          ++rejected;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(errors.load() == 0);
+  const v1::StatusResponse status = ps.Status();
+  CHECK(sent.load() == kThreads * kPushes);
+  CHECK(accepted.size() + rejected.load() == static_cast<size_t>(sent.load()));
+  CHECK(status.updates_applied() == accepted.size());
+  CHECK(Rejections(status, v1::REJECT_REASON_STALE) == static_cast<uint64_t>(rejected.load()));
+  CHECK(status.version() == accepted.size());
+
+  // Versions 1..N, each produced by exactly one accepted push; replaying them in that order with the
+  // same optimizer gives the server's weights bit for bit.
+  std::vector<float> replay = initial;
+  OptimizerOptions sgd = o.optimizer;
+  auto optimizer = *FlatOptimizer::Create(sgd, replay.data(), n);
+  uint64_t expected_version = 1;
+  for (auto& [version, gradient] : accepted) {
+    REQUIRE(version == expected_version++);
+    optimizer->Apply(gradient.data(), 1.0);
+  }
+  CHECK(replay == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
+}
+
+TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[service][concurrency]") {
+  ParameterServerOptions o = Options("cookbook");
+  o.optimizer.name = "delta";  // w += 1 per push: every version has a known state.
+  LoopbackServer ps(o);
+  const std::vector<float> initial = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  const size_t n = initial.size();
+  constexpr int kPushes = 60;
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::map<uint64_t, std::vector<float>> pulled;
+  std::vector<std::thread> pullers;
+  for (int p = 0; p < 2; ++p) {
+    pullers.emplace_back([&, p] {
+      PsClient client(ps.ClientOptions("puller-" + std::to_string(p)));
+      std::vector<float> weights;
+      while (!done.load()) {
+        absl::StatusOr<PullResult> r = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
+        REQUIRE(r.ok());
+        std::lock_guard<std::mutex> lock(mu);
+        if (pulled.size() < 30) pulled.emplace(r->version, weights);
+      }
+    });
+  }
+  std::vector<std::thread> pushers;
+  for (int t = 0; t < 2; ++t) {
+    pushers.emplace_back([&, t] {
+      PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
+      const std::vector<float> ones(n, 1.0f);
+      for (int i = 0; i < kPushes / 2; ++i) REQUIRE(client.Push(ones.data(), n, 0, 1)->accepted);
+    });
+  }
+  for (std::thread& t : pushers) t.join();
+  done = true;
+  for (std::thread& t : pullers) t.join();
+  REQUIRE(pulled.size() >= 2);
+  std::vector<float> state = initial;
+  size_t checked = 0;
+  for (uint64_t version = 0; version <= kPushes; ++version) {
+    if (version > 0) {
+      for (float& x : state) x += 1.0f;
+    }
+    auto it = pulled.find(version);
+    if (it == pulled.end()) continue;
+    INFO("version " << version);
+    CHECK(it->second == state);
+    ++checked;
+  }
+  CHECK(checked == pulled.size());
+}
+
+// Streams `chunks` as one PushGradients call through the raw stub.
+grpc::Status RawPush(v1::ParameterServer::Stub& stub, const std::vector<v1::GradientChunk>& chunks,
+                     v1::PushResponse* response) {
+  grpc::ClientContext context;
+  auto writer = stub.PushGradients(&context, response);
+  for (const v1::GradientChunk& c : chunks) {
+    if (!writer->Write(c)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+std::vector<v1::GradientChunk> Chunked(const ModelInfo& model, const std::vector<float>& values,
+                                       size_t per_chunk) {
+  std::vector<v1::GradientChunk> chunks;
+  for (size_t offset = 0; offset < values.size(); offset += per_chunk) {
+    v1::GradientChunk c;
+    if (offset == 0) {
+      c.set_agent_id("raw");
+      c.set_encoding(v1::ENCODING_FP32);
+      c.set_minibatch_count(1);
+      c.set_model_fingerprint(model.fingerprint);
+      c.set_total_elements(values.size());
+    }
+    c.set_offset(offset);
+    const size_t count = std::min(per_chunk, values.size() - offset);
+    EncodeTensor(values.data() + offset, count, TensorEncoding::kFp32, c.mutable_data());
+    chunks.push_back(std::move(c));
+  }
+  return chunks;
+}
+
+TEST_CASE("Every bad push gets its status, is counted by reason, and changes nothing",
+          "[service][validation]") {
+  LoopbackServer ps(Options());
+  const ModelInfo& model = ps.server->core().model();
+  const std::vector<float> before = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  const std::vector<float> good(model.parameter_count, 0.1f);
+  const size_t quarter = model.parameter_count / 4 + 1;
+  v1::PushResponse response;
+
+  struct Case {
+    const char* name;
+    std::vector<v1::GradientChunk> chunks;
+    grpc::StatusCode code;
+    v1::RejectReason reason;
+  };
+  std::vector<Case> cases;
+  {
+    auto chunks = Chunked(model, good, quarter);
+    chunks[0].set_total_elements(model.parameter_count + 1);
+    cases.push_back({"wrong total size", chunks, grpc::StatusCode::INVALID_ARGUMENT,
+                     v1::REJECT_REASON_WRONG_SIZE});
+  }
+  {
+    auto chunks = Chunked(model, good, quarter);
+    chunks[2].set_offset(chunks[2].offset() - 5);
+    cases.push_back({"overlapping chunks", chunks, grpc::StatusCode::INVALID_ARGUMENT,
+                     v1::REJECT_REASON_BAD_CHUNKS});
+  }
+  {
+    auto chunks = Chunked(model, good, quarter);
+    chunks.erase(chunks.begin() + 1);
+    cases.push_back({"a missing chunk", chunks, grpc::StatusCode::INVALID_ARGUMENT,
+                     v1::REJECT_REASON_BAD_CHUNKS});
+  }
+  {
+    auto chunks = Chunked(model, good, quarter);
+    chunks.pop_back();
+    cases.push_back({"a missing last chunk", chunks, grpc::StatusCode::INVALID_ARGUMENT,
+                     v1::REJECT_REASON_BAD_CHUNKS});
+  }
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> values = good;
+    values[values.size() / 2] = bad;
+    cases.push_back({std::isnan(bad) ? "NaN" : "Inf", Chunked(model, values, quarter),
+                     grpc::StatusCode::INVALID_ARGUMENT, v1::REJECT_REASON_NON_FINITE});
+  }
+  {
+    auto chunks = Chunked(model, good, quarter);
+    chunks[0].set_model_fingerprint("cookbook-0000000000000000");
+    cases.push_back({"an unknown fingerprint", chunks, grpc::StatusCode::FAILED_PRECONDITION,
+                     v1::REJECT_REASON_FINGERPRINT_MISMATCH});
+  }
+  {
+    auto chunks = Chunked(model, good, quarter);
+    chunks[0].set_encoding(static_cast<v1::Encoding>(7));
+    cases.push_back({"an unknown encoding", chunks, grpc::StatusCode::INVALID_ARGUMENT,
+                     v1::REJECT_REASON_UNKNOWN_ENCODING});
+  }
+  cases.push_back({"an empty push", {}, grpc::StatusCode::INVALID_ARGUMENT,
+                   v1::REJECT_REASON_EMPTY});
+
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const uint64_t counted_before = Rejections(ps.Status(), c.reason);
+    grpc::Status status = RawPush(*ps.stub, c.chunks, &response);
+    CHECK(status.error_code() == c.code);
+    CHECK_FALSE(status.error_message().empty());
+    CHECK(Rejections(ps.Status(), c.reason) == counted_before + 1);
+    CHECK(ps.Status().version() == 0);
+  }
+  CHECK(ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values == before);
+  // The server still takes a good push afterwards.
+  REQUIRE(RawPush(*ps.stub, Chunked(model, good, quarter), &response).ok());
+  CHECK(response.accepted());
+  CHECK(response.version() == 1);
+}
+
+TEST_CASE("A push stream cancelled halfway is never applied", "[service][validation]") {
+  LoopbackServer ps(Options("cookbook"));
+  const ModelInfo& model = ps.server->core().model();
+  const std::vector<float> good(model.parameter_count, 0.1f);
+  auto chunks = Chunked(model, good, ElementsPerChunk(TensorEncoding::kFp32));
+  REQUIRE(chunks.size() >= 3);
+  {
+    grpc::ClientContext context;
+    v1::PushResponse response;
+    auto writer = ps.stub->PushGradients(&context, &response);
+    REQUIRE(writer->Write(chunks[0]));
+    REQUIRE(writer->Write(chunks[1]));
+    context.TryCancel();
+    CHECK(writer->Finish().error_code() == grpc::StatusCode::CANCELLED);
+  }
+  // The server notices on its own schedule; wait for the rejection to be counted.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  uint64_t counted = 0;
+  while (absl::Now() < deadline) {
+    const v1::StatusResponse status = ps.Status();
+    counted = Rejections(status, v1::REJECT_REASON_CANCELLED) +
+              Rejections(status, v1::REJECT_REASON_BAD_CHUNKS);
+    if (counted > 0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  CHECK(counted == 1);
+  CHECK(ps.Status().version() == 0);
+  CHECK(ps.Status().updates_applied() == 0);
+}
+
+TEST_CASE("A message over the chunk limit is refused by the transport", "[service][validation]") {
+  LoopbackServer ps(Options());
+  v1::GradientChunk chunk;
+  chunk.set_model_fingerprint(ps.server->core().model().fingerprint);
+  chunk.mutable_data()->assign(2 << 20, '\0');
+  v1::PushResponse response;
+  CHECK(RawPush(*ps.stub, {chunk}, &response).error_code() ==
+        grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(ps.Status().version() == 0);
+}
+
+TEST_CASE("Stale and ahead pushes are rejected in-band with the current version", "[service]") {
+  ParameterServerOptions o = Options();
+  o.max_staleness = 1;
+  LoopbackServer ps(o);
+  PsClient client(ps.ClientOptions("a"));
+  const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
+  for (int i = 0; i < 3; ++i) REQUIRE(client.Push(g.data(), g.size(), i, 1)->accepted);
+  absl::StatusOr<PushResult> stale = client.Push(g.data(), g.size(), 1, 1);
+  REQUIRE(stale.ok());
+  CHECK_FALSE(stale->accepted);
+  CHECK(stale->reason == v1::REJECT_REASON_STALE);
+  CHECK(stale->staleness == 2);
+  CHECK(stale->version == 3);
+  absl::StatusOr<PushResult> ahead = client.Push(g.data(), g.size(), 9, 1);
+  REQUIRE(ahead.ok());
+  CHECK(ahead->reason == v1::REJECT_REASON_AHEAD);
+  CHECK(ps.Status().version() == 3);
+  const v1::StatusResponse status = ps.Status();
+  REQUIRE(status.agents_size() == 1);
+  CHECK(status.agents(0).pushes_accepted() == 3);
+  CHECK(status.agents(0).pushes_rejected() == 2);
+}
+
+TEST_CASE("Push replies carry epsilon and the target-network version", "[service]") {
+  ParameterServerOptions o = Options();
+  o.target_update_frequency = 4;  // Minibatches.
+  o.exploration.per_iter_epsilon_reduction = 0.1;
+  LoopbackServer ps(o);
+  PsClient client(ps.ClientOptions("a"));
+  const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
+  absl::StatusOr<PushResult> r = client.Push(g.data(), g.size(), 0, 2);
+  CHECK(r->epsilon == Approx(0.9));
+  CHECK(r->target_version == 0);
+  r = client.Push(g.data(), g.size(), 1, 2);  // 4 minibatches applied: target refreshed.
+  CHECK(r->epsilon == Approx(0.8));
+  CHECK(r->target_version == 2);
+  std::vector<float> target;
+  absl::StatusOr<PullResult> pulled = client.Pull(0, 0, v1::NETWORK_TARGET, &target);
+  REQUIRE(pulled.ok());
+  CHECK(pulled->version == 2);
+  CHECK(target == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
+  REQUIRE(client.Push(g.data(), g.size(), 2, 1).ok());
+  CHECK(client.Pull(2, pulled->incarnation, v1::NETWORK_TARGET, &target)->updated == false);
+}
+
+TEST_CASE("Ape-X mode gives each agent its own epsilon", "[service]") {
+  ParameterServerOptions o = Options();
+  o.exploration.apex = true;
+  o.exploration.apex_num_agents = 4;
+  LoopbackServer ps(o);
+  PsClientOptions first = ps.ClientOptions("a0"), last = ps.ClientOptions("a3");
+  last.agent_index = 3;
+  CHECK(PsClient(first).Join()->config().epsilon() == Approx(0.4));
+  CHECK(PsClient(last).Join()->config().epsilon() == Approx(std::pow(0.4, 8)));
+  CHECK(PsClient(last).Join()->config().exploration() == v1::EXPLORATION_APEX);
+}
+
+TEST_CASE("A 100M-parameter model pushes and pulls in 1 MiB chunks", "[service][scale]") {
+  ParameterServerOptions o = Options("wide");
+  o.optimizer.name = "sgd";
+  o.optimizer.momentum = 0;
+  o.optimizer.learning_rate = 1.0;
+  LoopbackServer ps(o);
+  const size_t n = ps.server->core().model().parameter_count;
+  REQUIRE(n > 100000000);
+  PsClientOptions co = ps.ClientOptions("big");
+  co.push_encoding = TensorEncoding::kBf16;
+  co.call_timeout = absl::Seconds(120);
+  PsClient client(co);
+  std::vector<float> weights;
+  REQUIRE(client.Pull(0, 0, v1::NETWORK_ONLINE, &weights).ok());
+  REQUIRE(weights.size() == n);
+  const float w0 = weights[n - 1];
+  std::vector<float> g(n, 0.5f);
+  absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, 0, 1);
+  REQUIRE(pushed.ok());
+  CHECK(pushed->accepted);
+  g = {};
+  REQUIRE(client.Pull(0, 0, v1::NETWORK_ONLINE, &weights).ok());
+  CHECK(weights[n - 1] == w0 - 0.5f);
+}
+
+}  // namespace
+}  // namespace convoy
