@@ -1,0 +1,532 @@
+// convoy_bench_ps: how many push+pull cycles per second a parameter server sustains for a model,
+// with 1 to many concurrent clients over loopback, set against the limit of the machine it runs on.
+//
+// A cycle is what an agent does per update: push a gradient computed on the version it holds, then
+// pull the weights if they are newer. Each client has its own PsClient on its own gRPC channel (its
+// own TCP connection). The limit is measured in the same run: loopback TCP bytes/s between two
+// threads, and the rate of the optimizer's apply on a model-sized buffer; the limit in cycles/s is
+// min(tcp_bytes_per_s / bytes_per_cycle, apply_per_s), with bytes_per_cycle = push bytes + pull
+// bytes.
+//
+// Prints a table, then `RESULT key=value` lines. Not a test: it never fails on a slow machine.
+#include <arpa/inet.h>
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/ps_client.h"
+#include "common/init.h"
+#include "common/model_registry.h"
+#include "common/tensor_encoding.h"
+#include "param_server/grpc_server.h"
+#include "param_server/optimizer.h"
+#include "param_server/parameter_server.h"
+#include "param_server/weight_store.h"
+
+ABSL_FLAG(std::string, model, "cookbook",
+          "Model whose size the cycles move (cookbook: 903,941 parameters).");
+ABSL_FLAG(std::string, ps, "",
+          "An external parameter server host:port to measure. Empty: an in-process server on "
+          "127.0.0.1:0.");
+ABSL_FLAG(std::vector<std::string>, clients, std::vector<std::string>({"1", "4", "16", "64"}),
+          "Concurrent client counts to measure, comma-separated.");
+ABSL_FLAG(std::vector<std::string>, encodings, std::vector<std::string>({"fp32", "bf16"}),
+          "Push encodings to measure, comma-separated (fp32, bf16). Pulls are always fp32.");
+ABSL_FLAG(double, seconds, 5, "Measured seconds per configuration.");
+ABSL_FLAG(double, warmup_seconds, 1, "Unmeasured seconds before each configuration's measurement.");
+ABSL_FLAG(std::string, optimizer, "adam",
+          "Optimizer of the in-process server and of the apply limit.");
+ABSL_FLAG(int64_t, tcp_bytes, int64_t{1} << 30, "Bytes each loopback TCP measurement sends.");
+ABSL_FLAG(int, tcp_repeats, 3, "Loopback TCP measurements; the fastest is the limit.");
+ABSL_FLAG(double, apply_seconds, 2, "Seconds the apply-rate measurement runs.");
+
+namespace convoy {
+namespace {
+
+constexpr size_t kTcpWriteBytes = size_t{1} << 20;
+constexpr int kApplyWarmupSteps = 3;
+// Gradients small enough that hours of Adam steps keep the weights finite.
+constexpr float kGradientScale = 1e-3f;
+// Room for a chunk's header fields around its payload, as PsClient and the server allow.
+constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkPayloadBytes) + 1024;
+
+// Distinct per channel ever made, so gRPC never shares a connection between two clients.
+std::atomic<int> next_channel_id{0};
+
+// The machine's limit.
+
+absl::Status ErrnoStatus(const char* what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// One transfer of `total` bytes from a writer thread to a reader thread over a 127.0.0.1 socket
+// pair. Returns bytes per second.
+absl::StatusOr<double> MeasureLoopbackTcp(int64_t total) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) return ErrnoStatus("socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    absl::Status status = ErrnoStatus("bind/listen");
+    close(listener);
+    return status;
+  }
+  const int sender = socket(AF_INET, SOCK_STREAM, 0);
+  if (sender < 0 || connect(sender, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    absl::Status status = ErrnoStatus("connect");
+    if (sender >= 0) close(sender);
+    close(listener);
+    return status;
+  }
+  const int receiver = accept(listener, nullptr, nullptr);
+  close(listener);
+  if (receiver < 0) {
+    close(sender);
+    return ErrnoStatus("accept");
+  }
+
+  std::atomic<bool> write_failed{false};
+  const absl::Time start = absl::Now();
+  std::thread writer([&] {
+    std::vector<char> buffer(kTcpWriteBytes, 'x');
+    int64_t sent = 0;
+    while (sent < total) {
+      const size_t n = static_cast<size_t>(std::min<int64_t>(buffer.size(), total - sent));
+      const ssize_t w = send(sender, buffer.data(), n, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        write_failed = true;
+        break;
+      }
+      sent += w;
+    }
+    shutdown(sender, SHUT_WR);
+  });
+  std::vector<char> buffer(kTcpWriteBytes);
+  int64_t received = 0;
+  while (received < total) {
+    const ssize_t r = recv(receiver, buffer.data(), buffer.size(), 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    received += r;
+  }
+  const absl::Duration elapsed = absl::Now() - start;
+  writer.join();
+  close(sender);
+  close(receiver);
+  if (write_failed || received != total) {
+    return absl::InternalError(
+        absl::StrCat("loopback transfer stopped after ", received, " of ", total, " bytes"));
+  }
+  return static_cast<double>(total) / absl::ToDoubleSeconds(elapsed);
+}
+
+struct ApplyRates {
+  double apply_per_s = 0;  // FlatOptimizer::Apply alone.
+  double apply_publish_per_s =
+      0;  // Apply then WeightStore::Publish, the server's serialised writer step.
+};
+
+// Fills `out` with small pseudo-random gradients, cheaply (xorshift), so many clients start
+// quickly.
+void FillGradient(uint64_t seed, std::vector<float>* out) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& v : *out) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    v = kGradientScale * (static_cast<float>(state >> 40) / static_cast<float>(1 << 24) - 0.5f);
+  }
+}
+
+absl::StatusOr<ApplyRates> MeasureApply(size_t parameters, const std::string& optimizer_name,
+                                        absl::Duration duration) {
+  WeightStore store(std::vector<float>(parameters, 0.01f), 0);
+  OptimizerOptions options;
+  options.name = optimizer_name;
+  absl::StatusOr<std::unique_ptr<FlatOptimizer>> optimizer =
+      FlatOptimizer::Create(options, store.mutable_master(), store.size());
+  if (!optimizer.ok()) return optimizer.status();
+  std::vector<float> gradient(parameters);
+  FillGradient(0, &gradient);
+
+  uint64_t version = 0;
+  auto rate = [&](bool publish) {
+    for (int i = 0; i < kApplyWarmupSteps; ++i) (*optimizer)->Apply(gradient.data(), 1.0);
+    uint64_t steps = 0;
+    const absl::Time start = absl::Now();
+    absl::Time now = start;
+    while (now - start < duration) {
+      (*optimizer)->Apply(gradient.data(), 1.0);
+      if (publish) store.Publish(++version);
+      ++steps;
+      now = absl::Now();
+    }
+    return static_cast<double>(steps) / absl::ToDoubleSeconds(now - start);
+  };
+  ApplyRates rates;
+  rates.apply_per_s = rate(/*publish=*/false);
+  rates.apply_publish_per_s = rate(/*publish=*/true);
+  return rates;
+}
+
+// Push+pull cycles.
+
+struct ClientTally {
+  uint64_t cycles = 0;  // Completed inside the measured window.
+  uint64_t rejected = 0;
+  std::vector<double> latencies_ms;
+  absl::Status error;
+};
+
+struct CycleResult {
+  double cycles_per_s = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  uint64_t rejected = 0;
+};
+
+std::shared_ptr<grpc::Channel> DistinctChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A channel argument unique to this channel makes its subchannel (its TCP connection) its own.
+  args.SetInt("convoy.bench.channel_id", next_channel_id.fetch_add(1));
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+// Nearest-rank percentile of sorted values.
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+// Runs `clients` agents doing push+pull cycles for warm-up plus measured time.
+absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const ModelInfo& model,
+                                          TensorEncoding encoding, int clients,
+                                          absl::Duration warmup, absl::Duration measured) {
+  std::vector<ClientTally> tallies(clients);
+  absl::BlockingCounter joined(clients);
+  absl::Notification go;
+  absl::Time measure_start;  // Written before `go` is notified.
+  absl::Time measure_end;
+  const std::string tag = absl::StrCat(encoding == TensorEncoding::kBf16 ? "bf16" : "fp32", "-",
+                                       clients, "-", absl::ToUnixMicros(absl::Now()));
+
+  auto run_client = [&](int index) {
+    ClientTally& tally = tallies[index];
+    PsClientOptions options;
+    options.address = address;
+    options.agent_id = absl::StrCat("bench-", tag, "-", index);
+    options.hostname = "convoy_bench_ps";
+    options.agent_index = static_cast<uint32_t>(index);
+    options.model_fingerprint = model.fingerprint;
+    options.push_encoding = encoding;
+    PsClient client(options, DistinctChannel(address));
+    std::vector<float> gradient(model.parameter_count);
+    FillGradient(static_cast<uint64_t>(index) + 1, &gradient);
+    std::vector<float> weights;
+    uint64_t version = 0;
+    uint64_t incarnation = 0;
+    absl::Status status = client.Join().status();
+    if (status.ok()) {
+      absl::StatusOr<PullResult> first = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
+      if (first.ok()) {
+        version = first->version;
+        incarnation = first->incarnation;
+      } else {
+        status = first.status();
+      }
+    }
+    joined.DecrementCount();
+    go.WaitForNotification();
+    if (!status.ok()) {
+      tally.error = status;
+      return;
+    }
+    tally.latencies_ms.reserve(4096);
+    while (true) {
+      const absl::Time begin = absl::Now();
+      absl::StatusOr<PushResult> pushed =
+          client.Push(gradient.data(), gradient.size(), version, /*minibatch_count=*/1);
+      if (!pushed.ok()) {
+        tally.error = pushed.status();
+        return;
+      }
+      absl::StatusOr<PullResult> pulled =
+          client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
+      if (!pulled.ok()) {
+        tally.error = pulled.status();
+        return;
+      }
+      const absl::Time end = absl::Now();
+      version = pulled->version;
+      incarnation = pulled->incarnation;
+      if (end > measure_end) break;
+      if (end >= measure_start) {
+        ++tally.cycles;
+        if (!pushed->accepted) ++tally.rejected;
+        tally.latencies_ms.push_back(absl::ToDoubleMilliseconds(end - begin));
+      }
+    }
+  };
+
+  std::vector<std::thread> threads;
+  threads.reserve(clients);
+  for (int i = 0; i < clients; ++i) threads.emplace_back(run_client, i);
+  joined.Wait();
+  measure_start = absl::Now() + warmup;
+  measure_end = measure_start + measured;
+  go.Notify();
+  for (std::thread& t : threads) t.join();
+
+  CycleResult result;
+  std::vector<double> latencies;
+  uint64_t cycles = 0;
+  for (const ClientTally& tally : tallies) {
+    if (!tally.error.ok()) return tally.error;
+    cycles += tally.cycles;
+    result.rejected += tally.rejected;
+    latencies.insert(latencies.end(), tally.latencies_ms.begin(), tally.latencies_ms.end());
+  }
+  std::sort(latencies.begin(), latencies.end());
+  result.cycles_per_s = static_cast<double>(cycles) / absl::ToDoubleSeconds(measured);
+  result.p50_ms = Percentile(latencies, 0.50);
+  result.p99_ms = Percentile(latencies, 0.99);
+  return result;
+}
+
+// The driver.
+
+absl::StatusOr<std::vector<int>> ParseClientCounts(const std::vector<std::string>& values) {
+  std::vector<int> counts;
+  for (const std::string& value : values) {
+    int n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--clients: '", value, "' is not a count >= 1"));
+    }
+    counts.push_back(n);
+  }
+  if (counts.empty()) return absl::InvalidArgumentError("--clients is empty");
+  return counts;
+}
+
+absl::StatusOr<std::vector<TensorEncoding>> ParseEncodings(const std::vector<std::string>& values) {
+  std::vector<TensorEncoding> encodings;
+  for (const std::string& value : values) {
+    if (value == "fp32") {
+      encodings.push_back(TensorEncoding::kFp32);
+    } else if (value == "bf16") {
+      encodings.push_back(TensorEncoding::kBf16);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--encodings: unknown encoding '", value, "'; expected fp32 or bf16"));
+    }
+  }
+  if (encodings.empty()) return absl::InvalidArgumentError("--encodings is empty");
+  return encodings;
+}
+
+const char* Name(TensorEncoding encoding) {
+  return encoding == TensorEncoding::kBf16 ? "bf16" : "fp32";
+}
+
+// RESULT keys carry no prefix for fp32 (the headline) and "bf16_" for bf16 pushes.
+std::string KeyPrefix(TensorEncoding encoding) {
+  return encoding == TensorEncoding::kBf16 ? "bf16_" : "";
+}
+
+int Run() {
+  absl::StatusOr<std::vector<int>> client_counts = ParseClientCounts(absl::GetFlag(FLAGS_clients));
+  absl::StatusOr<std::vector<TensorEncoding>> encodings =
+      ParseEncodings(absl::GetFlag(FLAGS_encodings));
+  if (!client_counts.ok() || !encodings.ok()) {
+    LOG(ERROR) << (client_counts.ok() ? encodings.status() : client_counts.status());
+    return 2;
+  }
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  const double warmup_seconds = absl::GetFlag(FLAGS_warmup_seconds);
+  if (!(seconds > 0) || warmup_seconds < 0 || absl::GetFlag(FLAGS_tcp_bytes) <= 0 ||
+      absl::GetFlag(FLAGS_tcp_repeats) < 1 || !(absl::GetFlag(FLAGS_apply_seconds) > 0)) {
+    LOG(ERROR) << "--seconds, --tcp_bytes, --tcp_repeats and --apply_seconds must be positive, "
+                  "--warmup_seconds not negative";
+    return 2;
+  }
+  absl::StatusOr<ModelInfo> model = DescribeModel(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) {
+    LOG(ERROR) << model.status();
+    return 2;
+  }
+  const size_t parameters = model->parameter_count;
+  const double fp32_bytes =
+      static_cast<double>(parameters) * BytesPerElement(TensorEncoding::kFp32);
+  auto bytes_per_cycle = [&](TensorEncoding push) {
+    return static_cast<double>(parameters) * BytesPerElement(push) + fp32_bytes;
+  };
+
+  // The limit, measured before any server runs so nothing competes with it.
+  std::printf("convoy_bench_ps: model %s, %zu parameters (%.2f MB fp32), %u hardware threads\n",
+              model->spec.name.c_str(), parameters, fp32_bytes / 1e6,
+              std::thread::hardware_concurrency());
+  std::fflush(stdout);
+  double tcp_bytes_per_s = 0;
+  std::vector<std::string> tcp_runs;
+  for (int i = 0; i < absl::GetFlag(FLAGS_tcp_repeats); ++i) {
+    absl::StatusOr<double> rate = MeasureLoopbackTcp(absl::GetFlag(FLAGS_tcp_bytes));
+    if (!rate.ok()) {
+      LOG(ERROR) << "loopback TCP measurement failed: " << rate.status();
+      return 1;
+    }
+    tcp_runs.push_back(absl::StrFormat("%.2f", *rate / 1e9));
+    tcp_bytes_per_s = std::max(tcp_bytes_per_s, *rate);
+  }
+  absl::StatusOr<ApplyRates> apply =
+      MeasureApply(parameters, absl::GetFlag(FLAGS_optimizer),
+                   absl::Seconds(absl::GetFlag(FLAGS_apply_seconds)));
+  if (!apply.ok()) {
+    LOG(ERROR) << "apply measurement failed: " << apply.status();
+    return 1;
+  }
+  auto limit_for = [&](TensorEncoding push) {
+    return std::min(tcp_bytes_per_s / bytes_per_cycle(push), apply->apply_per_s);
+  };
+
+  std::printf("\nMachine limit\n");
+  std::printf("  loopback TCP          %8.2f GB/s   (best of %s GB/s, %.2f GB each)\n",
+              tcp_bytes_per_s / 1e9, absl::StrJoin(tcp_runs, ", ").c_str(),
+              absl::GetFlag(FLAGS_tcp_bytes) / 1e9);
+  std::printf("  %-8s apply        %8.1f /s     (%.2f ms)\n",
+              absl::GetFlag(FLAGS_optimizer).c_str(), apply->apply_per_s, 1e3 / apply->apply_per_s);
+  std::printf("  apply + publish copy  %8.1f /s     (%.2f ms)\n", apply->apply_publish_per_s,
+              1e3 / apply->apply_publish_per_s);
+  for (TensorEncoding push : *encodings) {
+    const double tcp_cycles = tcp_bytes_per_s / bytes_per_cycle(push);
+    std::printf(
+        "  %s push: %.2f MB/cycle, TCP allows %.1f cycles/s, apply %.1f/s -> limit %.1f cycles/s\n",
+        Name(push), bytes_per_cycle(push) / 1e6, tcp_cycles, apply->apply_per_s, limit_for(push));
+  }
+  std::fflush(stdout);
+
+  std::unique_ptr<GrpcParameterServer> server;
+  std::string address = absl::GetFlag(FLAGS_ps);
+  if (address.empty()) {
+    ParameterServerOptions options;
+    options.model = absl::GetFlag(FLAGS_model);
+    options.optimizer.name = absl::GetFlag(FLAGS_optimizer);
+    absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
+    if (!core.ok()) {
+      LOG(ERROR) << "cannot create the parameter server: " << core.status();
+      return 1;
+    }
+    absl::StatusOr<std::unique_ptr<GrpcParameterServer>> started =
+        GrpcParameterServer::Start(*std::move(core), "127.0.0.1:0");
+    if (!started.ok()) {
+      LOG(ERROR) << "cannot start the parameter server: " << started.status();
+      return 1;
+    }
+    server = *std::move(started);
+    address = absl::StrCat("127.0.0.1:", server->port());
+  }
+  std::printf("\nPush+pull cycles against %s (%s), %.1f s measured after %.1f s warm-up each\n",
+              address.c_str(), server ? "in-process server" : "external server", seconds,
+              warmup_seconds);
+  std::printf("%-6s %7s %11s %9s %9s %10s %12s %9s %9s\n", "push", "clients", "cycles/s", "p50 ms",
+              "p99 ms", "MB/s", "limit c/s", "fraction", "rejected");
+  std::fflush(stdout);
+
+  std::vector<std::string> results;
+  auto result = [&](const std::string& key, double value) {
+    results.push_back(absl::StrFormat("RESULT %s=%.6g", key, value));
+  };
+  for (TensorEncoding push : *encodings) {
+    const double limit = limit_for(push);
+    for (int clients : *client_counts) {
+      absl::StatusOr<CycleResult> r = MeasureCycles(
+          address, *model, push, clients, absl::Seconds(warmup_seconds), absl::Seconds(seconds));
+      if (!r.ok()) {
+        LOG(ERROR) << Name(push) << " with " << clients << " clients failed: " << r.status();
+        return 1;
+      }
+      const double fraction = r->cycles_per_s / limit;
+      std::printf("%-6s %7d %11.1f %9.2f %9.2f %10.0f %12.1f %9.3f %9llu\n", Name(push), clients,
+                  r->cycles_per_s, r->p50_ms, r->p99_ms,
+                  r->cycles_per_s * bytes_per_cycle(push) / 1e6, limit, fraction,
+                  static_cast<unsigned long long>(r->rejected));
+      std::fflush(stdout);
+      const std::string prefix = KeyPrefix(push);
+      result(absl::StrCat(prefix, "cycles_per_s_", clients), r->cycles_per_s);
+      result(absl::StrCat(prefix, "p50_ms_", clients), r->p50_ms);
+      result(absl::StrCat(prefix, "p99_ms_", clients), r->p99_ms);
+      result(absl::StrCat(prefix, "fraction_of_limit_", clients), fraction);
+    }
+  }
+  if (server != nullptr) {
+    const v1::StatusResponse status = server->core().Status();
+    std::printf("\nServer: version %llu, %llu updates applied\n",
+                static_cast<unsigned long long>(status.version()),
+                static_cast<unsigned long long>(status.updates_applied()));
+    if (absl::Status s = server->Shutdown(absl::Seconds(1)); !s.ok()) LOG(WARNING) << s;
+  }
+
+  result("parameters", static_cast<double>(parameters));
+  result("tcp_bytes_per_s", tcp_bytes_per_s);
+  result("apply_per_s", apply->apply_per_s);
+  result("apply_publish_per_s", apply->apply_publish_per_s);
+  for (TensorEncoding push : *encodings) {
+    result(absl::StrCat(KeyPrefix(push), "bytes_per_cycle"), bytes_per_cycle(push));
+    result(absl::StrCat(KeyPrefix(push), "limit_cycles_per_s"), limit_for(push));
+  }
+  std::printf("\n");
+  for (const std::string& line : results) std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace convoy
+
+int main(int argc, char** argv) {
+  convoy::InitProcess(
+      argc, argv,
+      "Push+pull cycles/s of a parameter server with 1..N concurrent clients "
+      "over\n"
+      "loopback, against the machine's limit measured in the same run (loopback TCP bytes/s and "
+      "the\n"
+      "optimizer's apply rate). Ends with RESULT key=value lines.\n"
+      "Usage: convoy_bench_ps [--clients=1,4,16,64] [--encodings=fp32,bf16] [--seconds=5]\n"
+      "                       [--ps=host:port]");
+  return convoy::Run();
+}
