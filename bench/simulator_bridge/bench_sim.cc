@@ -1,0 +1,201 @@
+// convoy_bench_sim: how fast the embedded simulator runs, in-process and over the AirSim protocol.
+// Prints a table, then RESULT key=value lines. Not a test: numbers depend on the machine.
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/init.h"
+#include "simulator_bridge/airsim_client.h"
+#include "simulator_bridge/airsim_server.h"
+#include "simulator_bridge/driving_env.h"
+#include "simulator_bridge/embedded_sim.h"
+#include "simulator_bridge/png.h"
+#include "simulator_bridge/world.h"
+
+ABSL_FLAG(double, seconds, 2.0, "Wall-clock seconds per measurement.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed for starts and actions.");
+ABSL_FLAG(double, airsim_steps_per_sec, 20.0,
+          "Reference: steps per second of one AirSim car in real time (the ratio's denominator).");
+ABSL_FLAG(bool, loopback, true, "Also measure DrivingEnv over AirSimClient to convoy_sim.");
+
+namespace convoy {
+namespace {
+
+// A benchmark has no way to carry on after a failed set-up step: log it and exit.
+#define BENCH_CHECK_OK(expr)                                              \
+  do {                                                                    \
+    const absl::Status bench_status_ = (expr);                            \
+    LOG_IF(FATAL, !bench_status_.ok()) << #expr << ": " << bench_status_; \
+  } while (0)
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Mostly straight with some steering, from a fixed-seed generator.
+int NextAction(uint64_t* state, int num_actions) {
+  *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+  const uint32_t r = static_cast<uint32_t>(*state >> 33);
+  return (r % 10) < 6 ? num_actions / 2 : static_cast<int>(r % num_actions);
+}
+
+struct EnvRate {
+  double steps_per_sec = 0;
+  int64_t steps = 0;
+  int64_t episodes = 0;
+};
+
+EnvRate MeasureEnv(DrivingEnv* env, double seconds, uint64_t seed) {
+  std::vector<uint8_t> obs(env->observation_size());
+  uint64_t action_state = seed;
+  EnvRate rate;
+  uint64_t episode_seed = seed;
+  BENCH_CHECK_OK(env->Reset(episode_seed++, obs.data()).status());
+  const Clock::time_point start = Clock::now();
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      absl::StatusOr<StepResult> r =
+          env->Step(NextAction(&action_state, env->num_actions()), obs.data());
+      BENCH_CHECK_OK(r.status());
+      ++rate.steps;
+      if (r->done) {
+        ++rate.episodes;
+        BENCH_CHECK_OK(env->Reset(episode_seed++, obs.data()).status());
+      }
+    }
+    if (Since(start) >= seconds) break;
+  }
+  rate.steps_per_sec = rate.steps / Since(start);
+  return rate;
+}
+
+int Main() {
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  Clock::time_point t0 = Clock::now();
+  absl::StatusOr<std::shared_ptr<const World>> world = World::CreateDefault();
+  BENCH_CHECK_OK(world.status());
+  const double world_build_ms = Since(t0) * 1e3;
+
+  EmbeddedSimOptions sim_options;
+  sim_options.world = *world;
+  sim_options.num_parked_cars = 40;
+  sim_options.seed = seed;
+
+  // Render time per frame.
+  absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(sim_options);
+  BENCH_CHECK_OK(sim.status());
+  std::vector<uint8_t> bgr(static_cast<size_t>(sim_options.camera.width) *
+                           sim_options.camera.height * 3);
+  int64_t frames = 0;
+  t0 = Clock::now();
+  while (Since(t0) < seconds) {
+    for (int i = 0; i < 64; ++i) {
+      (*sim)->RenderScene(bgr.data());
+      ++frames;
+    }
+  }
+  const double render_us = Since(t0) / frames * 1e6;
+
+  // Physics only: one fixed step, collision checks and a state read, no images.
+  CarControls controls;
+  controls.throttle = 0.5f;
+  controls.steering = 0.05f;
+  BENCH_CHECK_OK((*sim)->Reset());
+  BENCH_CHECK_OK((*sim)->SetControls(controls));
+  int64_t physics_steps = 0;
+  t0 = Clock::now();
+  while (Since(t0) < seconds) {
+    for (int i = 0; i < 1024; ++i) {
+      (*sim)->Step(1);
+      BENCH_CHECK_OK((*sim)->GetState().status());
+      if (((*sim)->steps() & 255) == 0) {
+        BENCH_CHECK_OK((*sim)->GetCollisionInfo().status());
+        BENCH_CHECK_OK((*sim)->Reset());
+        BENCH_CHECK_OK((*sim)->SetControls(controls));
+      }
+      ++physics_steps;
+    }
+  }
+  const double physics_per_sec = physics_steps / Since(t0);
+
+  DrivingEnvOptions crop_options;
+  absl::StatusOr<std::unique_ptr<DrivingEnv>> crop_env =
+      DrivingEnv::CreateEmbedded(sim_options, crop_options);
+  BENCH_CHECK_OK(crop_env.status());
+  const EnvRate crop = MeasureEnv(crop_env->get(), seconds, seed);
+
+  DrivingEnvOptions gray_options;
+  gray_options.observation = ObservationKind::kGray84;
+  absl::StatusOr<std::unique_ptr<DrivingEnv>> gray_env =
+      DrivingEnv::CreateEmbedded(sim_options, gray_options);
+  BENCH_CHECK_OK(gray_env.status());
+  const EnvRate gray = MeasureEnv(gray_env->get(), seconds, seed);
+
+  EnvRate loop;
+  if (absl::GetFlag(FLAGS_loopback)) {
+    AirSimServerOptions server_options;
+    server_options.sim = sim_options;
+    server_options.port = 0;
+    server_options.clock = SimClockMode::kLockStep;
+    absl::StatusOr<std::unique_ptr<AirSimServer>> server = AirSimServer::Start(server_options);
+    BENCH_CHECK_OK(server.status());
+    AirSimClientOptions client_options;
+    client_options.port = (*server)->port();
+    absl::StatusOr<std::unique_ptr<AirSimClient>> client = AirSimClient::Connect(client_options);
+    BENCH_CHECK_OK(client.status());
+    absl::StatusOr<std::unique_ptr<DrivingEnv>> remote_env =
+        DrivingEnv::Create(client->get(), (*world)->map(), crop_options);
+    BENCH_CHECK_OK(remote_env.status());
+    loop = MeasureEnv(remote_env->get(), seconds, seed);
+    (*server)->Stop();
+  }
+
+  const double airsim = absl::GetFlag(FLAGS_airsim_steps_per_sec);
+  std::printf("%-58s %14s\n", "measurement (one core, 256x144 camera)", "value");
+  std::printf("%-58s %14.1f\n", "world build (texture), ms", world_build_ms);
+  std::printf("%-58s %14.1f\n", "render 256x144 scene, us/frame", render_us);
+  std::printf("%-58s %14.0f\n", "physics step + state, no images, steps/s", physics_per_sec);
+  std::printf("%-58s %14.0f\n", "DrivingEnv cookbook crop 3x59x255, steps/s", crop.steps_per_sec);
+  std::printf("%-58s %14.0f\n", "DrivingEnv gray 84x84, steps/s", gray.steps_per_sec);
+  if (absl::GetFlag(FLAGS_loopback)) {
+    std::printf("%-58s %14.0f\n", "DrivingEnv crop over AirSimClient->convoy_sim, steps/s",
+                loop.steps_per_sec);
+  }
+  std::printf("%-58s %14.0f\n",
+              absl::StrFormat("ratio to AirSim real time (%.0f steps/s), crop", airsim).c_str(),
+              crop.steps_per_sec / airsim);
+  std::printf(
+      "(DrivingEnv step = %.2f s of simulation: %d physics steps, one rendered frame)\n",
+      crop_options.control_period_sec,
+      static_cast<int>(std::lround(crop_options.control_period_sec / sim_options.step_seconds)));
+  std::printf("RESULT world_build_ms=%.1f\n", world_build_ms);
+  std::printf("RESULT render_us_per_frame=%.1f\n", render_us);
+  std::printf("RESULT physics_steps_per_sec=%.0f\n", physics_per_sec);
+  std::printf("RESULT env_steps_per_sec_crop=%.0f\n", crop.steps_per_sec);
+  std::printf("RESULT env_steps_per_sec_gray84=%.0f\n", gray.steps_per_sec);
+  if (absl::GetFlag(FLAGS_loopback)) {
+    std::printf("RESULT loopback_steps_per_sec=%.0f\n", loop.steps_per_sec);
+  }
+  std::printf("RESULT ratio_to_airsim_realtime=%.0f\n", crop.steps_per_sec / airsim);
+  return 0;
+}
+
+}  // namespace
+}  // namespace convoy
+
+int main(int argc, char** argv) {
+  convoy::InitProcess(argc, argv,
+                      "convoy_bench_sim: EmbeddedSim and convoy_sim speed. Prints a table and "
+                      "RESULT key=value lines.");
+  return convoy::Main();
+}

@@ -1,0 +1,607 @@
+#include "simulator_bridge/airsim_server.h"
+
+#include <arpa/inet.h>
+#include <glog/logging.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "simulator_bridge/airsim_codec.h"
+#include "simulator_bridge/png.h"
+
+namespace convoy {
+
+using airsim::Packer;
+using airsim::Read;
+using airsim::Write;
+
+struct AirSimServer::Connection {
+  ScopedFd fd;
+  std::string peer;
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr absl::Duration kPollInterval = absl::Milliseconds(200);
+
+std::string Peer(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
+  char host[64] = "?";
+  int port = 0;
+  if (addr.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+// The methods of AIRSIM_PROTOCOL.md. Each reads its arguments (count already checked), does its
+// work under the simulation lock and writes its result; a non-OK status becomes rpclib's
+// "threw an exception" error with the status message as the exception text.
+class AirSimServer::Handler {
+ public:
+  using Fn = absl::Status (*)(AirSimServer& server, const msgpack::object* args, Packer& out);
+  struct Method {
+    size_t arity;
+    Fn fn;
+  };
+
+  static const absl::flat_hash_map<std::string, Method>& Methods() {
+    static const auto* methods = new absl::flat_hash_map<std::string, Method>{
+        {"ping", {0, &Ping}},
+        {"getServerVersion", {0, &Version}},
+        {"getMinRequiredClientVersion", {0, &Version}},
+        {"reset", {0, &Reset}},
+        {"enableApiControl", {2, &EnableApiControl}},
+        {"isApiControlEnabled", {1, &IsApiControlEnabled}},
+        {"armDisarm", {2, &ArmDisarm}},
+        {"simPause", {1, &SimPause}},
+        {"simIsPaused", {0, &SimIsPaused}},
+        {"simContinueForTime", {1, &SimContinueForTime}},
+        {"simContinueForFrames", {1, &SimContinueForFrames}},
+        {"getCarState", {1, &GetCarState}},
+        {"setCarControls", {2, &SetCarControls}},
+        {"getCarControls", {1, &GetCarControls}},
+        {"simGetImages", {3, &SimGetImages}},
+        {"simGetImage", {4, &SimGetImage}},
+        {"simGetCollisionInfo", {1, &SimGetCollisionInfo}},
+        {"simGetVehiclePose", {1, &SimGetVehiclePose}},
+        {"simSetVehiclePose", {3, &SimSetVehiclePose}},
+        {"simGetGroundTruthKinematics", {1, &SimGetGroundTruthKinematics}},
+        {"listVehicles", {0, &ListVehicles}},
+    };
+    return *methods;
+  }
+
+ private:
+  static absl::StatusOr<Vehicle*> Find(AirSimServer& s, const msgpack::object& name_object)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sim_mu_) {
+    std::string name;
+    if (absl::Status st = Read(name_object, &name); !st.ok()) return st;
+    if (name.empty()) return &s.vehicles_.begin()->second;
+    auto it = s.vehicles_.find(name);
+    if (it == s.vehicles_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "Vehicle API for '", name,
+          "' is not available. This could either because this is simulation-only API or this "
+          "vehicle does not exist"));
+    }
+    return &it->second;
+  }
+
+  static absl::Status Ping(AirSimServer&, const msgpack::object*, Packer& out) {
+    Write(out, true);
+    return absl::OkStatus();
+  }
+  static absl::Status Version(AirSimServer&, const msgpack::object*, Packer& out) {
+    Write(out, int32_t{airsim::kProtocolVersion});
+    return absl::OkStatus();
+  }
+  static absl::Status Reset(AirSimServer& s, const msgpack::object*, Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    for (auto& [name, vehicle] : s.vehicles_) {
+      if (absl::Status st = vehicle.sim->Reset(); !st.ok()) return st;
+    }
+    out.pack_nil();
+    return absl::OkStatus();
+  }
+  static absl::Status EnableApiControl(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    bool enable;
+    if (absl::Status st = Read(a[0], &enable); !st.ok()) return st;
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[1]);
+    if (!v.ok()) return v.status();
+    (*v)->api_control = enable;
+    out.pack_nil();
+    return absl::OkStatus();
+  }
+  static absl::Status IsApiControlEnabled(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
+    if (!v.ok()) return v.status();
+    Write(out, (*v)->api_control);
+    return absl::OkStatus();
+  }
+  static absl::Status ArmDisarm(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    bool arm;
+    if (absl::Status st = Read(a[0], &arm); !st.ok()) return st;
+    absl::MutexLock lock(&s.sim_mu_);
+    if (absl::StatusOr<Vehicle*> v = Find(s, a[1]); !v.ok()) return v.status();
+    Write(out, true);
+    return absl::OkStatus();
+  }
+  static absl::Status SimPause(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    bool pause;
+    if (absl::Status st = Read(a[0], &pause); !st.ok()) return st;
+    absl::MutexLock lock(&s.sim_mu_);
+    // Lock-step time never flows on its own: it stays paused whatever is asked.
+    s.paused_ = pause || s.options_.clock == SimClockMode::kLockStep;
+    out.pack_nil();
+    return absl::OkStatus();
+  }
+  static absl::Status SimIsPaused(AirSimServer& s, const msgpack::object*, Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    Write(out, s.paused_);
+    return absl::OkStatus();
+  }
+  static absl::Status Advance(AirSimServer& s, int64_t steps)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sim_mu_) {
+    for (auto& [name, vehicle] : s.vehicles_) vehicle.sim->Step(steps);
+    s.paused_ = true;
+    return absl::OkStatus();
+  }
+  static absl::Status SimContinueForTime(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    double seconds;
+    if (absl::Status st = Read(a[0], &seconds); !st.ok()) return st;
+    const double step = s.options_.sim.step_seconds;
+    if (!std::isfinite(seconds) || seconds < 0 || seconds / step > 1e6) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("simContinueForTime: seconds must be in [0, ", 1e6 * step, "]"));
+    }
+    absl::MutexLock lock(&s.sim_mu_);
+    const int64_t steps = seconds > 0 ? std::max<int64_t>(1, std::llround(seconds / step)) : 0;
+    if (absl::Status st = Advance(s, steps); !st.ok()) return st;
+    out.pack_nil();
+    return absl::OkStatus();
+  }
+  static absl::Status SimContinueForFrames(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    uint32_t frames;
+    if (absl::Status st = Read(a[0], &frames); !st.ok()) return st;
+    if (frames > 1000000)
+      return absl::InvalidArgumentError("simContinueForFrames: at most 1000000");
+    absl::MutexLock lock(&s.sim_mu_);
+    if (absl::Status st = Advance(s, frames); !st.ok()) return st;
+    out.pack_nil();
+    return absl::OkStatus();
+  }
+  static absl::Status GetCarState(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
+    if (!v.ok()) return v.status();
+    absl::StatusOr<CarState> state = (*v)->sim->GetState();
+    if (!state.ok()) return state.status();
+    Write(out, *state);
+    return absl::OkStatus();
+  }
+  static absl::Status SetCarControls(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    CarControls controls;
+    if (absl::Status st = Read(a[0], &controls); !st.ok()) return st;
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[1]);
+    if (!v.ok()) return v.status();
+    // As in AirSim, controls from the API apply only under API control.
+    if ((*v)->api_control) {
+      if (absl::Status st = (*v)->sim->SetControls(controls); !st.ok()) return st;
+    } else {
+      LOG_EVERY_N(WARNING, 100) << "setCarControls ignored: API control is not enabled "
+                                   "(call enableApiControl(true) first)";
+    }
+    out.pack_nil();
+    return absl::OkStatus();
+  }
+  static absl::Status GetCarControls(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
+    if (!v.ok()) return v.status();
+    Write(out, (*v)->sim->controls());
+    return absl::OkStatus();
+  }
+  static void DumpFrames(AirSimServer& s, const std::string& vehicle,
+                         const std::vector<ImageResponse>& responses)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sim_mu_) {
+    if (s.options_.dump_frames_dir.empty()) return;
+    for (const ImageResponse& r : responses) {
+      if (r.image_type != ImageType::kScene || r.compress || r.width == 0) continue;
+      const std::string path = absl::StrFormat("%s/%s_%08d.png", s.options_.dump_frames_dir,
+                                               vehicle, s.dumped_frames_++);
+      if (absl::Status st =
+              WritePng(path, r.image_data_uint8.data(), r.width, r.height, PixelOrder::kBgr);
+          !st.ok()) {
+        LOG_EVERY_N(WARNING, 100) << "--dump_frames: " << st;
+      }
+    }
+  }
+  static absl::Status SimGetImages(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    std::vector<ImageRequest> requests;
+    if (absl::Status st = Read(a[0], &requests); !st.ok()) return st;
+    bool external;
+    if (absl::Status st = Read(a[2], &external); !st.ok()) return st;
+    if (requests.size() > 64) return absl::InvalidArgumentError("at most 64 image requests");
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[1]);
+    if (!v.ok()) return v.status();
+    std::vector<ImageResponse>& responses = (*v)->responses;
+    if (external) {
+      responses.assign(requests.size(), ImageResponse{});
+      for (size_t i = 0; i < requests.size(); ++i) {
+        responses[i].camera_name = requests[i].camera_name;
+        responses[i].image_type = requests[i].image_type;
+        responses[i].message = "the embedded simulator has no external cameras";
+      }
+    } else if (absl::Status st = (*v)->sim->GetImages(requests, &responses); !st.ok()) {
+      return st;
+    }
+    std::string name;
+    Read(a[1], &name).IgnoreError();
+    DumpFrames(s, name.empty() ? s.vehicles_.begin()->first : name, responses);
+    Write(out, responses);
+    return absl::OkStatus();
+  }
+  static absl::Status SimGetImage(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    ImageRequest request;
+    if (absl::Status st = Read(a[0], &request.camera_name); !st.ok()) return st;
+    if (absl::Status st = Read(a[1], &request.image_type); !st.ok()) return st;
+    bool external;
+    if (absl::Status st = Read(a[3], &external); !st.ok()) return st;
+    request.compress = true;
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[2]);
+    if (!v.ok()) return v.status();
+    std::vector<ImageResponse>& responses = (*v)->responses;
+    if (external) {
+      responses.assign(1, ImageResponse{});
+    } else if (absl::Status st = (*v)->sim->GetImages({request}, &responses); !st.ok()) {
+      return st;
+    }
+    Write(out, responses[0].image_data_uint8);  // empty when it failed
+    return absl::OkStatus();
+  }
+  static absl::Status SimGetCollisionInfo(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
+    if (!v.ok()) return v.status();
+    absl::StatusOr<CollisionInfo> info = (*v)->sim->GetCollisionInfo();
+    if (!info.ok()) return info.status();
+    Write(out, *info);
+    return absl::OkStatus();
+  }
+  static absl::Status SimGetVehiclePose(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
+    if (!v.ok()) return v.status();
+    absl::StatusOr<Pose> pose = (*v)->sim->GetPose();
+    if (!pose.ok()) return pose.status();
+    Write(out, *pose);
+    return absl::OkStatus();
+  }
+  static absl::Status SimSetVehiclePose(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    Pose pose;
+    if (absl::Status st = Read(a[0], &pose); !st.ok()) return st;
+    bool ignore_collision;
+    if (absl::Status st = Read(a[1], &ignore_collision); !st.ok()) return st;
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[2]);
+    if (!v.ok()) return v.status();
+    if (absl::Status st = (*v)->sim->SetPose(pose, ignore_collision); !st.ok()) return st;
+    out.pack_nil();
+    return absl::OkStatus();
+  }
+  static absl::Status SimGetGroundTruthKinematics(AirSimServer& s, const msgpack::object* a,
+                                                  Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
+    if (!v.ok()) return v.status();
+    absl::StatusOr<CarState> state = (*v)->sim->GetState();
+    if (!state.ok()) return state.status();
+    Write(out, state->kinematics_estimated);
+    return absl::OkStatus();
+  }
+  static absl::Status ListVehicles(AirSimServer& s, const msgpack::object*, Packer& out) {
+    absl::MutexLock lock(&s.sim_mu_);
+    out.pack_array(static_cast<uint32_t>(s.vehicles_.size()));
+    for (const auto& [name, vehicle] : s.vehicles_) Write(out, name);
+    return absl::OkStatus();
+  }
+};
+
+absl::StatusOr<std::unique_ptr<AirSimServer>> AirSimServer::Start(
+    const AirSimServerOptions& options) {
+  if (options.vehicle_names.empty()) return absl::InvalidArgumentError("no vehicles");
+  if (options.max_connections < 1) return absl::InvalidArgumentError("max_connections < 1");
+  if (options.max_message_bytes < 1024)
+    return absl::InvalidArgumentError("max_message_bytes < 1024");
+  std::unique_ptr<AirSimServer> server(new AirSimServer(options));
+  {
+    absl::MutexLock lock(&server->sim_mu_);
+    for (const std::string& name : options.vehicle_names) {
+      if (name.empty() || server->vehicles_.count(name) > 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bad or repeated vehicle name '", name, "'"));
+      }
+      absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(options.sim);
+      if (!sim.ok()) return sim.status();
+      server->vehicles_[name].sim = *std::move(sim);
+    }
+    server->paused_ = options.clock == SimClockMode::kLockStep;
+  }
+  if (!options.dump_frames_dir.empty()) {
+    ::mkdir(options.dump_frames_dir.c_str(), 0755);
+    struct stat st {};
+    if (::stat(options.dump_frames_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dump_frames: cannot create directory ", options.dump_frames_dir));
+    }
+  }
+  if (!IsLoopbackAddress(options.bind_address)) {
+    LOG(WARNING) << "convoy_sim listens on " << options.bind_address
+                 << ", not loopback: the AirSim protocol has no authentication, anyone who can "
+                    "reach this port can drive the cars";
+  }
+  absl::StatusOr<ScopedFd> fd = ListenTcp(options.bind_address, options.port, &server->port_);
+  if (!fd.ok()) return fd.status();
+  server->listen_fd_ = *std::move(fd);
+  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  if (options.clock == SimClockMode::kRealTime) {
+    server->tick_thread_ = std::thread([s = server.get()] { s->TickLoop(); });
+  }
+  return server;
+}
+
+AirSimServer::AirSimServer(const AirSimServerOptions& options) : options_(options) {}
+
+AirSimServer::~AirSimServer() { Stop(); }
+
+void AirSimServer::Stop() {
+  if (stopping_.exchange(true)) {
+    if (accept_thread_.joinable()) accept_thread_.join();
+    return;
+  }
+  if (accept_thread_.joinable()) accept_thread_.join();
+  if (tick_thread_.joinable()) tick_thread_.join();
+  ReapConnections(/*all=*/true);
+  listen_fd_.reset();
+}
+
+AirSimServer::Stats AirSimServer::stats() const {
+  absl::MutexLock lock(&connections_mu_);
+  return stats_;
+}
+
+void AirSimServer::ReapConnections(bool all) {
+  std::list<std::unique_ptr<Connection>> finished;
+  {
+    absl::MutexLock lock(&connections_mu_);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if (all || (*it)->done.load()) {
+        if (all) ::shutdown((*it)->fd.get(), SHUT_RDWR);
+        finished.splice(finished.end(), connections_, it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& c : finished) {
+    if (c->thread.joinable()) c->thread.join();
+  }
+}
+
+void AirSimServer::AcceptLoop() {
+  while (!stopping_.load()) {
+    ReapConnections(/*all=*/false);
+    if (!WaitReadable(listen_fd_.get(), absl::Now() + kPollInterval).ok()) continue;
+    ScopedFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        LOG_EVERY_N(WARNING, 100) << "accept: " << std::strerror(errno);
+        absl::SleepFor(absl::Milliseconds(50));  // e.g. out of descriptors: do not spin
+      }
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto connection = std::make_unique<Connection>();
+    connection->peer = Peer(fd.get());
+    absl::MutexLock lock(&connections_mu_);
+    if (static_cast<int>(connections_.size()) >= options_.max_connections) {
+      ++stats_.connections_refused;
+      LOG_EVERY_N(WARNING, 10) << "refusing " << connection->peer << ": already "
+                               << connections_.size() << " connections (max_connections)";
+      continue;  // fd closes here
+    }
+    ++stats_.connections_accepted;
+    connection->fd = std::move(fd);
+    Connection* c = connection.get();
+    connections_.push_back(std::move(connection));
+    c->thread = std::thread([this, c] {
+      ServeConnection(c);
+      c->done.store(true);
+    });
+  }
+}
+
+void AirSimServer::TickLoop() {
+  const absl::Duration step = absl::Seconds(options_.sim.step_seconds);
+  absl::Time next = absl::Now();
+  while (!stopping_.load()) {
+    next += step;
+    const absl::Time now = absl::Now();
+    if (next > now) absl::SleepFor(std::min(next - now, kPollInterval));
+    if (absl::Now() < next) {
+      next -= step;  // woke early to check stopping_; retry this tick
+      continue;
+    }
+    {
+      absl::MutexLock lock(&sim_mu_);
+      if (!paused_) {
+        for (auto& [name, vehicle] : vehicles_) vehicle.sim->Step(1);
+      }
+    }
+    // Fall behind by at most a second (e.g. a long image request held the lock), then drop ticks.
+    if (absl::Now() - next > absl::Seconds(1)) next = absl::Now();
+  }
+}
+
+void AirSimServer::ServeConnection(Connection* c) {
+  const int fd = c->fd.get();
+  const msgpack::unpack_limit limits(/*array=*/1 << 16, /*map=*/1 << 12,
+                                     /*str=*/options_.max_message_bytes,
+                                     /*bin=*/options_.max_message_bytes, /*ext=*/0, /*depth=*/32);
+  msgpack::unpacker unpacker(nullptr, nullptr, kReadChunk, limits);
+  msgpack::sbuffer response(64 * 1024);
+  msgpack::sbuffer result(64 * 1024);
+  msgpack::object_handle handle;
+  absl::Time partial_since = absl::InfiniteFuture();
+  std::string close_reason;
+  bool error = false;
+  const auto& methods = Handler::Methods();
+
+  // Answers one message; false (with close_reason set) closes the connection.
+  auto handle_message = [&](const msgpack::object& message) -> bool {
+    if (message.type != msgpack::type::ARRAY ||
+        (message.via.array.size != 4 && message.via.array.size != 3)) {
+      close_reason = "not a msgpack-rpc message (expected an array of 3 or 4)";
+      return false;
+    }
+    const msgpack::object* m = message.via.array.ptr;
+    const bool is_call = message.via.array.size == 4;
+    const int expected_type = is_call ? airsim::kRequest : airsim::kNotification;
+    if (m[0].type != msgpack::type::POSITIVE_INTEGER ||
+        m[0].via.u64 != static_cast<uint64_t>(expected_type)) {
+      close_reason = "not a msgpack-rpc request or notification (bad type field)";
+      return false;
+    }
+    uint32_t msgid = 0;
+    if (is_call && !Read(m[1], &msgid).ok()) {
+      close_reason = "msgpack-rpc request id is not a uint32";
+      return false;
+    }
+    const msgpack::object& method_object = m[is_call ? 2 : 1];
+    const msgpack::object& params = m[is_call ? 3 : 2];
+    std::string method;
+    if (!Read(method_object, &method).ok() || params.type != msgpack::type::ARRAY) {
+      close_reason = "msgpack-rpc method is not a string or params not an array";
+      return false;
+    }
+    {
+      absl::MutexLock lock(&connections_mu_);
+      ++stats_.requests;
+    }
+    const size_t argc = params.via.array.size;
+    std::string error_text;
+    result.clear();
+    Packer result_packer(result);
+    auto it = methods.find(method);
+    if (it == methods.end()) {
+      error_text = airsim::UnknownMethodError(method, argc);
+    } else if (it->second.arity != argc) {
+      error_text = airsim::ArityError(method, it->second.arity, argc);
+    } else {
+      absl::Status status = it->second.fn(*this, params.via.array.ptr, result_packer);
+      if (!status.ok()) error_text = airsim::HandlerError(method, argc, status.message());
+    }
+    if (!is_call) return true;
+    response.clear();
+    Packer pk(response);
+    pk.pack_array(4);
+    pk.pack_int(airsim::kResponse);
+    pk.pack_uint32(msgid);
+    if (error_text.empty()) {
+      pk.pack_nil();
+      response.write(result.data(), result.size());
+    } else {
+      Write(pk, error_text);
+      pk.pack_nil();
+    }
+    if (absl::Status st =
+            SendAll(fd, response.data(), response.size(), absl::Now() + options_.send_timeout);
+        !st.ok()) {
+      close_reason = absl::StrCat("cannot send a response: ", st.message());
+      return false;
+    }
+    return true;
+  };
+
+  while (!stopping_.load() && close_reason.empty()) {
+    absl::Status readable = WaitReadable(fd, absl::Now() + kPollInterval);
+    if (!readable.ok()) {
+      if (absl::IsDeadlineExceeded(readable)) {
+        if (absl::Now() - partial_since > options_.partial_message_timeout) {
+          close_reason = "a partial message waited longer than partial_message_timeout";
+          error = true;
+        }
+        continue;
+      }
+      close_reason = std::string(readable.message());
+      error = true;
+      break;
+    }
+    unpacker.reserve_buffer(kReadChunk);
+    const ssize_t n = ::recv(fd, unpacker.buffer(), unpacker.buffer_capacity(), 0);
+    if (n == 0) break;  // the client closed
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      close_reason = absl::StrCat("recv: ", std::strerror(errno));
+      error = errno != ECONNRESET;
+      break;
+    }
+    unpacker.buffer_consumed(static_cast<size_t>(n));
+    try {
+      while (close_reason.empty() && unpacker.next(handle)) {
+        if (!handle_message(handle.get())) error = true;
+      }
+    } catch (const std::exception& e) {
+      close_reason = absl::StrCat("malformed msgpack: ", e.what());
+      error = true;
+    }
+    const size_t pending = unpacker.message_size();
+    if (close_reason.empty() && pending > options_.max_message_bytes) {
+      close_reason = absl::StrCat("message larger than ", options_.max_message_bytes, " bytes");
+      error = true;
+    }
+    if (pending == 0) {
+      partial_since = absl::InfiniteFuture();
+    } else if (partial_since == absl::InfiniteFuture()) {
+      partial_since = absl::Now();
+    }
+  }
+  if (error) {
+    LOG(WARNING) << "closing connection from " << c->peer << ": " << close_reason;
+    absl::MutexLock lock(&connections_mu_);
+    ++stats_.connections_closed_for_errors;
+  }
+  ::shutdown(fd, SHUT_RDWR);
+}
+
+}  // namespace convoy

@@ -1,0 +1,124 @@
+// convoy_sim: the embedded driving simulator served over AirSim's RPC protocol, so AirSim clients
+// (AirSim's Python package, convoy_agent with --sim=airsim) drive it as they would AirSim.
+#include <glog/logging.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+#include "common/init.h"
+#include "simulator_bridge/airsim_server.h"
+#include "simulator_bridge/road_map.h"
+#include "simulator_bridge/world.h"
+
+ABSL_FLAG(int, port, 41451, "TCP port (AirSim's default 41451); 0 picks a free one and prints it.");
+ABSL_FLAG(std::string, bind, "127.0.0.1",
+          "Address to listen on. The protocol has no authentication: keep it on loopback unless "
+          "the network is trusted.");
+ABSL_FLAG(std::string, map_dir, "",
+          "Directory with road_lines.txt and reward_points.txt (default: the bundled Neighborhood, "
+          "or $CONVOY_MAP_DIR).");
+ABSL_FLAG(uint64_t, seed, 0, "Seed for parked-car placement.");
+ABSL_FLAG(int, parked_cars, 0, "Number of parked cars (static obstacles) along the curbs.");
+ABSL_FLAG(std::string, clock, "realtime",
+          "realtime: the simulation clock follows the wall clock unless paused (as AirSim). "
+          "lockstep: time advances only on simContinueForTime / simContinueForFrames.");
+ABSL_FLAG(double, step_seconds, 0.05, "Fixed physics step, seconds.");
+ABSL_FLAG(std::string, vehicles, "PhysXCar", "Comma-separated vehicle names, one car each.");
+ABSL_FLAG(int, camera_width, 256, "Scene camera width, pixels.");
+ABSL_FLAG(int, camera_height, 144, "Scene camera height, pixels.");
+ABSL_FLAG(double, camera_fov_deg, 90.0, "Scene camera horizontal field of view, degrees.");
+ABSL_FLAG(double, camera_height_m, 1.3, "Camera height above the ground, metres.");
+ABSL_FLAG(double, camera_pitch_deg, 0.0, "Camera pitch, degrees, positive up.");
+ABSL_FLAG(std::string, dump_frames, "",
+          "Directory to write every served scene image to as PNG (<vehicle>_<n>.png).");
+ABSL_FLAG(int, max_connections, 64, "Connections served at once; more are refused.");
+ABSL_FLAG(uint64_t, max_message_bytes, 16u << 20, "Largest request accepted, bytes.");
+
+int main(int argc, char** argv) {
+  convoy::InitProcess(
+      argc, argv,
+      "convoy_sim: serves EmbeddedSim cars over the AirSim RPC protocol (msgpack-rpc on TCP).\n"
+      "  convoy_sim --port=41451 --clock=lockstep --dump_frames=/tmp/frames\n"
+      "Then, from Python: import airsim; c = airsim.CarClient(); c.confirmConnection()");
+
+  // SIGINT/SIGTERM are taken by sigwait below, not by a handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::string map_dir = absl::GetFlag(FLAGS_map_dir);
+  if (map_dir.empty()) {
+    absl::StatusOr<std::string> found = convoy::FindDefaultMapDir();
+    if (!found.ok()) {
+      LOG(ERROR) << found.status();
+      return 1;
+    }
+    map_dir = *found;
+  }
+  absl::StatusOr<convoy::RoadMap> map = convoy::RoadMap::Load(map_dir);
+  if (!map.ok()) {
+    LOG(ERROR) << map.status();
+    return 1;
+  }
+  absl::StatusOr<std::shared_ptr<const convoy::World>> world =
+      convoy::World::Create(*std::move(map));
+  if (!world.ok()) {
+    LOG(ERROR) << world.status();
+    return 1;
+  }
+
+  convoy::AirSimServerOptions options;
+  options.sim.world = *world;
+  options.sim.seed = absl::GetFlag(FLAGS_seed);
+  options.sim.num_parked_cars = absl::GetFlag(FLAGS_parked_cars);
+  options.sim.step_seconds = absl::GetFlag(FLAGS_step_seconds);
+  options.sim.camera.width = absl::GetFlag(FLAGS_camera_width);
+  options.sim.camera.height = absl::GetFlag(FLAGS_camera_height);
+  options.sim.camera.fov_deg = absl::GetFlag(FLAGS_camera_fov_deg);
+  options.sim.camera.z_m = -absl::GetFlag(FLAGS_camera_height_m);
+  options.sim.camera.pitch_deg = absl::GetFlag(FLAGS_camera_pitch_deg);
+  options.vehicle_names = absl::StrSplit(absl::GetFlag(FLAGS_vehicles), ',', absl::SkipEmpty());
+  options.bind_address = absl::GetFlag(FLAGS_bind);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.dump_frames_dir = absl::GetFlag(FLAGS_dump_frames);
+  options.max_connections = absl::GetFlag(FLAGS_max_connections);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  const std::string clock = absl::GetFlag(FLAGS_clock);
+  if (clock == "realtime") {
+    options.clock = convoy::SimClockMode::kRealTime;
+  } else if (clock == "lockstep") {
+    options.clock = convoy::SimClockMode::kLockStep;
+  } else {
+    LOG(ERROR) << "--clock must be realtime or lockstep, not '" << clock << "'";
+    return 1;
+  }
+
+  absl::StatusOr<std::unique_ptr<convoy::AirSimServer>> server =
+      convoy::AirSimServer::Start(options);
+  if (!server.ok()) {
+    LOG(ERROR) << server.status();
+    return 1;
+  }
+  LOG(INFO) << "convoy_sim serving " << options.vehicle_names.size() << " car(s) on the map "
+            << map_dir << ", clock " << clock << ", on " << options.bind_address << ":"
+            << (*server)->port();
+  // One machine-readable line on stdout, for scripts and tests that start with --port=0.
+  std::printf("convoy_sim listening on %s:%d\n", options.bind_address.c_str(), (*server)->port());
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  LOG(INFO) << "signal " << signal_number << ": shutting down";
+  (*server)->Stop();
+  const convoy::AirSimServer::Stats stats = (*server)->stats();
+  LOG(INFO) << "served " << stats.requests << " requests on " << stats.connections_accepted
+            << " connections (" << stats.connections_closed_for_errors << " closed for errors, "
+            << stats.connections_refused << " refused)";
+  return 0;
+}
