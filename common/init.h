@@ -7,9 +7,15 @@
 
 namespace convoy {
 
-// Parses flags (exits on --help or a bad flag, as Abseil does), sets the usage message and starts glog
-// logging to stderr. Returns the positional arguments, argv[0] first.
+// Parses flags (exits on --help or a bad flag, as Abseil does), sets the usage message, starts glog
+// logging to stderr and calls KeepLargeAllocationsInHeap(). Returns the positional arguments, argv[0] first.
 std::vector<std::string> InitProcess(int argc, char** argv, const char* usage);
+
+// LibTorch allocates model-sized temporaries on every optimizer step and every minibatch. glibc serves blocks
+// that large with fresh mmaps, so each step paid first-touch page faults (Adam on the 903,941-parameter cookbook
+// model: 4.3 ms a step instead of 0.9 ms). This keeps blocks up to 64 MiB in the heap and stops the heap from
+// shrinking below 256 MiB of free space, so they are reused. Process-wide and idempotent.
+void KeepLargeAllocationsInHeap();
 
 }  // namespace convoy
 

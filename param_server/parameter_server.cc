@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "common/init.h"
 #include "common/tensor_encoding.h"
 #include "absl/strings/str_cat.h"
 
@@ -61,6 +62,7 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   }
   absl::StatusOr<ModelInfo> model = DescribeModel(options.model, options.num_actions);
   if (!model.ok()) return model.status();
+  KeepLargeAllocationsInHeap();  // Also when embedded in a test or benchmark.
   std::unique_ptr<ParameterServer> server(new ParameterServer(options, *std::move(model)));
   if (absl::Status s = server->Initialise(); !s.ok()) return s;
   return server;
