@@ -128,8 +128,9 @@ class CarSim {
   virtual absl::Status Reset() = 0;
 
   virtual absl::StatusOr<Pose> GetPose() = 0;
-  // Teleports the car (it keeps no speed). With ignore_collision false, a pose that overlaps a curb
-  // or obstacle is reported as a collision on the next step.
+  // Teleports the car (it keeps no speed). As in AirSim, NaN position components or a NaN
+  // orientation keep their current values. With ignore_collision false, a pose that overlaps a
+  // curb or obstacle is reported as a collision.
   virtual absl::Status SetPose(const Pose& pose, bool ignore_collision) = 0;
 
   virtual absl::Status SetControls(const CarControls& controls) = 0;

@@ -80,15 +80,19 @@ DrivingEnv::DrivingEnv(CarSim* sim, RoadMap map, const DrivingEnvOptions& option
   if (options_.observation == ObservationKind::kCookbookCrop) {
     shape_ = {3 * options_.frame_stack, options_.crop_bottom - options_.crop_top + 1,
               options_.crop_right - options_.crop_left + 1};
-  } else {
+  } else if (options_.observation == ObservationKind::kGray84) {
     shape_ = {options_.frame_stack, kGraySize, kGraySize};
+  } else {
+    shape_ = {0, 0, 0};
   }
   frame_size_ = observation_size() / options_.frame_stack;
   frames_.assign(observation_size(), 0);
-  ImageRequest request;
-  request.camera_name = options_.camera_name;
-  request.image_type = ImageType::kScene;
-  requests_.push_back(request);
+  if (options_.observation != ObservationKind::kNone) {
+    ImageRequest request;
+    request.camera_name = options_.camera_name;
+    request.image_type = ImageType::kScene;
+    requests_.push_back(request);
+  }
 }
 
 absl::StatusOr<StepResult> DrivingEnv::Reset(uint64_t seed, uint8_t* observation) {
@@ -165,23 +169,8 @@ absl::Status DrivingEnv::Observe(StepResult* result, uint8_t* observation, bool 
   if (!state.ok()) return state.status();
   absl::StatusOr<CollisionInfo> collision = sim_->GetCollisionInfo();
   if (!collision.ok()) return collision.status();
-  if (absl::Status st = sim_->GetImages(requests_, &responses_); !st.ok()) return st;
-  if (responses_.size() != 1) return absl::InternalError("simulator returned no image");
-
-  // Frame into the ring, then the stack into the caller's buffer.
-  if (!first) newest_ = (newest_ + 1) % options_.frame_stack;
-  uint8_t* frame = &frames_[frame_size_ * newest_];
-  if (absl::Status st = WriteFrame(responses_[0], frame); !st.ok()) return st;
-  if (first) {
-    for (int k = 0; k < options_.frame_stack; ++k) {
-      if (k != newest_) std::memcpy(&frames_[frame_size_ * k], frame, frame_size_);
-    }
-  }
-  if (observation != nullptr) {
-    for (int k = 0; k < options_.frame_stack; ++k) {
-      const int slot = (newest_ + 1 + k) % options_.frame_stack;
-      std::memcpy(observation + frame_size_ * k, &frames_[frame_size_ * slot], frame_size_);
-    }
+  if (!requests_.empty()) {
+    if (absl::Status st = ObserveImage(observation, first); !st.ok()) return st;
   }
 
   const KinematicsState& k = state->kinematics_estimated;
@@ -216,6 +205,28 @@ absl::Status DrivingEnv::Observe(StepResult* result, uint8_t* observation, bool 
   return absl::OkStatus();
 }
 
+absl::Status DrivingEnv::ObserveImage(uint8_t* observation, bool first) {
+  if (absl::Status st = sim_->GetImages(requests_, &responses_); !st.ok()) return st;
+  if (responses_.size() != 1) return absl::InternalError("simulator returned no image");
+  // Frame into the ring, then the stack into the caller's buffer.
+  if (!first) newest_ = (newest_ + 1) % options_.frame_stack;
+  uint8_t* frame = &frames_[frame_size_ * newest_];
+  if (absl::Status st = WriteFrame(responses_[0], frame); !st.ok()) return st;
+  if (first) {
+    for (int k = 0; k < options_.frame_stack; ++k) {
+      if (k != newest_) std::memcpy(&frames_[frame_size_ * k], frame, frame_size_);
+    }
+  }
+  if (observation != nullptr) {
+    for (int k = 0; k < options_.frame_stack; ++k) {
+      const int slot = (newest_ + 1 + k) % options_.frame_stack;
+      std::memcpy(observation + frame_size_ * k, &frames_[frame_size_ * slot], frame_size_);
+    }
+  }
+
+  return absl::OkStatus();
+}
+
 absl::Status DrivingEnv::WriteFrame(const ImageResponse& image, uint8_t* frame) {
   const int w = image.width, h = image.height;
   if (w <= 0 || h <= 0) {
@@ -241,14 +252,25 @@ absl::Status DrivingEnv::WriteFrame(const ImageResponse& image, uint8_t* frame) 
           absl::StrCat("scene image ", w, "x", h, " is smaller than the crop"));
     }
     const int ch = shape_[1], cw = shape_[2];
-    for (int c = 0; c < 3; ++c) {
-      uint8_t* plane = frame + static_cast<size_t>(c) * ch * cw;
-      for (int y = 0; y < ch; ++y) {
-        const uint8_t* row =
-            src + (static_cast<size_t>(options_.crop_top + y) * w + options_.crop_left) * channels +
-            c;
-        uint8_t* out = plane + static_cast<size_t>(y) * cw;
-        for (int x = 0; x < cw; ++x) out[x] = row[static_cast<size_t>(x) * channels];
+    const size_t plane = static_cast<size_t>(ch) * cw;
+    for (int y = 0; y < ch; ++y) {
+      const uint8_t* row =
+          src + (static_cast<size_t>(options_.crop_top + y) * w + options_.crop_left) * channels;
+      uint8_t* out0 = frame + static_cast<size_t>(y) * cw;
+      uint8_t* out1 = out0 + plane;
+      uint8_t* out2 = out1 + plane;
+      if (channels == 3) {  // the common case, kept separate so the compiler can unroll it
+        for (int x = 0; x < cw; ++x, row += 3) {
+          out0[x] = row[0];
+          out1[x] = row[1];
+          out2[x] = row[2];
+        }
+      } else {
+        for (int x = 0; x < cw; ++x, row += 4) {
+          out0[x] = row[0];
+          out1[x] = row[1];
+          out2[x] = row[2];
+        }
       }
     }
     return absl::OkStatus();

@@ -12,7 +12,9 @@
 // Observations are uint8, CHW, written into a caller-owned buffer of observation_size() bytes:
 //   kCookbookCrop: 3 x 59 x 255, rows 76..134 and columns 0..254 of the 256x144 scene, channels in
 //                  the camera's byte order (B, G, R);
-//   kGray84:       1 x 84 x 84, the whole scene area-averaged, luma 0.299 R + 0.587 G + 0.114 B;
+//   kGray84:       1 x 84 x 84, the whole scene area-averaged, luma 0.299 R + 0.587 G + 0.114 B
+//                  (give the camera 84x84 to render only what is kept);
+//   kNone:         no image at all (0 x 0 x 0): the car state alone, for controllers and speed;
 // with frame_stack k > 1 the k most recent frames are stacked along C, oldest first (after a reset
 // every slot holds the first frame).
 //
@@ -35,7 +37,7 @@
 
 namespace convoy {
 
-enum class ObservationKind { kCookbookCrop, kGray84 };
+enum class ObservationKind { kCookbookCrop, kGray84, kNone };
 
 // One discrete action. A negative throttle selects the cookbook's rule: full throttle, or full
 // brake above DrivingEnvOptions::brake_above_mps.
@@ -120,6 +122,7 @@ class DrivingEnv {
  private:
   DrivingEnv(CarSim* sim, RoadMap map, const DrivingEnvOptions& options);
   absl::Status Observe(StepResult* result, uint8_t* observation, bool first);
+  absl::Status ObserveImage(uint8_t* observation, bool first);
   absl::Status WriteFrame(const ImageResponse& image, uint8_t* frame);
 
   std::unique_ptr<CarSim> owned_sim_;

@@ -125,16 +125,25 @@ absl::StatusOr<Pose> EmbeddedSim::GetPose() {
 }
 
 absl::Status EmbeddedSim::SetPose(const Pose& pose, bool ignore_collision) {
+  // As in AirSim, a NaN position component or a NaN orientation keeps the current value.
   const Vector3r& p = pose.position;
   const Quaternionr& q = pose.orientation;
-  if (!std::isfinite(p.x_val) || !std::isfinite(p.y_val) || !std::isfinite(q.w_val) ||
-      !std::isfinite(q.x_val) || !std::isfinite(q.y_val) || !std::isfinite(q.z_val)) {
-    return absl::InvalidArgumentError("SetPose: non-finite pose");
+  if (std::isinf(p.x_val) || std::isinf(p.y_val) || std::isinf(p.z_val)) {
+    return absl::InvalidArgumentError("SetPose: infinite position");
   }
+  const bool keep_yaw =
+      std::isnan(q.w_val) || std::isnan(q.x_val) || std::isnan(q.y_val) || std::isnan(q.z_val);
+  if (!keep_yaw &&
+      (std::isinf(q.w_val) || std::isinf(q.x_val) || std::isinf(q.y_val) || std::isinf(q.z_val))) {
+    return absl::InvalidArgumentError("SetPose: infinite orientation");
+  }
+  const double x = std::isnan(p.x_val) ? car_.x : p.x_val;
+  const double y = std::isnan(p.y_val) ? car_.y : p.y_val;
+  const double yaw = keep_yaw ? car_.yaw : YawFromQuaternion(q);
   car_ = CarKinematics{};
-  car_.x = p.x_val;
-  car_.y = p.y_val;
-  car_.yaw = YawFromQuaternion(q);
+  car_.x = x;
+  car_.y = y;
+  car_.yaw = yaw;
   if (!ignore_collision && Overlaps(car_.x, car_.y, car_.yaw, &scratch_collision_)) {
     collision_ = scratch_collision_;
   }

@@ -95,6 +95,13 @@ Renderer::Renderer(std::shared_ptr<const World> world, const CameraOptions& opti
           static_cast<float>(std::sqrt(1.0 + a * a + b * b));
     }
   }
+  while (sky_rows_ < h && !rows_[sky_rows_].ground) ++sky_rows_;
+  sky_block_.resize(static_cast<size_t>(sky_rows_) * w * 3);
+  for (int v = 0; v < sky_rows_; ++v) {
+    for (int u = 0; u < w; ++u) {
+      std::memcpy(&sky_block_[(static_cast<size_t>(v) * w + u) * 3], &row_haze_[v * 3], 3);
+    }
+  }
   order_.reserve(64);
 }
 
@@ -128,7 +135,9 @@ void Renderer::Render(double x, double y, double yaw, const std::vector<Obstacle
   constexpr double kFix = 65536.0;
   const float far = static_cast<float>(options_.far_m);
 
-  for (int v = 0; v < h; ++v) {
+  if (bgr != nullptr) std::memcpy(bgr, sky_block_.data(), sky_block_.size());
+  if (depth != nullptr) std::fill_n(depth, static_cast<size_t>(sky_rows_) * w, far);
+  for (int v = sky_rows_; v < h; ++v) {
     const Row& row = rows_[v];
     if (!row.ground) {
       if (bgr != nullptr) {

@@ -72,6 +72,8 @@ class Renderer {
   std::vector<Row> rows_;
   std::vector<uint8_t> row_palette_;  // height * kNumTextureIds * 3, fog applied
   std::vector<uint8_t> row_haze_;     // height * 3: sky or haze colour per row
+  int sky_rows_ = 0;                  // rows 0..sky_rows_-1 show no ground at all
+  std::vector<uint8_t> sky_block_;    // those rows, pre-rendered
   std::vector<float> ray_norm_;       // width * height: |ray| per pixel, for perspective depth
   std::vector<std::pair<double, int>> order_;  // obstacle draw order scratch
 };

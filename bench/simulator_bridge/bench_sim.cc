@@ -141,6 +141,22 @@ int Main() {
   BENCH_CHECK_OK(gray_env.status());
   const EnvRate gray = MeasureEnv(gray_env->get(), seconds, seed);
 
+  // The 84x84 observation only: the camera itself renders 84x84.
+  EmbeddedSimOptions small_camera = sim_options;
+  small_camera.camera.width = 84;
+  small_camera.camera.height = 84;
+  absl::StatusOr<std::unique_ptr<DrivingEnv>> small_env =
+      DrivingEnv::CreateEmbedded(small_camera, gray_options);
+  BENCH_CHECK_OK(small_env.status());
+  const EnvRate small = MeasureEnv(small_env->get(), seconds, seed);
+
+  DrivingEnvOptions blind_options;
+  blind_options.observation = ObservationKind::kNone;
+  absl::StatusOr<std::unique_ptr<DrivingEnv>> blind_env =
+      DrivingEnv::CreateEmbedded(sim_options, blind_options);
+  BENCH_CHECK_OK(blind_env.status());
+  const EnvRate blind = MeasureEnv(blind_env->get(), seconds, seed);
+
   EnvRate loop;
   if (absl::GetFlag(FLAGS_loopback)) {
     AirSimServerOptions server_options;
@@ -166,7 +182,11 @@ int Main() {
   std::printf("%-58s %14.1f\n", "render 256x144 scene, us/frame", render_us);
   std::printf("%-58s %14.0f\n", "physics step + state, no images, steps/s", physics_per_sec);
   std::printf("%-58s %14.0f\n", "DrivingEnv cookbook crop 3x59x255, steps/s", crop.steps_per_sec);
-  std::printf("%-58s %14.0f\n", "DrivingEnv gray 84x84, steps/s", gray.steps_per_sec);
+  std::printf("%-58s %14.0f\n", "DrivingEnv gray 84x84 from the 256x144 scene, steps/s",
+              gray.steps_per_sec);
+  std::printf("%-58s %14.0f\n", "DrivingEnv gray 84x84 from an 84x84 camera, steps/s",
+              small.steps_per_sec);
+  std::printf("%-58s %14.0f\n", "DrivingEnv without images, steps/s", blind.steps_per_sec);
   if (absl::GetFlag(FLAGS_loopback)) {
     std::printf("%-58s %14.0f\n", "DrivingEnv crop over AirSimClient->convoy_sim, steps/s",
                 loop.steps_per_sec);
@@ -183,6 +203,8 @@ int Main() {
   std::printf("RESULT physics_steps_per_sec=%.0f\n", physics_per_sec);
   std::printf("RESULT env_steps_per_sec_crop=%.0f\n", crop.steps_per_sec);
   std::printf("RESULT env_steps_per_sec_gray84=%.0f\n", gray.steps_per_sec);
+  std::printf("RESULT env_steps_per_sec_gray84_camera84=%.0f\n", small.steps_per_sec);
+  std::printf("RESULT env_steps_per_sec_no_images=%.0f\n", blind.steps_per_sec);
   if (absl::GetFlag(FLAGS_loopback)) {
     std::printf("RESULT loopback_steps_per_sec=%.0f\n", loop.steps_per_sec);
   }
