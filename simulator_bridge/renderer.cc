@@ -20,7 +20,16 @@ constexpr uint8_t kMaterialBgr[kNumMaterials][3] = {
     {228, 232, 232},  // white line
     {40, 185, 225},   // yellow line
 };
-constexpr double kVariantShade[kMaterialVariants] = {0.90, 0.96, 1.04, 1.10};
+// Variants 0-1 and 2-3 differ by coarse 1.6 m patches, 0-2 and 1-3 by fine grain. Grass gets
+// strong patches (mown stripes), paved surfaces a subtle wear pattern.
+constexpr double kVariantShade[kNumMaterials][kMaterialVariants] = {
+    {0.88, 0.95, 1.05, 1.12},  // grass
+    {0.95, 0.99, 1.01, 1.05},  // sidewalk
+    {0.97, 1.00, 1.00, 1.03},  // curb
+    {0.94, 0.99, 1.01, 1.06},  // asphalt
+    {0.97, 1.00, 1.00, 1.03},  // white line
+    {0.97, 1.00, 1.00, 1.03},  // yellow line
+};
 constexpr uint8_t kHorizonBgr[3] = {236, 222, 206};
 constexpr uint8_t kZenithBgr[3] = {205, 150, 95};
 
@@ -82,7 +91,7 @@ Renderer::Renderer(std::shared_ptr<const World> world, const CameraOptions& opti
       const double fog = 1.0 - std::exp(-distance / options_.fog_distance_m);
       for (int id = 0; id < kNumTextureIds; ++id) {
         const uint8_t* base = kMaterialBgr[id / kMaterialVariants];
-        const double shade = kVariantShade[id % kMaterialVariants];
+        const double shade = kVariantShade[id / kMaterialVariants][id % kMaterialVariants];
         for (int c = 0; c < 3; ++c) {
           row_palette_[(static_cast<size_t>(v) * kNumTextureIds + id) * 3 + c] =
               Mix(std::min(255.0, base[c] * shade), kHorizonBgr[c], fog);

@@ -2,6 +2,7 @@
 // Prints a table, then RESULT key=value lines. Not a test: numbers depend on the machine.
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +25,10 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed for starts and actions.");
 ABSL_FLAG(double, airsim_steps_per_sec, 20.0,
           "Reference: steps per second of one AirSim car in real time (the ratio's denominator).");
 ABSL_FLAG(bool, loopback, true, "Also measure DrivingEnv over AirSimClient to convoy_sim.");
+ABSL_FLAG(std::string, dump_frames, "",
+          "If set, also drive one episode with a lane-keeping controller and write every 10th "
+          "scene frame there as PNG (frame_NNN.png), to look at what the agent sees.");
+ABSL_FLAG(int, dump_parked_cars, 40, "Parked cars in the --dump_frames episode.");
 
 namespace convoy {
 namespace {
@@ -76,6 +81,63 @@ EnvRate MeasureEnv(DrivingEnv* env, double seconds, uint64_t seed) {
   }
   rate.steps_per_sec = rate.steps / Since(start);
   return rate;
+}
+
+// Steering that follows the nearest centre line: heading error plus lateral offset, both towards
+// the line, with the line's direction taken as the one closest to the car's heading.
+float LaneKeepingSteering(const RoadMap& map, const DrivingCarState& car) {
+  double best = 1e18;
+  Segment nearest;
+  for (const Segment& s : map.center_lines()) {
+    const double d = DistanceToSegment({car.x, car.y}, s);
+    if (d < best) {
+      best = d;
+      nearest = s;
+    }
+  }
+  double dx = nearest.b.x - nearest.a.x, dy = nearest.b.y - nearest.a.y;
+  const double len = std::hypot(dx, dy);
+  dx /= len;
+  dy /= len;
+  if (dx * std::cos(car.yaw) + dy * std::sin(car.yaw) < 0) {
+    dx = -dx;
+    dy = -dy;
+  }
+  // Signed lateral offset: positive when the car is to the right of the line (NED, z down).
+  const double lateral = -(car.x - nearest.a.x) * dy + (car.y - nearest.a.y) * dx;
+  const double heading_error = std::remainder(std::atan2(dy, dx) - car.yaw, 2 * M_PI);
+  return static_cast<float>(std::clamp(1.5 * heading_error - 0.3 * lateral, -1.0, 1.0));
+}
+
+void DumpFrames(const EmbeddedSimOptions& base, const std::string& dir, uint64_t seed) {
+  EmbeddedSimOptions options = base;
+  options.num_parked_cars = absl::GetFlag(FLAGS_dump_parked_cars);
+  absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(options);
+  BENCH_CHECK_OK(sim.status());
+  DrivingEnvOptions env_options;
+  env_options.actions.clear();
+  for (int i = 0; i <= 20; ++i) env_options.actions.push_back({-1.0f + 0.1f * i, -1.0f, 0.0f});
+  absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
+      DrivingEnv::Create(sim->get(), options.world->map(), env_options);
+  BENCH_CHECK_OK(env.status());
+  std::vector<uint8_t> obs((*env)->observation_size());
+  std::vector<uint8_t> scene(static_cast<size_t>(options.camera.width) * options.camera.height * 3);
+  absl::StatusOr<StepResult> r = (*env)->Reset(seed, obs.data());
+  BENCH_CHECK_OK(r.status());
+  int written = 0;
+  for (int step = 0; step < 300 && !r->done; ++step) {
+    if (step % 10 == 0) {
+      (*sim)->RenderScene(scene.data());
+      BENCH_CHECK_OK(WritePng(absl::StrFormat("%s/frame_%03d.png", dir, written++), scene.data(),
+                              options.camera.width, options.camera.height, PixelOrder::kBgr));
+    }
+    const float steering = LaneKeepingSteering((*env)->map(), r->car);
+    const int action = static_cast<int>(std::lround((steering + 1.0f) * 10.0f));
+    r = (*env)->Step(action, obs.data());
+    BENCH_CHECK_OK(r.status());
+  }
+  std::printf("wrote %d frames to %s (episode: %.1f s, %.0f m, ended: %s)\n", written, dir.c_str(),
+              r->car.episode_time_sec, r->car.distance_driven_m, TerminationReasonName(r->reason));
 }
 
 int Main() {
@@ -174,6 +236,10 @@ int Main() {
     BENCH_CHECK_OK(remote_env.status());
     loop = MeasureEnv(remote_env->get(), seconds, seed);
     (*server)->Stop();
+  }
+
+  if (!absl::GetFlag(FLAGS_dump_frames).empty()) {
+    DumpFrames(sim_options, absl::GetFlag(FLAGS_dump_frames), seed);
   }
 
   const double airsim = absl::GetFlag(FLAGS_airsim_steps_per_sec);

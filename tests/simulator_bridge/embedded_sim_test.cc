@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <thread>
 
 #include "simulator_bridge/png.h"
 #include "test_world.h"
@@ -273,6 +274,41 @@ TEST_CASE("a parked car in view is drawn and nearer than the ground behind it",
     REQUIRE(
         WritePng(std::string(dir) + "/parked.png", bgr.data(), 256, 144, PixelOrder::kBgr).ok());
   }
+}
+
+}  // namespace
+}  // namespace convoy
+
+namespace convoy {
+namespace {
+
+TEST_CASE("simulators on separate threads sharing one world run independently", "[embedded_sim]") {
+  auto drive = [](uint64_t seed, uint64_t* checksum) {
+    EmbeddedSimOptions options;
+    options.world = TestWorld();
+    options.num_parked_cars = 10;
+    options.seed = seed;
+    std::unique_ptr<EmbeddedSim> sim = *EmbeddedSim::Create(options);
+    std::vector<uint8_t> frame(256 * 144 * 3);
+    uint64_t sum = 0;
+    for (int i = 0; i < 40; ++i) {
+      CarControls c;
+      c.throttle = 0.5f;
+      c.steering = static_cast<float>((i % 7) - 3) * 0.1f;
+      sim->SetControls(c).IgnoreError();
+      sim->Step(2);
+      sim->RenderScene(frame.data());
+      for (uint8_t b : frame) sum = sum * 1099511628211ULL + b;
+    }
+    *checksum = sum;
+  };
+  uint64_t alone[4];
+  for (int t = 0; t < 4; ++t) drive(t, &alone[t]);
+  uint64_t together[4];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(drive, t, &together[t]);
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < 4; ++t) CHECK(together[t] == alone[t]);
 }
 
 }  // namespace
