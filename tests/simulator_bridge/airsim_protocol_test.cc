@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "simulator_bridge/airsim_client.h"
 #include "simulator_bridge/airsim_codec.h"
 #include "simulator_bridge/airsim_server.h"
@@ -310,6 +311,53 @@ TEST_CASE("unknown methods and wrong argument counts get rpclib's error strings"
                        "invalid number of arguments. Expected: 3, got: 2"));
   // The connection stays usable after errors.
   CHECK(Call(c, 4, "ping", 0).result().via.boolean);
+}
+
+TEST_CASE("every method checks its exact argument count and argument types", "[airsim_protocol]") {
+  const std::vector<std::pair<std::string, uint32_t>> methods = {
+      {"ping", 0},
+      {"getServerVersion", 0},
+      {"getMinRequiredClientVersion", 0},
+      {"reset", 0},
+      {"enableApiControl", 2},
+      {"isApiControlEnabled", 1},
+      {"armDisarm", 2},
+      {"simPause", 1},
+      {"simIsPaused", 0},
+      {"simContinueForTime", 1},
+      {"simContinueForFrames", 1},
+      {"getCarState", 1},
+      {"setCarControls", 2},
+      {"getCarControls", 1},
+      {"simGetImages", 3},
+      {"simGetImage", 4},
+      {"simGetCollisionInfo", 1},
+      {"simGetVehiclePose", 1},
+      {"simSetVehiclePose", 3},
+      {"simGetGroundTruthKinematics", 1},
+      {"listVehicles", 0},
+  };
+  std::unique_ptr<AirSimServer> server = StartServer();
+  RawConnection c(server->port());
+  uint32_t id = 0;
+  for (const auto& [method, arity] : methods) {
+    INFO(method);
+    const auto nils = [n = arity + 1](Packer& pk) {
+      for (uint32_t i = 0; i < n; ++i) pk.pack_nil();
+    };
+    Reply r = Call(c, id++, method, arity + 1, nils);
+    CHECK(r.error == std::optional<std::string>(absl::StrCat(
+                         "rpclib: client error C0002: Function '", method,
+                         "' was called with an invalid number of arguments. Expected: ", arity,
+                         ", got: ", arity + 1)));
+    if (arity == 0) continue;
+    // The right count, all nil: no parameter accepts nil.
+    r = Call(c, id++, method, arity, [arity = arity](Packer& pk) {
+      for (uint32_t i = 0; i < arity; ++i) pk.pack_nil();
+    });
+    CHECK(r.error ==
+          std::optional<std::string>(airsim::HandlerError(method, arity, "std::bad_cast")));
+  }
 }
 
 TEST_CASE("numbers are lenient for floats, strict for ints and bools", "[airsim_protocol]") {
