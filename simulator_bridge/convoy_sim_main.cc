@@ -41,7 +41,7 @@ ABSL_FLAG(uint64_t, max_message_bytes, 16u << 20, "Largest request accepted, byt
 int main(int argc, char** argv) {
   convoy::InitProcess(
       argc, argv,
-      "convoy_sim: serves EmbeddedSim cars over the AirSim RPC protocol (msgpack-rpc on TCP).\n"
+      "serves EmbeddedSim cars over the AirSim RPC protocol (msgpack-rpc on TCP).\n"
       "  convoy_sim --port=41451 --clock=lockstep --dump_frames=/tmp/frames\n"
       "Then, from Python: import airsim; c = airsim.CarClient(); c.confirmConnection()");
 

@@ -213,6 +213,40 @@ TEST_CASE("the scene image looks like a road seen from a car", "[embedded_sim][r
   }
 }
 
+TEST_CASE("the centre line moves across the image as the car moves across the road",
+          "[embedded_sim][render]") {
+  // What an agent must learn from: the painted centre line's column in the cookbook crop tells the
+  // car's lateral offset. Heading east along x = kRoadX, +x (north) is to the car's left.
+  std::unique_ptr<EmbeddedSim> sim = MakeSim();
+  std::vector<uint8_t> bgr(256 * 144 * 3);
+  auto centre_line_column = [&](double offset_left) {
+    double sum = 0.0;
+    int count = 0;
+    // Average over several positions along the road so the dashes' gaps do not matter.
+    for (double y = -180.0; y < -171.0; y += 1.0) {
+      REQUIRE(sim->SetPose(PoseAt(kRoadX + offset_left, y, M_PI / 2), true).ok());
+      sim->RenderScene(bgr.data());
+      for (int row = 100; row <= 134; ++row) {
+        for (int x = 0; x < 256; ++x) {
+          const uint8_t* p = &bgr[(row * 256 + x) * 3];
+          if (p[2] > 150 && p[1] > 120 && p[0] < 100) {  // yellow: R and G high, B low
+            sum += x;
+            ++count;
+          }
+        }
+      }
+    }
+    REQUIRE(count > 0);
+    return sum / count;
+  };
+  const double left = centre_line_column(1.0);  // car 1 m left of the line: line to the right
+  const double centre = centre_line_column(0.0);
+  const double right = centre_line_column(-1.0);  // car 1 m right of the line: line to the left
+  CHECK(centre == Approx(128.0).margin(3.0));
+  CHECK(left > centre + 10.0);
+  CHECK(right < centre - 10.0);
+}
+
 TEST_CASE("depth is planar distance to the ground and PNG round-trips the scene",
           "[embedded_sim][render]") {
   std::unique_ptr<EmbeddedSim> sim = MakeSim();
