@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -64,7 +65,8 @@ absl::Status AirSimClient::EnsureConnected() {
     if (fd.ok()) {
       fd_ = *std::move(fd);
       const msgpack::unpack_limit limits(
-          /*array=*/options_.max_response_bytes / 4, /*map=*/1 << 16,
+          /*array=*/std::min<size_t>(options_.max_response_bytes / 4, size_t{1} << 24),
+          /*map=*/1 << 16,
           /*str=*/options_.max_response_bytes, /*bin=*/options_.max_response_bytes, /*ext=*/0,
           /*depth=*/64);
       unpacker_ = std::make_unique<msgpack::unpacker>(nullptr, nullptr, kReadChunk, limits);

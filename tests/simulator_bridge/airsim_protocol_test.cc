@@ -617,6 +617,19 @@ TEST_CASE("many concurrent connections are served", "[airsim_protocol]") {
   CHECK(ok.load() == 8 * 25);
 }
 
+TEST_CASE("connections over max_connections are refused and counted", "[airsim_protocol]") {
+  AirSimServerOptions options = ServerOptions();
+  options.max_connections = 2;
+  std::unique_ptr<AirSimServer> server = StartServer(options);
+  RawConnection a(server->port()), b(server->port());
+  CHECK(Call(a, 1, "ping", 0).result().via.boolean);
+  CHECK(Call(b, 1, "ping", 0).result().via.boolean);
+  RawConnection c(server->port());
+  CHECK(c.ClosedByServer());
+  CHECK(server->stats().connections_refused == 1);
+  CHECK(Call(a, 2, "ping", 0).result().via.boolean);
+}
+
 TEST_CASE("real-time mode advances the clock until paused", "[airsim_protocol]") {
   std::unique_ptr<AirSimServer> server = StartServer(ServerOptions(SimClockMode::kRealTime));
   std::unique_ptr<AirSimClient> client = ConnectClient(server->port());
