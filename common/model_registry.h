@@ -1,6 +1,7 @@
 // The model registry: every architecture convoy knows, by name, without exposing LibTorch.
 //
 // Names: "cookbook" (the AutonomousDrivingCookbook tutorial's Q-network on a 3x59x255 crop),
+// "compact" (a smaller network on the cookbook crop pooled 4x4 to 3x14x63, the default for training on a CPU),
 // "nature" (the DQN Nature network on 4x84x84 grayscale frames), "tiny" (a small network on 3x16x16 for
 // tests), "wide" (a 100M-parameter MLP for scale tests), each optionally with a dueling head:
 // "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling".
@@ -20,7 +21,7 @@ inline constexpr int kDefaultNumActions = 5;
 // What a model is: architecture, head, action count and observation shape.
 struct ModelSpec {
   std::string name;           // Full registry name, e.g. "cookbook" or "nature_dueling".
-  std::string architecture;   // "cookbook", "nature" or "tiny".
+  std::string architecture;   // "cookbook", "compact", "nature", "tiny" or "wide".
   bool dueling = false;
   int num_actions = kDefaultNumActions;
   int channels = 0;           // Observation shape [channels, height, width].

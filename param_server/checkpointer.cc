@@ -4,7 +4,6 @@
 #include <glog/logging.h>
 #include <google/protobuf/text_format.h>
 #include <sys/stat.h>
-#include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/sha256.h"
+#include "common/weights_file.h"
 
 namespace convoy {
 namespace {
@@ -81,54 +81,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return std::move(out).str();
-}
-
-// {parameter name: tensor} in layout order, pickled as torch.save does.
-std::string PickleWeights(const WeightSnapshot& snapshot, const std::vector<ParameterSlot>& layout) {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const ParameterSlot& slot : layout) {
-    dict.insert(slot.name,
-                torch::from_blob(const_cast<float*>(snapshot.values.data()) + slot.offset, slot.shape,
-                                 torch::kFloat32));
-  }
-  std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  return std::string(bytes.begin(), bytes.end());
-}
-
-absl::StatusOr<std::vector<float>> UnpickleWeights(const std::string& bytes,
-                                                   const std::vector<ParameterSlot>& layout,
-                                                   const std::string& path) {
-  size_t total = 0;
-  for (const ParameterSlot& slot : layout) total += slot.numel;
-  std::vector<float> flat(total);
-  try {
-    c10::IValue value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-    if (!value.isGenericDict()) {
-      return absl::DataLossError(absl::StrCat(path, " does not hold a dict of tensors"));
-    }
-    c10::impl::GenericDict dict = value.toGenericDict();
-    if (dict.size() != layout.size()) {
-      return absl::DataLossError(absl::StrCat(path, " holds ", dict.size(),
-                                              " tensors, the model has ", layout.size()));
-    }
-    for (const ParameterSlot& slot : layout) {
-      auto it = dict.find(slot.name);
-      if (it == dict.end()) {
-        return absl::DataLossError(absl::StrCat(path, " lacks parameter ", slot.name));
-      }
-      at::Tensor t = it->value().toTensor().to(torch::kFloat32).contiguous();
-      if (t.sizes().vec() != slot.shape) {
-        return absl::DataLossError(absl::StrCat(path, ": parameter ", slot.name, " has shape ",
-                                                c10::str(t.sizes()), ", the model's is ",
-                                                c10::str(c10::IntArrayRef(slot.shape))));
-      }
-      std::memcpy(flat.data() + slot.offset, t.data_ptr<float>(), slot.numel * sizeof(float));
-    }
-  } catch (const c10::Error& e) {
-    return absl::DataLossError(absl::StrCat(path, " is not a readable tensor archive: ",
-                                            e.what_without_backtrace()));
-  }
-  return flat;
 }
 
 bool ParseCheckpointVersion(const std::string& name, uint64_t* version) {
@@ -206,7 +158,7 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, con
     const std::string file = absl::StrCat(path, "/", name);
     absl::StatusOr<std::string> bytes = ReadFile(file);
     if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<std::vector<float>> flat = UnpickleWeights(*bytes, model.layout, file);
+    absl::StatusOr<std::vector<float>> flat = DecodeWeights(*bytes, model.layout, file);
     if (!flat.ok()) return flat.status();
     *out = *std::move(flat);
   }
@@ -246,8 +198,8 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   manifest.set_format_version(kFormatVersion);
   manifest.clear_files();
   const std::pair<const char*, std::string> files[] = {
-      {kWeightsName, PickleWeights(*data.weights, model_.layout)},
-      {kTargetName, PickleWeights(*data.target, model_.layout)},
+      {kWeightsName, EncodeWeights(data.weights->values.data(), model_.layout)},
+      {kTargetName, EncodeWeights(data.target->values.data(), model_.layout)},
       {kOptimizerName, data.optimizer_state},
   };
   for (const auto& [name, bytes] : files) {

@@ -25,6 +25,8 @@ TEST_CASE("Registry pins every model's parameter count", "[models]") {
                      (3136 * 512 + 512) + (512 * 5 + 5)},
       {"nature_dueling", 1686693 + (512 + 1)},
       {"tiny", (3 * 8 * 9 + 8) + (8 * 8 * 8 * 32 + 32) + (32 * 5 + 5)},
+      // compact: conv 3->16, 16->32 (3x3) on 3x14x63, dense 32*3*15 -> 128, 128 -> 5.
+      {"compact", (3 * 16 * 9 + 16) + (16 * 32 * 9 + 32) + (32 * 3 * 15 * 128 + 128) + (128 * 5 + 5)},
   };
   for (const Case& c : cases) {
     absl::StatusOr<ModelInfo> info = DescribeModel(c.name);
@@ -94,7 +96,7 @@ TEST_CASE("Flattening and loading flat weights round-trips exactly", "[models]")
 }
 
 TEST_CASE("Q-networks map a batch of observations to one Q-value per action", "[models]") {
-  for (const char* name : {"cookbook", "nature_dueling", "tiny"}) {
+  for (const char* name : {"cookbook", "compact", "nature_dueling", "tiny"}) {
     absl::StatusOr<ModelSpec> spec = ResolveModel(name);
     REQUIRE(spec.ok());
     QNetwork net = *BuildQNetwork(*spec, 3);

@@ -10,28 +10,29 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/child_process.h"
 
 namespace convoy::testing {
 
+// A real convoy binary started by a test, stdout and stderr appended to a log file.
 class Subprocess {
  public:
-  // Starts `argv` (argv[0] is the program path) with stdout and stderr appended to `log_path`.
   static absl::StatusOr<Subprocess> Start(const std::vector<std::string>& argv,
-                                          const std::string& log_path);
-  Subprocess(Subprocess&& other) noexcept;
-  Subprocess& operator=(Subprocess&& other) noexcept;
-  ~Subprocess();  // SIGKILLs and reaps a process still running.
-
-  void Signal(int signal) const;
-  // Waits for the exit; returns the exit code (128 + N when killed by signal N), or nullopt on timeout.
-  std::optional<int> Wait(absl::Duration timeout);
-  bool running();
-  pid_t pid() const { return pid_; }
+                                          const std::string& log_path) {
+    ChildProcess::Options options;
+    options.log_path = log_path;
+    absl::StatusOr<ChildProcess> child = ChildProcess::Start(argv, options);
+    if (!child.ok()) return child.status();
+    return Subprocess(*std::move(child));
+  }
+  void Signal(int signal) const { child_.Signal(signal); }
+  std::optional<int> Wait(absl::Duration timeout) { return child_.Wait(timeout); }
+  bool running() { return child_.running(); }
+  pid_t pid() const { return child_.pid(); }
 
  private:
-  explicit Subprocess(pid_t pid) : pid_(pid) {}
-  pid_t pid_ = -1;
-  std::optional<int> exit_code_;
+  explicit Subprocess(ChildProcess child) : child_(std::move(child)) {}
+  ChildProcess child_;
 };
 
 // Waits until `path` exists and is non-empty, then returns its first line. NOT_FOUND on timeout.
