@@ -147,7 +147,7 @@ Material World::MaterialAt(const Vec2& p) const {
         best_len = r.length;
       }
     } else {
-      outside = std::min(outside, std::hypot(da, dl));
+      outside = std::min(outside, da * da + dl * dl);  // squared; the root is taken once below
     }
   }
   if (drivable) {
@@ -163,6 +163,7 @@ Material World::MaterialAt(const Vec2& p) const {
     }
     return Material::kAsphalt;
   }
+  outside = std::sqrt(outside);
   if (outside <= o.curb_width_m) return Material::kCurb;
   if (outside <= o.curb_width_m + o.sidewalk_width_m) return Material::kSidewalk;
   return Material::kGrass;
