@@ -1,0 +1,9 @@
+# replay_tests: ReplayMemory, SumTree and BatchSampler. Included from tests/agent/CMakeLists.txt.
+add_executable(replay_tests
+  ${CMAKE_CURRENT_LIST_DIR}/batch_sampler_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/replay_memory_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/sum_tree_test.cc
+)
+target_link_libraries(replay_tests PRIVATE convoy_replay convoy_test_main)
+convoy_target_defaults(replay_tests)
+catch_discover_tests(replay_tests TEST_PREFIX "replay: ")
