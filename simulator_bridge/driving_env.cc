@@ -284,18 +284,25 @@ absl::Status DrivingEnv::WriteFrame(const ImageResponse& image, uint8_t* frame) 
       box_y_[i] = static_cast<int>(static_cast<int64_t>(i) * h / kGraySize);
     }
   }
+  // Separable: sum the luma of the box's source rows per column, then the columns per box.
+  column_sums_.resize(static_cast<size_t>(w));
   for (int oy = 0; oy < kGraySize; ++oy) {
     const int y0 = box_y_[oy], y1 = std::max(box_y_[oy + 1], y0 + 1);
+    std::fill(column_sums_.begin(), column_sums_.end(), 0u);
+    for (int y = y0; y < y1; ++y) {
+      const uint8_t* p = src + static_cast<size_t>(y) * w * channels;
+      uint32_t* sums = column_sums_.data();
+      // Pixels are B, G, R (AirSim's byte order); luma weights 29, 150, 77 over 256.
+      if (channels == 3) {
+        for (int x = 0; x < w; ++x, p += 3) sums[x] += 29u * p[0] + 150u * p[1] + 77u * p[2];
+      } else {
+        for (int x = 0; x < w; ++x, p += 4) sums[x] += 29u * p[0] + 150u * p[1] + 77u * p[2];
+      }
+    }
     for (int ox = 0; ox < kGraySize; ++ox) {
       const int x0 = box_x_[ox], x1 = std::max(box_x_[ox + 1], x0 + 1);
       uint32_t sum = 0;
-      for (int y = y0; y < y1; ++y) {
-        const uint8_t* p = src + (static_cast<size_t>(y) * w + x0) * channels;
-        for (int x = x0; x < x1; ++x, p += channels) {
-          // Pixels are B, G, R (AirSim's byte order); luma weights 29, 150, 77 over 256.
-          sum += 29u * p[0] + 150u * p[1] + 77u * p[2];
-        }
-      }
+      for (int x = x0; x < x1; ++x) sum += column_sums_[x];
       const uint32_t count = static_cast<uint32_t>((y1 - y0) * (x1 - x0));
       frame[oy * kGraySize + ox] = static_cast<uint8_t>((sum / count + 128u) >> 8);
     }

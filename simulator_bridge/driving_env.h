@@ -137,6 +137,7 @@ class DrivingEnv {
   int newest_ = 0;
   std::vector<int> box_x_;  // gray84 area boundaries, 85 each
   std::vector<int> box_y_;
+  std::vector<uint32_t> column_sums_;  // gray84 scratch, one per scene column
   bool active_ = false;
   uint64_t start_timestamp_ = 0;
   double last_x_ = 0.0;
