@@ -100,8 +100,8 @@ class AirSimServer::Handler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sim_mu_) {
     std::string name;
     if (absl::Status st = Read(name_object, &name); !st.ok()) return st;
-    if (name.empty()) return &s.vehicles_.begin()->second;
-    auto it = s.vehicles_.find(name);
+    // "" is the default vehicle: the first one configured.
+    auto it = s.vehicles_.find(name.empty() ? s.options_.vehicle_names.front() : name);
     if (it == s.vehicles_.end()) {
       return absl::NotFoundError(absl::StrCat(
           "Vehicle API for '", name,
@@ -265,7 +265,7 @@ class AirSimServer::Handler {
     }
     std::string name;
     Read(a[1], &name).IgnoreError();
-    DumpFrames(s, name.empty() ? s.vehicles_.begin()->first : name, responses);
+    DumpFrames(s, name.empty() ? s.options_.vehicle_names.front() : name, responses);
     Write(out, responses);
     return absl::OkStatus();
   }
@@ -330,8 +330,8 @@ class AirSimServer::Handler {
   }
   static absl::Status ListVehicles(AirSimServer& s, const msgpack::object*, Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
-    out.pack_array(static_cast<uint32_t>(s.vehicles_.size()));
-    for (const auto& [name, vehicle] : s.vehicles_) Write(out, name);
+    out.pack_array(static_cast<uint32_t>(s.options_.vehicle_names.size()));
+    for (const std::string& name : s.options_.vehicle_names) Write(out, name);  // configured order
     return absl::OkStatus();
   }
 };

@@ -630,6 +630,30 @@ TEST_CASE("connections over max_connections are refused and counted", "[airsim_p
   CHECK(Call(a, 2, "ping", 0).result().via.boolean);
 }
 
+TEST_CASE("each vehicle is its own car and \"\" is the first configured", "[airsim_protocol]") {
+  AirSimServerOptions options = ServerOptions();
+  options.vehicle_names = {"PhysXCar", "Car2"};
+  std::unique_ptr<AirSimServer> server = StartServer(options);
+  std::unique_ptr<AirSimClient> first = ConnectClient(server->port());
+  AirSimClientOptions second_options;
+  second_options.port = server->port();
+  second_options.vehicle_name = "Car2";
+  std::unique_ptr<AirSimClient> second = *AirSimClient::Connect(second_options);
+  CHECK(*first->ListVehicles() == std::vector<std::string>{"PhysXCar", "Car2"});
+  Pose pose;
+  pose.position = {-127.9f, -150.0f, 0.0f};
+  REQUIRE(second->SetPose(pose, true).ok());
+  CHECK(second->GetPose()->position.y_val == -150.0f);
+  CHECK(first->GetPose()->position.y_val != -150.0f);  // "" is PhysXCar, untouched
+  CarControls go;
+  go.throttle = 1.0f;
+  REQUIRE(first->SetControls(go).ok());
+  REQUIRE(first->ContinueForTime(absl::Seconds(1)).ok());  // the clock is shared
+  CHECK(first->GetState()->speed > 2.0f);
+  CHECK(second->GetState()->speed == 0.0f);
+  CHECK(second->GetState()->timestamp == first->GetState()->timestamp);
+}
+
 TEST_CASE("real-time mode advances the clock until paused", "[airsim_protocol]") {
   std::unique_ptr<AirSimServer> server = StartServer(ServerOptions(SimClockMode::kRealTime));
   std::unique_ptr<AirSimClient> client = ConnectClient(server->port());
