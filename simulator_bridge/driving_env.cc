@@ -111,7 +111,9 @@ absl::StatusOr<StepResult> DrivingEnv::Reset(uint64_t seed, uint8_t* observation
   pose.orientation = QuaternionFromYaw(yaw);
 
   if (absl::Status st = sim_->Pause(true); !st.ok()) return st;
-  if (absl::Status st = sim_->Reset(); !st.ok()) return st;
+  if (options_.reset_simulator) {
+    if (absl::Status st = sim_->Reset(); !st.ok()) return st;
+  }
   if (absl::Status st = sim_->SetPose(pose, /*ignore_collision=*/true); !st.ok()) return st;
   if (absl::Status st = sim_->SetControls(CarControls{}); !st.ok()) return st;
   if (options_.settle_sec > 0) {

@@ -65,6 +65,10 @@ struct DrivingEnvOptions {
   double start_fraction_min = 0.3;   // along the start segment
   double start_fraction_max = 0.7;
   float start_z = 0.0f;  // NED z of the start pose (AirSim maps may want < 0)
+  // Reset() calls the simulator's reset before teleporting, as the cookbook did. AirSim's reset
+  // (and convoy_sim's) resets every vehicle on the server: turn this off when cars share a server.
+  // Sharing also shares the clock, so lock-step agents should each have their own server.
+  bool reset_simulator = true;
   std::string camera_name = "0";
   // The cookbook crop, inclusive pixel bounds in the scene image.
   int crop_top = 76;
