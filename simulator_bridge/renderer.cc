@@ -10,6 +10,7 @@ namespace convoy {
 namespace {
 
 constexpr double kNearM = 0.05;
+constexpr int kMaxSamples = 4;
 
 // Base colours, B G R, per Material.
 constexpr uint8_t kMaterialBgr[kNumMaterials][3] = {
@@ -81,6 +82,9 @@ Renderer::Renderer(std::shared_ptr<const World> world, const CameraOptions& opti
       row.ground = true;
       row.t = height_ / down;
       row.fwd = fwd;
+      // A pixel spans t / focal metres across the row; sample about once per texel, up to 4.
+      const double texels = row.t / focal_ / world_->options().texel_m;
+      row.samples = std::clamp(static_cast<int>(std::ceil(texels - 0.25)), 1, kMaxSamples);
     }
     // Sky: blue overhead fading to a pale horizon; the horizon colour is also the haze colour.
     const double elevation = std::atan2(-down, fwd);
@@ -175,17 +179,39 @@ void Renderer::Render(double x, double y, double yaw, const std::vector<Obstacle
       const uint8_t* outside =
           palette + (static_cast<int>(Material::kGrass) * kMaterialVariants) * 3;
       uint8_t* out = bgr + static_cast<size_t>(v) * w * 3;
-      for (int u = 0; u < w; ++u, out += 3, tx += dtx, ty += dty) {
-        const int64_t ix = tx >> 16, iy = ty >> 16;
-        const uint8_t* color = outside;
-        if (static_cast<uint64_t>(ix) < tex_w && static_cast<uint64_t>(iy) < tex_h) {
-          const uint8_t id =
-              texture[(((iy >> 3) * tiles_x + (ix >> 3)) << 6) + ((iy & 7) << 3) + (ix & 7)];
-          color = palette + id * 3;
+      auto fetch = [&](int64_t x, int64_t y) -> const uint8_t* {
+        const int64_t ix = x >> 16, iy = y >> 16;
+        if (static_cast<uint64_t>(ix) >= tex_w || static_cast<uint64_t>(iy) >= tex_h)
+          return outside;
+        return palette +
+               texture[(((iy >> 3) * tiles_x + (ix >> 3)) << 6) + ((iy & 7) << 3) + (ix & 7)] * 3;
+      };
+      const int n = row.samples;
+      if (n == 1) {
+        for (int u = 0; u < w; ++u, out += 3, tx += dtx, ty += dty) {
+          const uint8_t* color = fetch(tx, ty);
+          out[0] = color[0];
+          out[1] = color[1];
+          out[2] = color[2];
         }
-        out[0] = color[0];
-        out[1] = color[1];
-        out[2] = color[2];
+      } else {
+        // n samples spread evenly across the pixel, centred on it; averaged with rounding.
+        const int64_t sx = dtx / n, sy = dty / n;
+        const int64_t x0 = -sx * (n - 1) / 2, y0 = -sy * (n - 1) / 2;
+        const uint32_t inverse = (65536u + n / 2) / n;
+        for (int u = 0; u < w; ++u, out += 3, tx += dtx, ty += dty) {
+          uint32_t b = 0, g = 0, r = 0;
+          int64_t x = tx + x0, y = ty + y0;
+          for (int k = 0; k < n; ++k, x += sx, y += sy) {
+            const uint8_t* color = fetch(x, y);
+            b += color[0];
+            g += color[1];
+            r += color[2];
+          }
+          out[0] = static_cast<uint8_t>((b * inverse + 32768u) >> 16);
+          out[1] = static_cast<uint8_t>((g * inverse + 32768u) >> 16);
+          out[2] = static_cast<uint8_t>((r * inverse + 32768u) >> 16);
+        }
       }
     }
     if (depth != nullptr) {

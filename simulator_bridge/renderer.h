@@ -2,7 +2,8 @@
 // curbs, sidewalks, grass) with distance fog, a sky gradient and box obstacles, as BGR bytes, plus
 // planar or perspective depth. The ground is flat and the camera never rolls, so each image row
 // below the horizon is one straight line across the surface texture: rendering costs one texture
-// fetch and one palette lookup per pixel, with no allocation.
+// fetch and one palette lookup per pixel (up to 4 across the row where a pixel spans several
+// texels, so thin distant lines do not flicker), with no allocation.
 #ifndef CONVOY_SIMULATOR_BRIDGE_RENDERER_H_
 #define CONVOY_SIMULATOR_BRIDGE_RENDERER_H_
 
@@ -54,6 +55,7 @@ class Renderer {
     bool ground = false;
     double t = 0.0;    // ray scale: planar depth of this row's ground hit
     double fwd = 0.0;  // horizontal forward component of the ray (per unit planar depth)
+    int samples = 1;   // texture samples per pixel across the row (more where texels are small)
   };
   struct Vec3 {
     double x, y, z;
