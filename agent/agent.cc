@@ -1,0 +1,566 @@
+#include "agent/agent.h"
+
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <deque>
+#include <numeric>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "agent/batch_sampler.h"
+#include "agent/device.h"
+#include "agent/learner.h"
+#include "agent/ps_client.h"
+#include "agent/replay_memory.h"
+#include "common/backoff.h"
+#include "common/gpu_monitor.h"
+#include "common/metrics.h"
+#include "common/weights_file.h"
+
+namespace convoy {
+namespace {
+
+// Calls to a parameter server that is down give up after this, and the agent learns locally meanwhile.
+constexpr absl::Duration kPsRetryWhileTraining = absl::Seconds(2);
+constexpr absl::Duration kRejoinEvery = absl::Seconds(3);
+constexpr absl::Duration kSamplerTimeout = absl::Seconds(30);
+constexpr absl::Duration kWeightsEvery = absl::Seconds(60);
+constexpr int kReturnWindow = 20;
+
+std::string Hostname() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+}  // namespace
+
+class Agent::Impl {
+ public:
+  explicit Impl(const AgentOptions& options) : options_(options), rng_(options.seed) {}
+
+  absl::Status Init();
+  absl::Status Run(const std::atomic<bool>& stop);
+
+  AgentStats stats() const {
+    absl::MutexLock lock(&stats_mu_);
+    return stats_;
+  }
+  std::vector<float> Weights() const {
+    std::vector<float> flat;
+    learner_->GetWeights(&flat);
+    return flat;
+  }
+
+ private:
+  absl::Status ResetEpisode();
+  absl::Status ReconnectSimulator();
+  int ChooseAction();
+  absl::Status TrainOne();
+  void Sync();
+  bool TryJoin();
+  void PullAfterPush(uint64_t target_version);
+  void EndEpisode(const StepResult& last);
+  void Report(bool final);
+  absl::Status OpenLogs();
+  void SaveWeights();
+
+  AgentOptions options_;
+  std::mt19937_64 rng_;
+  torch::Device device_ = torch::kCPU;
+  std::unique_ptr<Environment> environment_;
+  std::optional<Preprocess> preprocess_;
+  std::unique_ptr<DqnLearner> learner_;
+  std::unique_ptr<ReplayMemory> replay_;
+  std::unique_ptr<BatchSampler> sampler_;
+  std::unique_ptr<PsClient> ps_;
+  std::unique_ptr<PsClient> rejoin_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<GpuMonitor> gpu_;
+
+  std::vector<uint8_t> env_frame_, model_frame_, observation_;
+  std::vector<float> gradient_, weights_, weights_at_sync_;
+
+  // Parameter-server state.
+  bool connected_ = false;
+  uint64_t version_ = 0;
+  uint64_t incarnation_ = 0;
+  uint64_t target_version_ = 0;
+  absl::Time next_rejoin_ = absl::InfinitePast();
+
+  // Episode and training state.
+  double epsilon_ = 1.0;
+  double train_credit_ = 0;
+  uint64_t minibatches_ = 0;
+  uint64_t minibatches_at_target_ = 0;  // Alone: when the target network was last copied.
+  uint64_t episode_seed_ = 0;
+  double episode_return_ = 0;
+  int episode_length_ = 0;
+  std::deque<double> recent_returns_;
+  double loss_sum_ = 0, q_sum_ = 0;
+  int loss_count_ = 0;
+  double push_ms_sum_ = 0, pull_ms_sum_ = 0;
+  int push_count_ = 0, pull_count_ = 0;
+  uint64_t last_staleness_ = 0;
+  absl::Time started_;
+  absl::Time last_report_;
+  absl::Time last_weights_save_;
+  uint64_t env_steps_at_report_ = 0, train_steps_at_report_ = 0;
+
+  mutable absl::Mutex stats_mu_;
+  AgentStats stats_ ABSL_GUARDED_BY(stats_mu_);
+};
+
+absl::Status Agent::Impl::Init() {
+  if (options_.push != "gradients" && options_.push != "deltas") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--push must be gradients or deltas, got '", options_.push, "'"));
+  }
+  if (options_.batch_size < 1 || options_.batch_update_frequency < 1 || options_.replay_ratio <= 0) {
+    return absl::InvalidArgumentError(
+        "--batch_size, --batch_update_frequency and --replay_ratio must be positive");
+  }
+  absl::StatusOr<torch::Device> device = ResolveDevice(options_.device);
+  if (!device.ok()) return device.status();
+  device_ = *device;
+
+  absl::StatusOr<ModelSpec> spec = ResolveModel(options_.model);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);
+  if (!environment.ok()) return environment.status();
+  environment_ = *std::move(environment);
+  const std::array<int, 3> env_shape = environment_->env->observation_shape();
+  if (spec->channels % env_shape[0] != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", spec->name, " takes ", spec->channels, " channels, not a stack of ", env_shape[0],
+        "-channel frames"));
+  }
+  const int frame_stack = spec->channels / env_shape[0];
+  absl::StatusOr<Preprocess> preprocess =
+      Preprocess::Create(env_shape, {env_shape[0], spec->height, spec->width});
+  if (!preprocess.ok()) return preprocess.status();
+  preprocess_ = *preprocess;
+
+  LearnerOptions learner;
+  learner.model = options_.model;
+  learner.num_actions = environment_->env->num_actions();
+  learner.seed = options_.seed;
+  learner.device = device_;
+  learner.double_dqn = options_.double_dqn;
+  learner.max_grad_norm = options_.max_grad_norm;
+  learner.learning_rate = options_.learning_rate;
+  learner.amp = options_.amp;
+  absl::StatusOr<std::unique_ptr<DqnLearner>> created = DqnLearner::Create(learner);
+  if (!created.ok()) return created.status();
+  learner_ = *std::move(created);
+  learner_->CopyOnlineToTarget();
+
+  ReplayOptions replay;
+  replay.capacity = options_.replay_memory_size;
+  replay.frame_shape = preprocess_->output_shape();
+  replay.frame_stack = frame_stack;
+  replay.n_step = options_.n_step;
+  replay.gamma = options_.gamma;
+  replay.prioritized = options_.prioritized;
+  replay.seed = options_.seed;
+  absl::StatusOr<std::unique_ptr<ReplayMemory>> memory = ReplayMemory::Create(replay);
+  if (!memory.ok()) return memory.status();
+  replay_ = *std::move(memory);
+  sampler_ = std::make_unique<BatchSampler>(
+      replay_.get(), options_.batch_size,
+      std::max<size_t>(options_.min_replay_size, options_.batch_size), device_);
+
+  env_frame_.resize(environment_->env->observation_size());
+  model_frame_.resize(preprocess_->output_size());
+  observation_.resize(preprocess_->output_size() * frame_stack);
+  LOG(INFO) << options_.agent_id << ": model " << spec->name << " ("
+            << learner_->model().parameter_count << " parameters) on " << DescribeDevice(device_)
+            << "; replay " << options_.replay_memory_size << " transitions, "
+            << replay_->bytes_per_transition() << " bytes per transition; sim "
+            << options_.environment.sim;
+
+  if (device_.is_cuda()) gpu_ = GpuMonitor::Open(device_.index() < 0 ? 0 : device_.index());
+  if (!options_.log_dir.empty()) {
+    if (absl::Status s = OpenLogs(); !s.ok()) return s;
+  }
+
+  epsilon_ = 1.0;
+  if (!options_.ps_address.empty()) {
+    PsClientOptions ps;
+    ps.address = options_.ps_address;
+    ps.agent_id = options_.agent_id;
+    ps.hostname = Hostname();
+    ps.agent_index = options_.agent_index;
+    ps.model_fingerprint = learner_->model().fingerprint;
+    ps.push_encoding = options_.push_encoding;
+    ps.retry_for = absl::Seconds(60);  // Joining at start waits for a server that is still starting.
+    ps_ = std::make_unique<PsClient>(ps);
+    absl::StatusOr<v1::JoinResponse> joined = ps_->Join();
+    if (!joined.ok()) return joined.status();
+    if (joined->config().update_rule() == "delta" && options_.push != "deltas") {
+      return absl::InvalidArgumentError(
+          "the parameter server applies deltas (--optimizer=delta): start agents with --push=deltas");
+    }
+    if (joined->config().update_rule() != "delta" && options_.push == "deltas") {
+      return absl::InvalidArgumentError(
+          "--push=deltas needs a parameter server started with --optimizer=delta");
+    }
+    epsilon_ = joined->config().epsilon();
+    connected_ = true;
+    PullAfterPush(joined->target_version());
+    PsClientOptions training = ps_->options();
+    training.retry_for = kPsRetryWhileTraining;
+    ps_ = std::make_unique<PsClient>(training);
+    // Rejoin attempts during an outage try once and return, so acting never waits on them.
+    training.retry_for = absl::ZeroDuration();
+    training.call_timeout = absl::Seconds(1);
+    rejoin_ = std::make_unique<PsClient>(training);
+  }
+  learner_->GetWeights(&weights_at_sync_);
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::OpenLogs() {
+  absl::StatusOr<std::unique_ptr<MetricsLog>> log = MetricsLog::Open(options_.log_dir);
+  if (!log.ok()) return log.status();
+  metrics_ = *std::move(log);
+  absl::Status s = metrics_->DeclareTable(
+      "episodes",
+      {"episode", "env_steps", "return", "length", "distance_m", "collision", "time_limit",
+       "epsilon", "wall_s"},
+      "env_steps");
+  if (!s.ok()) return s;
+  return metrics_->DeclareTable(
+      "intervals",
+      {"wall_s", "env_steps", "train_steps", "episodes", "loss", "mean_q", "epsilon", "env_steps_per_s",
+       "train_steps_per_s", "push_ms", "pull_ms", "staleness", "ps_version", "sampler_wait_s",
+       "gpu_util_percent", "gpu_memory_mb"},
+      "env_steps");
+}
+
+absl::Status Agent::Impl::ResetEpisode() {
+  absl::StatusOr<StepResult> first = environment_->env->Reset(
+      options_.seed * 1000003 + episode_seed_++, env_frame_.data());
+  if (!first.ok()) return first.status();
+  preprocess_->Apply(env_frame_.data(), model_frame_.data());
+  replay_->StartEpisode(model_frame_.data());
+  episode_return_ = 0;
+  episode_length_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::ReconnectSimulator() {
+  Backoff backoff;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);
+    if (environment.ok()) {
+      environment_ = *std::move(environment);
+      LOG(INFO) << options_.agent_id << ": simulator reconnected; restarting the episode";
+      return ResetEpisode();
+    }
+    if (backoff.attempts() >= 30) return environment.status();
+    absl::SleepFor(backoff.NextDelay());
+  }
+}
+
+int Agent::Impl::ChooseAction() {
+  const int actions = environment_->env->num_actions();
+  const bool filling = options_.fill_with_random_actions && replay_->size() < options_.min_replay_size;
+  if (filling || std::uniform_real_distribution<double>(0, 1)(rng_) < epsilon_) {
+    return std::uniform_int_distribution<int>(0, actions - 1)(rng_);
+  }
+  replay_->CurrentObservation(observation_.data());
+  return learner_->GreedyAction(observation_.data());
+}
+
+absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
+  started_ = last_report_ = last_weights_save_ = absl::Now();
+  if (absl::Status s = ResetEpisode(); !s.ok()) return s;
+  const double train_steps_per_env_step = options_.replay_ratio / options_.batch_size;
+  while (!stop.load()) {
+    const AgentStats now = stats();
+    if (options_.max_steps > 0 && now.env_steps >= options_.max_steps) break;
+    if (options_.max_time > absl::ZeroDuration() && absl::Now() - started_ >= options_.max_time) break;
+
+    const int action = ChooseAction();
+    absl::StatusOr<StepResult> step = environment_->env->Step(action, env_frame_.data());
+    if (!step.ok()) {
+      if (options_.environment.sim == "embedded") return step.status();
+      LOG(WARNING) << options_.agent_id << ": simulator call failed (" << step.status()
+                   << "); reconnecting";
+      if (absl::Status s = ReconnectSimulator(); !s.ok()) return s;
+      continue;
+    }
+    preprocess_->Apply(env_frame_.data(), model_frame_.data());
+    // A time limit is not a true end: the last transition still bootstraps from its next state.
+    const bool terminal = step->done && step->reason != TerminationReason::kTimeLimit;
+    replay_->Add(action, step->reward, terminal, model_frame_.data());
+    episode_return_ += step->reward;
+    ++episode_length_;
+    {
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.env_steps;
+    }
+    if (step->done) {
+      EndEpisode(*step);
+      if (absl::Status s = ResetEpisode(); !s.ok()) {
+        if (options_.environment.sim == "embedded") return s;
+        if (absl::Status r = ReconnectSimulator(); !r.ok()) return r;
+      }
+    }
+    if (replay_->size() >= std::max<size_t>(options_.min_replay_size, options_.batch_size)) {
+      train_credit_ += train_steps_per_env_step;
+      while (train_credit_ >= 1.0 && !stop.load()) {
+        if (absl::Status s = TrainOne(); !s.ok()) return s;
+        train_credit_ -= 1.0;
+      }
+    }
+    if (absl::Now() - last_report_ >= options_.report_every) Report(false);
+    if (!options_.log_dir.empty() && absl::Now() - last_weights_save_ >= kWeightsEvery) {
+      SaveWeights();
+    }
+  }
+  if (learner_->accumulated() > 0) Sync();
+  sampler_->Stop();
+  Report(true);
+  if (!options_.log_dir.empty()) SaveWeights();
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::TrainOne() {
+  absl::StatusOr<TensorBatch> batch = sampler_->Next(kSamplerTimeout);
+  if (!batch.ok()) return batch.status();
+  const TrainStats stats =
+      learner_->Accumulate(batch->observations, batch->next_observations, batch->actions,
+                           batch->returns, batch->discounts, batch->weights);
+  if (options_.prioritized) {
+    replay_->UpdatePriorities(batch->ids.data(), stats.td_errors.data(), batch->ids.size());
+  }
+  loss_sum_ += stats.loss;
+  q_sum_ += stats.mean_q;
+  ++loss_count_;
+  ++minibatches_;
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.train_steps;
+  }
+  const bool deltas = options_.push == "deltas";
+  if (deltas || ps_ == nullptr || !connected_) {
+    // Deltas, training alone, or riding out a server outage: the local optimizer steps every minibatch.
+    learner_->StepLocal();
+  }
+  if (minibatches_ % options_.batch_update_frequency == 0) Sync();
+  return absl::OkStatus();
+}
+
+bool Agent::Impl::TryJoin() {
+  if (absl::Now() < next_rejoin_) return false;
+  next_rejoin_ = absl::Now() + kRejoinEvery;
+  absl::StatusOr<v1::JoinResponse> joined = rejoin_->Join();
+  if (!joined.ok()) return false;
+  LOG(INFO) << options_.agent_id << ": rejoined the parameter server at version "
+            << joined->version();
+  connected_ = true;
+  epsilon_ = joined->config().epsilon();
+  incarnation_ = 0;  // Whatever we hold, take the server's weights.
+  PullAfterPush(joined->target_version());
+  learner_->GetWeights(&weights_at_sync_);
+  return true;
+}
+
+void Agent::Impl::Sync() {
+  if (ps_ == nullptr) {
+    // Alone: the local optimizer already stepped; refresh the target and decay epsilon like the server would.
+    if (minibatches_ - minibatches_at_target_ >= options_.target_update_frequency) {
+      learner_->CopyOnlineToTarget();
+      minibatches_at_target_ = minibatches_;
+    }
+    epsilon_ = std::max(options_.min_epsilon, epsilon_ - options_.per_iter_epsilon_reduction);
+    return;
+  }
+  if (!connected_) {
+    TryJoin();
+    return;
+  }
+  const absl::Time push_start = absl::Now();
+  const uint32_t minibatches = static_cast<uint32_t>(options_.batch_update_frequency);
+  if (options_.push == "deltas") {
+    learner_->GetWeights(&weights_);
+    gradient_.resize(weights_.size());
+    for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
+  } else if (!learner_->TakeMeanGradient(&gradient_)) {
+    return;  // AMP overflow: this update is skipped, as a gradient scaler does.
+  }
+  absl::StatusOr<PushResult> pushed =
+      ps_->Push(gradient_.data(), gradient_.size(), version_, minibatches);
+  if (!pushed.ok()) {
+    if (pushed.status().code() == absl::StatusCode::kUnavailable) {
+      LOG(WARNING) << options_.agent_id << ": parameter server unreachable ("
+                   << pushed.status().message() << "); learning locally until it is back";
+      connected_ = false;
+      next_rejoin_ = absl::Now() + kRejoinEvery;
+      learner_->GetWeights(&weights_at_sync_);
+      return;
+    }
+    LOG(ERROR) << options_.agent_id << ": push refused: " << pushed.status();
+    return;
+  }
+  push_ms_sum_ += absl::ToDoubleMilliseconds(absl::Now() - push_start);
+  ++push_count_;
+  epsilon_ = pushed->epsilon;
+  last_staleness_ = pushed->staleness;
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.pushes;
+    if (!pushed->accepted) ++stats_.pushes_rejected;
+  }
+  PullAfterPush(pushed->target_version);
+  learner_->GetWeights(&weights_at_sync_);
+}
+
+void Agent::Impl::PullAfterPush(uint64_t target_version) {
+  const absl::Time pull_start = absl::Now();
+  absl::StatusOr<PullResult> pulled =
+      ps_->Pull(version_, incarnation_, v1::NETWORK_ONLINE, &weights_);
+  if (!pulled.ok()) {
+    LOG(WARNING) << options_.agent_id << ": pull failed: " << pulled.status();
+    if (pulled.status().code() == absl::StatusCode::kUnavailable) connected_ = false;
+    return;
+  }
+  if (pulled->updated) learner_->SetWeights(weights_);
+  const bool new_incarnation = pulled->incarnation != incarnation_;
+  version_ = pulled->version;
+  incarnation_ = pulled->incarnation;
+  pull_ms_sum_ += absl::ToDoubleMilliseconds(absl::Now() - pull_start);
+  ++pull_count_;
+  if (target_version != target_version_ || new_incarnation) {
+    std::vector<float> target;
+    absl::StatusOr<PullResult> t = ps_->Pull(0, 0, v1::NETWORK_TARGET, &target);
+    if (t.ok() && t->updated) {
+      learner_->SetTargetWeights(target);
+      target_version_ = t->version;
+    }
+  }
+  absl::MutexLock lock(&stats_mu_);
+  stats_.ps_version = version_;
+}
+
+void Agent::Impl::EndEpisode(const StepResult& last) {
+  recent_returns_.push_back(episode_return_);
+  if (recent_returns_.size() > kReturnWindow) recent_returns_.pop_front();
+  const double average = std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
+                         recent_returns_.size();
+  uint64_t episodes, env_steps;
+  {
+    absl::MutexLock lock(&stats_mu_);
+    episodes = ++stats_.episodes;
+    env_steps = stats_.env_steps;
+    stats_.average_return = average;
+    stats_.epsilon = epsilon_;
+  }
+  if (metrics_ != nullptr) {
+    absl::Status s = metrics_->Append(
+        "episodes",
+        {static_cast<double>(episodes), static_cast<double>(env_steps), episode_return_,
+         static_cast<double>(episode_length_), last.car.distance_driven_m,
+         last.reason == TerminationReason::kCollision ? 1.0 : 0.0,
+         last.reason == TerminationReason::kTimeLimit ? 1.0 : 0.0, epsilon_,
+         absl::ToDoubleSeconds(absl::Now() - started_)});
+    if (!s.ok()) LOG(WARNING) << "metrics: " << s;
+  }
+}
+
+void Agent::Impl::Report(bool final) {
+  const absl::Time now = absl::Now();
+  const double seconds = std::max(1e-3, absl::ToDoubleSeconds(now - last_report_));
+  const AgentStats s = stats();
+  const double env_sps = (s.env_steps - env_steps_at_report_) / seconds;
+  const double train_sps = (s.train_steps - train_steps_at_report_) / seconds;
+  env_steps_at_report_ = s.env_steps;
+  train_steps_at_report_ = s.train_steps;
+  last_report_ = now;
+  const double loss = loss_count_ > 0 ? loss_sum_ / loss_count_ : 0;
+  const double mean_q = loss_count_ > 0 ? q_sum_ / loss_count_ : 0;
+  const double push_ms = push_count_ > 0 ? push_ms_sum_ / push_count_ : 0;
+  const double pull_ms = pull_count_ > 0 ? pull_ms_sum_ / pull_count_ : 0;
+  loss_sum_ = q_sum_ = push_ms_sum_ = pull_ms_sum_ = 0;
+  loss_count_ = push_count_ = pull_count_ = 0;
+  double gpu_util = 0, gpu_mb = 0;
+  if (gpu_ != nullptr) {
+    absl::StatusOr<GpuSample> sample = gpu_->Sample();
+    if (sample.ok()) {
+      gpu_util = sample->utilisation_percent;
+      gpu_mb = sample->memory_used_bytes / 1048576.0;
+    }
+  }
+  {
+    absl::MutexLock lock(&stats_mu_);
+    stats_.epsilon = epsilon_;
+  }
+  std::string left;
+  if (options_.max_time > absl::ZeroDuration()) {
+    const absl::Duration remaining = std::max(absl::ZeroDuration(), options_.max_time - (now - started_));
+    left = absl::StrFormat(", %.0fs left", absl::ToDoubleSeconds(remaining));
+  } else if (options_.max_steps > 0) {
+    left = absl::StrFormat(", %d steps left",
+                           options_.max_steps > s.env_steps ? options_.max_steps - s.env_steps : 0);
+  }
+  std::fprintf(stderr,
+               "[%s] %s%llu episodes, %llu steps, avg return %.1f, %.0f env steps/s, %.1f train "
+               "steps/s, loss %.4f, eps %.2f%s%s\n",
+               options_.agent_id.c_str(), final ? "done: " : "",
+               static_cast<unsigned long long>(s.episodes),
+               static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps,
+               loss, epsilon_,
+               ps_ ? absl::StrCat(", PS v", version_, connected_ ? "" : " (disconnected)").c_str()
+                   : "",
+               left.c_str());
+  if (options_.machine_progress) {
+    std::printf(
+        "PROGRESS agent=%s episodes=%llu env_steps=%llu train_steps=%llu avg_return=%.3f "
+        "env_sps=%.1f train_sps=%.2f epsilon=%.3f loss=%.5f version=%llu connected=%d\n",
+        options_.agent_id.c_str(), static_cast<unsigned long long>(s.episodes),
+        static_cast<unsigned long long>(s.env_steps), static_cast<unsigned long long>(s.train_steps),
+        s.average_return, env_sps, train_sps, epsilon_, loss,
+        static_cast<unsigned long long>(version_), connected_ || ps_ == nullptr ? 1 : 0);
+    std::fflush(stdout);
+  }
+  if (metrics_ != nullptr) {
+    absl::Status st = metrics_->Append(
+        "intervals",
+        {absl::ToDoubleSeconds(now - started_), static_cast<double>(s.env_steps),
+         static_cast<double>(s.train_steps), static_cast<double>(s.episodes), loss, mean_q,
+         epsilon_, env_sps, train_sps, push_ms, pull_ms, static_cast<double>(last_staleness_),
+         static_cast<double>(version_), sampler_->learner_wait_seconds(), gpu_util, gpu_mb});
+    if (!st.ok()) LOG(WARNING) << "metrics: " << st;
+  }
+}
+
+void Agent::Impl::SaveWeights() {
+  last_weights_save_ = absl::Now();
+  std::vector<float> flat;
+  learner_->GetWeights(&flat);
+  absl::Status s = WriteWeightsFile(absl::StrCat(options_.log_dir, "/weights.pt"), flat.data(),
+                                    learner_->model().layout);
+  if (!s.ok()) LOG(WARNING) << options_.agent_id << ": " << s;
+}
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() = default;
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  if (absl::Status s = impl->Init(); !s.ok()) return s;
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+absl::Status Agent::Run(const std::atomic<bool>& stop) { return impl_->Run(stop); }
+AgentStats Agent::stats() const { return impl_->stats(); }
+std::vector<float> Agent::Weights() const { return impl_->Weights(); }
+
+}  // namespace convoy

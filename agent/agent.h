@@ -1,0 +1,104 @@
+// Agent: one car, one replay memory, one DQN learner, kept in step with the parameter server.
+//
+// One thread acts: epsilon-greedy on the local Q-network, the transition into the replay memory. Learning
+// interleaves with acting at `replay_ratio` sampled transitions per environment step, minibatches assembled
+// by a background BatchSampler so the learner never waits on replay. Every `batch_update_frequency`
+// minibatches (the cookbook's name) the agent synchronises:
+//   --ps set, push=gradients: push the mean gradient with the version it was computed on, then pull the
+//                             newest weights (and the target network when its version changed);
+//   --ps set, push=deltas:    the local Adam steps every minibatch; push the weight change since the last
+//                             sync (the server runs --optimizer=delta), then pull;
+//   alone:                    the local Adam steps; the target network is copied every
+//                             target_update_frequency minibatches; epsilon decays locally.
+// When the parameter server is unreachable the agent keeps acting and learning locally, retries Join every
+// few seconds, and on success pulls the server's weights and carries on. When an AirSim connection drops it
+// reconnects and restarts the episode.
+#ifndef CONVOY_AGENT_AGENT_H_
+#define CONVOY_AGENT_AGENT_H_
+
+#include <atomic>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/environment.h"
+#include "agent/preprocess.h"
+#include "common/tensor_encoding.h"
+
+namespace convoy {
+
+struct AgentOptions {
+  std::string agent_id = "agent-0";
+  uint32_t agent_index = 0;
+  uint64_t seed = 1;
+  std::string ps_address;  // Empty: train alone.
+  EnvironmentSpec environment;
+  std::string model = "compact";
+  std::string device = "auto";
+  bool amp = false;
+  // The cookbook's names.
+  int batch_size = 32;
+  int batch_update_frequency = 4;
+  size_t replay_memory_size = 100000;
+  double min_epsilon = 0.1;
+  double per_iter_epsilon_reduction = 0.003;  // Alone: per local update.
+  // Beyond the cookbook.
+  size_t min_replay_size = 1000;
+  bool fill_with_random_actions = true;  // Act at random until min_replay_size, as the cookbook did.
+  double replay_ratio = 8.0;             // Sampled transitions per environment step.
+  bool prioritized = false;
+  int n_step = 1;
+  double gamma = 0.99;
+  double learning_rate = 1e-3;
+  double max_grad_norm = 10.0;
+  bool double_dqn = true;
+  uint64_t target_update_frequency = 300;  // Alone: minibatches between target copies.
+  std::string push = "gradients";          // or "deltas"
+  TensorEncoding push_encoding = TensorEncoding::kFp32;
+  // Bounds: whichever comes first; 0 / zero duration = unbounded.
+  uint64_t max_steps = 0;
+  absl::Duration max_time = absl::ZeroDuration();
+  std::string log_dir;  // Metrics CSV, TensorBoard events, weights.pt; empty: no files.
+  absl::Duration report_every = absl::Seconds(5);
+  bool machine_progress = false;  // Also print "PROGRESS key=value ..." lines on stdout (for convoy_train).
+};
+
+// Counters of a run so far.
+struct AgentStats {
+  uint64_t env_steps = 0;
+  uint64_t train_steps = 0;
+  uint64_t episodes = 0;
+  uint64_t pushes = 0;
+  uint64_t pushes_rejected = 0;
+  uint64_t ps_version = 0;
+  double epsilon = 1.0;
+  double average_return = 0;  // Over the last 20 episodes.
+};
+
+class Agent {
+ public:
+  // Builds the environment, learner, replay memory and (with --ps) joins the parameter server.
+  // Errors: INVALID_ARGUMENT for bad options; FAILED_PRECONDITION for a model mismatch with the server.
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(const AgentOptions& options);
+  ~Agent();
+
+  // Trains until max_steps, max_time or `*stop` becomes true; then a last sync and, with a log_dir, the
+  // final weights in log_dir/weights.pt.
+  absl::Status Run(const std::atomic<bool>& stop);
+
+  AgentStats stats() const;
+  // The current local weights, flat in layout order.
+  std::vector<float> Weights() const;
+
+ private:
+  class Impl;
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_AGENT_AGENT_H_

@@ -1,0 +1,135 @@
+// convoy_agent: one DQN agent. Drives a car in the embedded simulator or AirSim, keeps its replay memory,
+// trains locally and stays in step with a convoy_ps (or trains alone without --ps).
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
+#include "agent/agent.h"
+#include "common/init.h"
+
+ABSL_FLAG(std::string, ps, "", "Parameter server host:port; empty trains alone with a local optimizer.");
+ABSL_FLAG(std::string, sim, "embedded", "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
+ABSL_FLAG(std::string, map_dir, "", "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
+ABSL_FLAG(int, parked_cars, 0, "Parked cars (static obstacles) in the embedded simulator.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of the weights, exploration, replay sampling and episode starts.");
+ABSL_FLAG(std::string, agent_id, "agent-0", "Agent id, unique per agent process.");
+ABSL_FLAG(uint32_t, agent_index, 0, "Agent index, 0-based (selects the Ape-X epsilon).");
+ABSL_FLAG(std::string, model, "compact", "Q-network (registry name: compact, cookbook, nature, ...).");
+ABSL_FLAG(std::string, device, "auto", "auto, cpu, cuda or cuda:N (auto: LOCAL_RANK's GPU, else CPU).");
+ABSL_FLAG(bool, amp, false, "Automatic mixed precision with loss scaling (CUDA only).");
+ABSL_FLAG(int, batch_size, 32, "Minibatch size.");
+ABSL_FLAG(int, batch_update_frequency, 4,
+          "Minibatches accumulated between pushes to the parameter server (or local updates).");
+ABSL_FLAG(uint64_t, replay_memory_size, 100000, "Replay memory capacity, transitions.");
+ABSL_FLAG(uint64_t, min_replay_size, 1000, "Transitions collected before learning starts.");
+ABSL_FLAG(bool, fill_with_random_actions, true, "Act at random until min_replay_size (the cookbook's start).");
+ABSL_FLAG(double, replay_ratio, 8.0, "Sampled transitions per environment step.");
+ABSL_FLAG(bool, prioritized, false, "Prioritized experience replay.");
+ABSL_FLAG(int, n_step, 1, "n-step returns.");
+ABSL_FLAG(double, gamma, 0.99, "Discount.");
+ABSL_FLAG(double, learning_rate, 1e-3, "Local Adam learning rate (alone, deltas, or while the PS is down).");
+ABSL_FLAG(double, max_grad_norm, 10.0, "Clip each update's gradient norm (0: off).");
+ABSL_FLAG(bool, double_dqn, true, "Double DQN targets.");
+ABSL_FLAG(uint64_t, target_update_frequency, 300, "Alone: minibatches between target-network copies.");
+ABSL_FLAG(double, min_epsilon, 0.1, "Alone: epsilon floor (with --ps the server's schedule rules).");
+ABSL_FLAG(double, per_iter_epsilon_reduction, 0.003, "Alone: epsilon decrease per update.");
+ABSL_FLAG(double, max_epoch_runtime_sec, 30.0, "Episode time limit, simulation seconds.");
+ABSL_FLAG(std::string, push, "gradients", "gradients, or deltas (for a PS run with --optimizer=delta).");
+ABSL_FLAG(std::string, push_encoding, "fp32", "fp32 or bf16.");
+ABSL_FLAG(uint64_t, max_steps, 0, "Stop after this many environment steps (0: no bound).");
+ABSL_FLAG(double, max_minutes, 0, "Stop after this many minutes (0: no bound).");
+// glog's header declares a global FLAGS_log_dir of its own (not a command-line flag here): this file does
+// not include glog, so --log_dir is convoy's.
+ABSL_FLAG(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; empty: none.");
+ABSL_FLAG(double, report_seconds, 5, "Seconds between progress lines.");
+ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.");
+
+namespace convoy {
+namespace {
+
+AgentOptions OptionsFromFlags() {
+  AgentOptions o;
+  o.agent_id = absl::GetFlag(FLAGS_agent_id);
+  o.agent_index = absl::GetFlag(FLAGS_agent_index);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.ps_address = absl::GetFlag(FLAGS_ps);
+  o.environment.sim = absl::GetFlag(FLAGS_sim);
+  o.environment.map_dir = absl::GetFlag(FLAGS_map_dir);
+  o.environment.parked_cars = absl::GetFlag(FLAGS_parked_cars);
+  o.environment.world_seed = absl::GetFlag(FLAGS_seed);
+  o.environment.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  o.model = absl::GetFlag(FLAGS_model);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.amp = absl::GetFlag(FLAGS_amp);
+  o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  o.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
+  o.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
+  o.min_replay_size = absl::GetFlag(FLAGS_min_replay_size);
+  o.fill_with_random_actions = absl::GetFlag(FLAGS_fill_with_random_actions);
+  o.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
+  o.prioritized = absl::GetFlag(FLAGS_prioritized);
+  o.n_step = absl::GetFlag(FLAGS_n_step);
+  o.gamma = absl::GetFlag(FLAGS_gamma);
+  o.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  o.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+  o.double_dqn = absl::GetFlag(FLAGS_double_dqn);
+  o.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
+  o.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
+  o.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
+  o.push = absl::GetFlag(FLAGS_push);
+  o.push_encoding =
+      absl::GetFlag(FLAGS_push_encoding) == "bf16" ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
+  o.max_steps = absl::GetFlag(FLAGS_max_steps);
+  o.max_time = absl::Seconds(absl::GetFlag(FLAGS_max_minutes) * 60);
+  o.log_dir = absl::GetFlag(FLAGS_log_dir);
+  o.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
+  o.machine_progress = absl::GetFlag(FLAGS_machine_progress);
+  return o;
+}
+
+int Run() {
+  const std::string encoding = absl::GetFlag(FLAGS_push_encoding);
+  if (encoding != "fp32" && encoding != "bf16") {
+    std::fprintf(stderr, "--push_encoding must be fp32 or bf16, got '%s'\n", encoding.c_str());
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    stop = true;
+  });
+  waiter.detach();
+
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(OptionsFromFlags());
+  if (!agent.ok()) {
+    std::fprintf(stderr, "convoy_agent: cannot start: %s\n", agent.status().ToString().c_str());
+    return 1;
+  }
+  absl::Status run = (*agent)->Run(stop);
+  if (!run.ok()) {
+    std::fprintf(stderr, "convoy_agent: failed: %s\n", run.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace convoy
+
+int main(int argc, char** argv) {
+  convoy::InitProcess(argc, argv,
+                      "convoy_agent: a DQN driving agent.\n"
+                      "Usage: convoy_agent [--ps=host:port] [--sim=embedded|airsim://host:port] "
+                      "[--max_minutes=N] [--log_dir=DIR] [flags]");
+  return convoy::Run();
+}

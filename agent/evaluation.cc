@@ -1,0 +1,126 @@
+#include "agent/evaluation.h"
+
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/learner.h"
+
+namespace convoy {
+namespace {
+// Far from the seeds agents train on (seed * 1000003 + episode).
+constexpr uint64_t kFirstEvaluationSeed = 900000000001ull;
+}  // namespace
+
+std::vector<uint64_t> EvaluationSeeds(int episodes) {
+  std::vector<uint64_t> seeds;
+  for (int i = 0; i < episodes; ++i) seeds.push_back(kFirstEvaluationSeed + 7919ull * i);
+  return seeds;
+}
+
+absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preprocess, int frame_stack,
+                                     const Policy& policy, const std::vector<uint64_t>& seeds) {
+  std::vector<uint8_t> frame(env.observation_size()), model_frame(preprocess.output_size());
+  FrameStack stack(preprocess.output_size(), frame_stack);
+  EvalSummary summary;
+  for (uint64_t seed : seeds) {
+    EpisodeRecord record;
+    record.seed = seed;
+    absl::StatusOr<StepResult> step = env.Reset(seed, frame.data());
+    if (!step.ok()) return step.status();
+    preprocess.Apply(frame.data(), model_frame.data());
+    stack.Reset(model_frame.data());
+    record.path.emplace_back(step->car.x, step->car.y);
+    while (true) {
+      step = env.Step(policy(stack.data()), frame.data());
+      if (!step.ok()) return step.status();
+      preprocess.Apply(frame.data(), model_frame.data());
+      stack.Push(model_frame.data());
+      record.total_return += step->reward;
+      ++record.steps;
+      record.path.emplace_back(step->car.x, step->car.y);
+      if (step->done) {
+        record.distance_m = step->car.distance_driven_m;
+        record.reason = step->reason;
+        record.collided = step->reason == TerminationReason::kCollision;
+        break;
+      }
+    }
+    summary.mean_return += record.total_return;
+    summary.mean_distance_m += record.distance_m;
+    summary.collisions += record.collided ? 1 : 0;
+    summary.full_episodes += record.reason == TerminationReason::kTimeLimit ? 1 : 0;
+    summary.episodes.push_back(std::move(record));
+  }
+  if (!seeds.empty()) {
+    summary.mean_return /= seeds.size();
+    summary.mean_distance_m /= seeds.size();
+  }
+  return summary;
+}
+
+Policy RandomPolicy(int num_actions, uint64_t seed) {
+  auto rng = std::make_shared<std::mt19937_64>(seed);
+  return [rng, num_actions](const uint8_t*) {
+    return std::uniform_int_distribution<int>(0, num_actions - 1)(*rng);
+  };
+}
+
+absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
+                                             const std::vector<float>& weights,
+                                             const EnvironmentSpec& spec, int episodes) {
+  absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(spec);
+  if (!environment.ok()) return environment.status();
+  DrivingEnv& env = *(*environment)->env;
+  LearnerOptions options;
+  options.model = model;
+  options.num_actions = env.num_actions();
+  absl::StatusOr<std::unique_ptr<DqnLearner>> learner = DqnLearner::Create(options);
+  if (!learner.ok()) return learner.status();
+  if (weights.size() != (*learner)->model().parameter_count) {
+    return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.size(), " elements, model ",
+                                                   model, " has ",
+                                                   (*learner)->model().parameter_count));
+  }
+  (*learner)->SetWeights(weights);
+  const ModelSpec& m = (*learner)->model().spec;
+  const std::array<int, 3> shape = env.observation_shape();
+  absl::StatusOr<Preprocess> preprocess = Preprocess::Create(shape, {shape[0], m.height, m.width});
+  if (!preprocess.ok()) return preprocess.status();
+  const int frame_stack = m.channels / shape[0];
+  const std::vector<uint64_t> seeds = EvaluationSeeds(episodes);
+  DqnLearner* greedy_learner = learner->get();
+  absl::StatusOr<EvalSummary> greedy = Evaluate(
+      env, *preprocess, frame_stack,
+      [greedy_learner](const uint8_t* obs) { return greedy_learner->GreedyAction(obs); }, seeds);
+  if (!greedy.ok()) return greedy.status();
+  absl::StatusOr<EvalSummary> random =
+      Evaluate(env, *preprocess, frame_stack, RandomPolicy(env.num_actions(), 12345), seeds);
+  if (!random.ok()) return random.status();
+  return Comparison{*std::move(greedy), *std::move(random)};
+}
+
+std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random) {
+  std::string out = absl::StrFormat(
+      "\n%-16s %12s %18s %12s %16s\n", "policy", "mean return", "mean distance (m)", "collisions",
+      "full episodes");
+  auto row = [&](const char* name, const EvalSummary& s) {
+    absl::StrAppendFormat(&out, "%-16s %12.2f %18.1f %9d/%-2d %13d/%-2d\n", name, s.mean_return,
+                          s.mean_distance_m, s.collisions, static_cast<int>(s.episodes.size()),
+                          s.full_episodes, static_cast<int>(s.episodes.size()));
+  };
+  row("greedy (learned)", greedy);
+  row("random", random);
+  absl::StrAppendFormat(&out, "\nRESULT mean_return=%.3f\n", greedy.mean_return);
+  absl::StrAppendFormat(&out, "RESULT random_mean_return=%.3f\n", random.mean_return);
+  absl::StrAppendFormat(&out, "RESULT mean_distance_m=%.2f\n", greedy.mean_distance_m);
+  absl::StrAppendFormat(&out, "RESULT random_mean_distance_m=%.2f\n", random.mean_distance_m);
+  absl::StrAppendFormat(&out, "RESULT collisions=%d\n", greedy.collisions);
+  absl::StrAppendFormat(&out, "RESULT random_collisions=%d\n", random.collisions);
+  absl::StrAppendFormat(&out, "RESULT full_episodes=%d\n", greedy.full_episodes);
+  absl::StrAppendFormat(&out, "RESULT episodes=%d\n", static_cast<int>(greedy.episodes.size()));
+  return out;
+}
+
+}  // namespace convoy

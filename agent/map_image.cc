@@ -1,0 +1,103 @@
+#include "agent/map_image.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "simulator_bridge/png.h"
+
+namespace convoy {
+namespace {
+
+constexpr double kMarginM = 20.0;
+constexpr double kRoadWidthM = 9.0;
+
+struct Canvas {
+  int width, height;
+  double scale, min_x, min_y;
+  std::vector<uint8_t> rgb;
+
+  void Put(int px, int py, const uint8_t color[3]) {
+    if (px < 0 || py < 0 || px >= width || py >= height) return;
+    uint8_t* p = &rgb[(static_cast<size_t>(py) * width + px) * 3];
+    p[0] = color[0];
+    p[1] = color[1];
+    p[2] = color[2];
+  }
+  // World x (north) runs up the image, y (east) to the right.
+  void ToPixel(double x, double y, double* px, double* py) const {
+    *px = (y - min_y) * scale;
+    *py = height - 1 - (x - min_x) * scale;
+  }
+  void Line(double x1, double y1, double x2, double y2, double width_m, const uint8_t color[3]) {
+    double ax, ay, bx, by;
+    ToPixel(x1, y1, &ax, &ay);
+    ToPixel(x2, y2, &bx, &by);
+    const double length = std::hypot(bx - ax, by - ay);
+    const int steps = std::max(1, static_cast<int>(length * 2));
+    const int radius = std::max(0, static_cast<int>(width_m * scale / 2));
+    for (int i = 0; i <= steps; ++i) {
+      const double t = static_cast<double>(i) / steps;
+      const int cx = static_cast<int>(std::lround(ax + t * (bx - ax)));
+      const int cy = static_cast<int>(std::lround(ay + t * (by - ay)));
+      for (int dy = -radius; dy <= radius; ++dy) {
+        for (int dx = -radius; dx <= radius; ++dx) {
+          if (dx * dx + dy * dy <= radius * radius) Put(cx + dx, cy + dy, color);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const EvalSummary& summary,
+                             double pixels_per_metre) {
+  double min_x = 1e18, min_y = 1e18, max_x = -1e18, max_y = -1e18;
+  for (const Segment& s : map.roads()) {
+    for (const Vec2& p : {s.a, s.b}) {
+      min_x = std::min(min_x, p.x);
+      max_x = std::max(max_x, p.x);
+      min_y = std::min(min_y, p.y);
+      max_y = std::max(max_y, p.y);
+    }
+  }
+  Canvas canvas;
+  canvas.scale = pixels_per_metre;
+  canvas.min_x = min_x - kMarginM;
+  canvas.min_y = min_y - kMarginM;
+  canvas.width = static_cast<int>((max_y - min_y + 2 * kMarginM) * pixels_per_metre) + 1;
+  canvas.height = static_cast<int>((max_x - min_x + 2 * kMarginM) * pixels_per_metre) + 1;
+  canvas.rgb.assign(static_cast<size_t>(canvas.width) * canvas.height * 3, 0);
+  const uint8_t grass[3] = {70, 120, 60}, road[3] = {90, 90, 90}, centre[3] = {220, 200, 60},
+                crash[3] = {230, 30, 30};
+  for (size_t i = 0; i < canvas.rgb.size(); i += 3) std::copy(grass, grass + 3, &canvas.rgb[i]);
+  for (const Segment& s : map.roads()) canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, kRoadWidthM, road);
+  for (const Segment& s : map.center_lines()) canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, 0.3, centre);
+  for (size_t e = 0; e < summary.episodes.size(); ++e) {
+    const EpisodeRecord& episode = summary.episodes[e];
+    // Distinct hues around the colour wheel, bright enough to stand out on grey.
+    const double hue = 6.0 * e / std::max<size_t>(1, summary.episodes.size());
+    const uint8_t color[3] = {
+        static_cast<uint8_t>(80 + 175 * std::clamp(std::fabs(hue - 3) - 1, 0.0, 1.0)),
+        static_cast<uint8_t>(80 + 175 * std::clamp(2 - std::fabs(hue - 2), 0.0, 1.0)),
+        static_cast<uint8_t>(80 + 175 * std::clamp(2 - std::fabs(hue - 4), 0.0, 1.0))};
+    for (size_t i = 1; i < episode.path.size(); ++i) {
+      canvas.Line(episode.path[i - 1].first, episode.path[i - 1].second, episode.path[i].first,
+                  episode.path[i].second, 0.8, color);
+    }
+    if (episode.collided && !episode.path.empty()) {
+      double px, py;
+      canvas.ToPixel(episode.path.back().first, episode.path.back().second, &px, &py);
+      for (int d = -6; d <= 6; ++d) {
+        for (int w = -1; w <= 1; ++w) {
+          canvas.Put(static_cast<int>(px) + d, static_cast<int>(py) + d + w, crash);
+          canvas.Put(static_cast<int>(px) + d, static_cast<int>(py) - d + w, crash);
+        }
+      }
+    }
+  }
+  return WritePng(path, canvas.rgb.data(), canvas.width, canvas.height, PixelOrder::kRgb);
+}
+
+}  // namespace convoy

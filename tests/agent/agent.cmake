@@ -1,0 +1,21 @@
+# The agent's own tests: preprocessing, the learner, the agent loop against real servers, and learning.
+add_executable(agent_tests
+  ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/learner_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/preprocess_test.cc
+)
+target_link_libraries(agent_tests PRIVATE
+  convoy_agent convoy_param_server convoy_test_support convoy_test_main)
+target_compile_definitions(agent_tests PRIVATE
+  CONVOY_PS_BINARY="$<TARGET_FILE:convoy_ps>"
+  CONVOY_SIM_BINARY="$<TARGET_FILE:convoy_sim>")
+add_dependencies(agent_tests convoy_ps convoy_sim)
+convoy_target_defaults(agent_tests)
+catch_discover_tests(agent_tests TEST_PREFIX "agent: ")
+
+add_executable(learning_tests ${CMAKE_CURRENT_LIST_DIR}/learning_test.cc)
+target_link_libraries(learning_tests PRIVATE convoy_test_support convoy_test_main)
+target_compile_definitions(learning_tests PRIVATE CONVOY_TRAIN_BINARY="$<TARGET_FILE:convoy_train>")
+add_dependencies(learning_tests convoy_train convoy_ps convoy_agent_main)
+convoy_target_defaults(learning_tests)
+catch_discover_tests(learning_tests TEST_PREFIX "learning: " PROPERTIES TIMEOUT 1500)

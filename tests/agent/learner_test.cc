@@ -1,0 +1,131 @@
+#include "agent/learner.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+namespace convoy {
+namespace {
+
+LearnerOptions TinyOptions() {
+  LearnerOptions o;
+  o.model = "tiny";
+  o.learning_rate = 1e-2;
+  return o;
+}
+
+struct Batch {
+  torch::Tensor obs, next_obs, actions, returns, discounts, weights;
+};
+
+Batch RandomBatch(int n, uint64_t seed) {
+  torch::manual_seed(seed);
+  Batch b;
+  b.obs = torch::randint(0, 256, {n, 3, 16, 16}).to(torch::kUInt8);
+  b.next_obs = torch::randint(0, 256, {n, 3, 16, 16}).to(torch::kUInt8);
+  b.actions = torch::randint(0, kDefaultNumActions, {n}, torch::kInt64);
+  b.returns = torch::rand({n});
+  b.discounts = torch::zeros({n});
+  b.weights = torch::ones({n});
+  return b;
+}
+
+TrainStats Accumulate(DqnLearner& learner, const Batch& b) {
+  return learner.Accumulate(b.obs, b.next_obs, b.actions, b.returns, b.discounts, b.weights);
+}
+
+TEST_CASE("The learner's fingerprint is the registry's so the server accepts it", "[learner]") {
+  auto learner = *DqnLearner::Create(TinyOptions());
+  CHECK(learner->model().fingerprint == DescribeModel("tiny")->fingerprint);
+  CHECK(learner->model().parameter_count == DescribeModel("tiny")->parameter_count);
+}
+
+TEST_CASE("With zero discounts Q-values regress onto the returns", "[learner]") {
+  auto learner = *DqnLearner::Create(TinyOptions());
+  const Batch b = RandomBatch(16, 1);
+  const double first = Accumulate(*learner, b).loss;
+  learner->StepLocal();
+  double last = first;
+  for (int i = 0; i < 300; ++i) {
+    last = Accumulate(*learner, b).loss;
+    learner->StepLocal();
+  }
+  CHECK(last < first / 20);
+  const TrainStats stats = Accumulate(*learner, b);
+  for (float td : stats.td_errors) CHECK(td < 0.1f);
+}
+
+TEST_CASE("The pushed gradient is the mean of the accumulated minibatches", "[learner]") {
+  LearnerOptions o = TinyOptions();
+  o.max_grad_norm = 0;  // Compare raw means.
+  auto learner = *DqnLearner::Create(o);
+  const Batch a = RandomBatch(8, 2), b = RandomBatch(8, 3);
+  std::vector<float> ga, gb, mean;
+  Accumulate(*learner, a);
+  REQUIRE(learner->TakeMeanGradient(&ga));
+  Accumulate(*learner, b);
+  REQUIRE(learner->TakeMeanGradient(&gb));
+  Accumulate(*learner, a);
+  Accumulate(*learner, b);
+  CHECK(learner->accumulated() == 2);
+  REQUIRE(learner->TakeMeanGradient(&mean));
+  CHECK(learner->accumulated() == 0);
+  REQUIRE(mean.size() == ga.size());
+  double nonzero = 0;
+  for (size_t i = 0; i < mean.size(); ++i) {
+    REQUIRE(mean[i] == Approx((ga[i] + gb[i]) / 2).margin(1e-6));
+    nonzero += std::fabs(mean[i]);
+  }
+  CHECK(nonzero > 0);
+}
+
+TEST_CASE("Gradient clipping bounds the pushed gradient's norm", "[learner]") {
+  LearnerOptions o = TinyOptions();
+  o.max_grad_norm = 1e-3;
+  auto learner = *DqnLearner::Create(o);
+  Batch b = RandomBatch(8, 4);
+  b.returns = b.returns * 100;  // A large error, a large gradient.
+  Accumulate(*learner, b);
+  std::vector<float> g;
+  REQUIRE(learner->TakeMeanGradient(&g));
+  double norm = 0;
+  for (float v : g) norm += static_cast<double>(v) * v;
+  CHECK(std::sqrt(norm) <= 1e-3 * 1.01);
+}
+
+TEST_CASE("Double DQN bootstraps from the target network's value of the online argmax",
+          "[learner]") {
+  LearnerOptions o = TinyOptions();
+  auto learner = *DqnLearner::Create(o);
+  // Target network with all-zero weights values every action at 0: the bootstrap term vanishes, so
+  // the TD error is |return - Q| whatever the discount.
+  std::vector<float> weights, zeros;
+  learner->GetWeights(&weights);
+  zeros.assign(weights.size(), 0.0f);
+  learner->SetTargetWeights(zeros);
+  Batch b = RandomBatch(4, 5);
+  b.discounts = torch::ones({4});
+  const TrainStats with_discount = Accumulate(*learner, b);
+  learner->TakeMeanGradient(&weights);
+  b.discounts = torch::zeros({4});
+  const TrainStats without = Accumulate(*learner, b);
+  for (size_t i = 0; i < 4; ++i) CHECK(with_discount.td_errors[i] == Approx(without.td_errors[i]));
+}
+
+TEST_CASE("Weights set on the learner read back exactly", "[learner]") {
+  auto learner = *DqnLearner::Create(TinyOptions());
+  std::vector<float> w(learner->model().parameter_count);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.001f * static_cast<float>(i % 97);
+  learner->SetWeights(w);
+  std::vector<float> back;
+  learner->GetWeights(&back);
+  CHECK(back == w);
+}
+
+TEST_CASE("Mixed precision without CUDA is refused", "[learner]") {
+  LearnerOptions o = TinyOptions();
+  o.amp = true;
+  CHECK(DqnLearner::Create(o).status().code() == absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace convoy
