@@ -192,3 +192,41 @@ TEST_CASE("episodes are reproducible for a seed and action sequence", "[driving_
 
 }  // namespace
 }  // namespace convoy
+
+namespace convoy {
+namespace {
+
+TEST_CASE("the 84x84 observation is the area-averaged luma of the scene", "[driving_env]") {
+  EmbeddedSimOptions sim_options;
+  sim_options.world = TestWorld();
+  sim_options.num_parked_cars = 20;
+  std::unique_ptr<EmbeddedSim> sim = *EmbeddedSim::Create(sim_options);
+  DrivingEnvOptions options;
+  options.observation = ObservationKind::kGray84;
+  std::unique_ptr<DrivingEnv> env = *DrivingEnv::Create(sim.get(), TestWorld()->map(), options);
+  std::vector<uint8_t> obs(env->observation_size());
+  REQUIRE(env->Reset(11, obs.data()).ok());
+  REQUIRE(env->Step(3, obs.data()).ok());
+  std::vector<uint8_t> scene(256 * 144 * 3);
+  sim->RenderScene(scene.data());
+  int mismatches = 0;
+  for (int oy = 0; oy < 84; ++oy) {
+    for (int ox = 0; ox < 84; ++ox) {
+      const int y0 = oy * 144 / 84, y1 = std::max((oy + 1) * 144 / 84, y0 + 1);
+      const int x0 = ox * 256 / 84, x1 = std::max((ox + 1) * 256 / 84, x0 + 1);
+      double luma = 0.0;
+      for (int y = y0; y < y1; ++y) {
+        for (int x = x0; x < x1; ++x) {
+          const uint8_t* p = &scene[(y * 256 + x) * 3];
+          luma += 0.114 * p[0] + 0.587 * p[1] + 0.299 * p[2];
+        }
+      }
+      luma /= (y1 - y0) * (x1 - x0);
+      if (std::abs(obs[oy * 84 + ox] - luma) > 1.0) ++mismatches;
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+}  // namespace
+}  // namespace convoy
