@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -24,6 +25,9 @@ ABSL_FLAG(double, seconds, 2.0, "Wall-clock seconds per measurement.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for starts and actions.");
 ABSL_FLAG(double, airsim_steps_per_sec, 20.0,
           "Reference: steps per second of one AirSim car in real time (the ratio's denominator).");
+ABSL_FLAG(int, threads, 0,
+          "Also measure this many DrivingEnvs (crop) stepping on their own threads, sharing one "
+          "World; 0 = one per hardware thread.");
 ABSL_FLAG(bool, loopback, true, "Also measure DrivingEnv over AirSimClient to convoy_sim.");
 ABSL_FLAG(std::string, dump_frames, "",
           "If set, also drive one episode with a lane-keeping controller and write every 10th "
@@ -219,6 +223,29 @@ int Main() {
   BENCH_CHECK_OK(blind_env.status());
   const EnvRate blind = MeasureEnv(blind_env->get(), seconds, seed);
 
+  // Independent simulators on parallel threads, one World shared between them.
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::unique_ptr<DrivingEnv>> parallel_envs;
+  for (int t = 0; t < threads; ++t) {
+    absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
+        DrivingEnv::CreateEmbedded(sim_options, crop_options);
+    BENCH_CHECK_OK(env.status());
+    parallel_envs.push_back(*std::move(env));
+  }
+  std::vector<EnvRate> parallel_rates(threads);
+  {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        parallel_rates[t] = MeasureEnv(parallel_envs[t].get(), seconds, seed + 1000 * t);
+      });
+    }
+    for (std::thread& w : workers) w.join();
+  }
+  double parallel_total = 0;
+  for (const EnvRate& r : parallel_rates) parallel_total += r.steps_per_sec;
+
   EnvRate loop;
   if (absl::GetFlag(FLAGS_loopback)) {
     AirSimServerOptions server_options;
@@ -253,6 +280,9 @@ int Main() {
   std::printf("%-58s %14.0f\n", "DrivingEnv gray 84x84 from an 84x84 camera, steps/s",
               small.steps_per_sec);
   std::printf("%-58s %14.0f\n", "DrivingEnv without images, steps/s", blind.steps_per_sec);
+  std::printf("%-58s %14.0f\n",
+              absl::StrFormat("DrivingEnv crop, %d threads, total steps/s", threads).c_str(),
+              parallel_total);
   if (absl::GetFlag(FLAGS_loopback)) {
     std::printf("%-58s %14.0f\n", "DrivingEnv crop over AirSimClient->convoy_sim, steps/s",
                 loop.steps_per_sec);
@@ -271,6 +301,8 @@ int Main() {
   std::printf("RESULT env_steps_per_sec_gray84=%.0f\n", gray.steps_per_sec);
   std::printf("RESULT env_steps_per_sec_gray84_camera84=%.0f\n", small.steps_per_sec);
   std::printf("RESULT env_steps_per_sec_no_images=%.0f\n", blind.steps_per_sec);
+  std::printf("RESULT env_threads=%d\n", threads);
+  std::printf("RESULT env_steps_per_sec_crop_all_threads=%.0f\n", parallel_total);
   if (absl::GetFlag(FLAGS_loopback)) {
     std::printf("RESULT loopback_steps_per_sec=%.0f\n", loop.steps_per_sec);
   }
