@@ -128,6 +128,7 @@ absl::Status Agent::Impl::Init() {
   absl::StatusOr<torch::Device> device = ResolveDevice(options_.device);
   if (!device.ok()) return device.status();
   device_ = *device;
+  if (options_.torch_threads > 0) torch::set_num_threads(options_.torch_threads);
 
   absl::StatusOr<ModelSpec> spec = ResolveModel(options_.model);
   if (!spec.ok()) return spec.status();

@@ -39,6 +39,7 @@ struct AgentOptions {
   std::string model = "compact";
   std::string device = "auto";
   bool amp = false;
+  int torch_threads = 0;  // LibTorch intra-op threads on CPU; 0 keeps LibTorch's default (all cores).
   // The cookbook's names.
   int batch_size = 32;
   int batch_update_frequency = 4;

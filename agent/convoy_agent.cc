@@ -21,6 +21,9 @@ ABSL_FLAG(uint32_t, agent_index, 0, "Agent index, 0-based (selects the Ape-X eps
 ABSL_FLAG(std::string, model, "compact", "Q-network (registry name: compact, cookbook, nature, ...).");
 ABSL_FLAG(std::string, device, "auto", "auto, cpu, cuda or cuda:N (auto: LOCAL_RANK's GPU, else CPU).");
 ABSL_FLAG(bool, amp, false, "Automatic mixed precision with loss scaling (CUDA only).");
+ABSL_FLAG(int, torch_threads, 0,
+          "LibTorch intra-op threads (0: LibTorch's default, all cores). Agents sharing a machine do best "
+          "with cores / agents.");
 ABSL_FLAG(int, batch_size, 32, "Minibatch size.");
 ABSL_FLAG(int, batch_update_frequency, 4,
           "Minibatches accumulated between pushes to the parameter server (or local updates).");
@@ -65,6 +68,7 @@ AgentOptions OptionsFromFlags() {
   o.model = absl::GetFlag(FLAGS_model);
   o.device = absl::GetFlag(FLAGS_device);
   o.amp = absl::GetFlag(FLAGS_amp);
+  o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
   o.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);

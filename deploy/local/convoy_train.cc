@@ -187,6 +187,8 @@ int Run() {
         {bin + "/convoy_agent", "--ps=" + address, absl::StrCat("--agent_id=agent-", i),
          absl::StrCat("--agent_index=", i), absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed) + i),
          "--model=" + model, "--device=" + absl::GetFlag(FLAGS_device),
+         absl::StrCat("--torch_threads=",
+                      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / num_agents)),
          absl::StrCat("--max_minutes=", absl::GetFlag(FLAGS_minutes)),
          absl::StrCat("--max_steps=", absl::GetFlag(FLAGS_steps_per_agent)), "--log_dir=" + log_dir,
          "--machine_progress", absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
