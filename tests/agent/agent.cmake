@@ -15,7 +15,9 @@ catch_discover_tests(agent_tests TEST_PREFIX "agent: ")
 
 add_executable(learning_tests ${CMAKE_CURRENT_LIST_DIR}/learning_test.cc)
 target_link_libraries(learning_tests PRIVATE convoy_test_support convoy_test_main)
-target_compile_definitions(learning_tests PRIVATE CONVOY_TRAIN_BINARY="$<TARGET_FILE:convoy_train>")
-add_dependencies(learning_tests convoy_train convoy_ps convoy_agent_main)
+target_compile_definitions(learning_tests PRIVATE
+  CONVOY_TRAIN_BINARY="$<TARGET_FILE:convoy_train>"
+  CONVOY_EVAL_BINARY="$<TARGET_FILE:convoy_eval>")
+add_dependencies(learning_tests convoy_train convoy_ps convoy_agent_main convoy_eval)
 convoy_target_defaults(learning_tests)
 catch_discover_tests(learning_tests TEST_PREFIX "learning: " PROPERTIES TIMEOUT 1500)

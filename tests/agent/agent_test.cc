@@ -85,6 +85,44 @@ TEST_CASE("An agent pushes to and pulls from a real parameter server", "[agent]"
   CHECK(stats.epsilon == Approx(1.0 - 0.003 * status.updates_applied()).margin(1e-9));
 }
 
+TEST_CASE("An agent pushing weight deltas moves a delta-rule server to its own weights", "[agent]") {
+  ParameterServerOptions ps_options;
+  ps_options.model = "compact";
+  ps_options.optimizer.name = "delta";
+  testing::LoopbackServer ps(ps_options);
+  AgentOptions o = SmallAgent("");
+  o.ps_address = ps.address;
+  o.push = "deltas";
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
+  REQUIRE(agent.ok());
+  std::atomic<bool> stop{false};
+  REQUIRE((*agent)->Run(stop).ok());
+  CHECK((*agent)->stats().pushes == 25);
+  CHECK(ps.Status().updates_applied() == 25);
+  // Alone against the server, each delta carries the agent's weights exactly onto the server's.
+  const std::vector<float>& server = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  const std::vector<float> local = (*agent)->Weights();
+  REQUIRE(server.size() == local.size());
+  for (size_t i = 0; i < local.size(); ++i) REQUIRE(server[i] == Approx(local[i]).margin(1e-6));
+  // A gradient agent is refused by a delta server, and the other way round.
+  o.push = "gradients";
+  CHECK(Agent::Create(o).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Prioritized replay with n-step returns trains alone", "[agent]") {
+  AgentOptions o = SmallAgent("");
+  o.prioritized = true;
+  o.n_step = 3;
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
+  REQUIRE(agent.ok());
+  std::atomic<bool> stop{false};
+  REQUIRE((*agent)->Run(stop).ok());
+  // n-step windows hold the newest transitions back, so learning starts a few steps later.
+  CHECK((*agent)->stats().train_steps >= 95);
+  CHECK((*agent)->stats().train_steps <= 100);
+  CHECK((*agent)->stats().env_steps == 600);
+}
+
 TEST_CASE("A model the server does not run is refused at start", "[agent]") {
   ParameterServerOptions ps_options;
   ps_options.model = "tiny";

@@ -1,7 +1,10 @@
 // The product's point: a short training run on this machine learns to drive better than chance.
 // Runs convoy_train as a user would (convoy_ps + 2 convoy_agent processes on the embedded simulator) and
 // reads its RESULT lines.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <map>
 #include <regex>
 
@@ -41,6 +44,50 @@ TEST_CASE("A short training run beats a random policy on the same seeds", "[lear
   CHECK(results["mean_return"] >= results["random_mean_return"] + 50);
   CHECK(results["mean_distance_m"] >= 2 * results["random_mean_distance_m"]);
   CHECK(results["episodes"] == 20);
+
+  // convoy_eval on the final checkpoint drives the same weights over the same seeds: the same table.
+  std::string newest;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/run/checkpoints")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0 && name > newest) newest = name;
+  }
+  REQUIRE_FALSE(newest.empty());
+  const std::string eval_log = dir + "/convoy_eval.log";
+  absl::StatusOr<Subprocess> eval = Subprocess::Start(
+      {CONVOY_EVAL_BINARY, "--checkpoint=" + dir + "/run/checkpoints/" + newest,
+       "--map_png=" + dir + "/map.png"},
+      eval_log);
+  REQUIRE(eval.ok());
+  REQUIRE(eval->Wait(absl::Minutes(5)) == 0);
+  const std::string eval_output = ReadWholeFile(eval_log);
+  std::smatch match;
+  REQUIRE(std::regex_search(eval_output, match, std::regex("RESULT mean_return=([-0-9.]+)")));
+  CHECK(std::stod(match[1]) == Approx(results["mean_return"]).margin(1e-3));
+  CHECK(ReadWholeFile(dir + "/map.png").substr(1, 3) == "PNG");
+}
+
+TEST_CASE("Interrupting convoy_train stops every process with a final checkpoint", "[learning]") {
+  const std::string dir = MakeTempDir("interrupt");
+  absl::StatusOr<Subprocess> train = Subprocess::Start(
+      {CONVOY_TRAIN_BINARY, "--agents=2", "--minutes=10", "--runs_dir=" + dir, "--name=run",
+       "--report_seconds=1"},
+      dir + "/convoy_train.log");
+  REQUIRE(train.ok());
+  // Wait until the agents report progress, then interrupt as Ctrl-C would.
+  const absl::Time deadline = absl::Now() + absl::Minutes(3);
+  while (ReadWholeFile(dir + "/convoy_train.log").find("env steps") == std::string::npos &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  train->Signal(SIGINT);
+  const std::optional<int> code = train->Wait(absl::Minutes(2));
+  INFO(ReadWholeFile(dir + "/convoy_train.log"));
+  CHECK(code == 130);
+  CHECK_THAT(ReadWholeFile(dir + "/run/convoy_ps.log"), Catch::Contains("final checkpoint"));
+  for (int i = 0; i < 2; ++i) {
+    CHECK_THAT(ReadWholeFile(absl::StrCat(dir, "/run/agent-", i, "/agent.log")),
+               !Catch::Contains("failed"));
+  }
 }
 
 }  // namespace
