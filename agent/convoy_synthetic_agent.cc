@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "agent/ps_client.h"
+#include "common/tensor_encoding.h"
 #include "common/init.h"
 #include "common/model_registry.h"
 
@@ -27,6 +28,9 @@ ABSL_FLAG(uint64_t, target_seed, 7, "Seed of the optimum w* all agents descend t
 ABSL_FLAG(double, noise, 0.1, "Standard deviation of the gradient noise.");
 ABSL_FLAG(std::string, encoding, "fp32", "Push encoding: fp32 or bf16.");
 ABSL_FLAG(double, report_seconds, 2, "Seconds between progress lines.");
+ABSL_FLAG(int, stall_after_chunks, 0,
+          "Fault injection: send only this many chunks of the first push, print STALLED, then hang "
+          "with the stream open (for tests that kill an agent in the middle of a push).");
 
 namespace convoy {
 namespace {
@@ -55,6 +59,32 @@ int Run() {
     return 1;
   }
   const size_t n = joined->parameter_count();
+  if (const int stall = absl::GetFlag(FLAGS_stall_after_chunks); stall > 0) {
+    auto stub = v1::ParameterServer::NewStub(
+        grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::PushResponse response;
+    auto writer = stub->PushGradients(&context, &response);
+    const std::vector<float> values(n, 0.01f);
+    const size_t per_chunk = ElementsPerChunk(TensorEncoding::kFp32);
+    for (int i = 0; i < stall && static_cast<size_t>(i) * per_chunk < n; ++i) {
+      v1::GradientChunk chunk;
+      if (i == 0) {
+        chunk.set_agent_id(options.agent_id);
+        chunk.set_encoding(v1::ENCODING_FP32);
+        chunk.set_minibatch_count(1);
+        chunk.set_model_fingerprint(options.model_fingerprint);
+        chunk.set_total_elements(n);
+      }
+      chunk.set_offset(i * per_chunk);
+      EncodeTensor(values.data() + i * per_chunk, std::min(per_chunk, n - i * per_chunk),
+                   TensorEncoding::kFp32, chunk.mutable_data());
+      writer->Write(chunk);
+    }
+    std::printf("STALLED\n");
+    std::fflush(stdout);
+    while (true) absl::SleepFor(absl::Hours(1));
+  }
   std::mt19937 target_rng(absl::GetFlag(FLAGS_target_seed));
   std::normal_distribution<float> unit(0.f, 1.f);
   std::vector<float> optimum(n);
