@@ -414,6 +414,24 @@ TEST_CASE("numbers are lenient for floats, strict for ints and bools", "[airsim_
   CHECK_FALSE(r.error.has_value());
   r = Call(c, 8, "simGetVehiclePose", 1, [](Packer& pk) { Write(pk, ""); });
   CHECK(Field(Field(r.result(), "position"), "y_val").as<float>() == -150.0f);
+  // Colosseum 2.3+ writes structs as positional arrays: read those too.
+  r = Call(c, 9, "simSetVehiclePose", 3, [](Packer& pk) {
+    pk.pack_array(2);
+    pk.pack_array(3);
+    Write(pk, -127.9);
+    Write(pk, -160.0);
+    Write(pk, 0.0);
+    pk.pack_array(4);
+    Write(pk, 1.0);
+    Write(pk, 0.0);
+    Write(pk, 0.0);
+    Write(pk, 0.0);
+    Write(pk, true);
+    Write(pk, "");
+  });
+  CHECK_FALSE(r.error.has_value());
+  r = Call(c, 10, "simGetVehiclePose", 1, [](Packer& pk) { Write(pk, ""); });
+  CHECK(Field(Field(r.result(), "position"), "y_val").as<float>() == -160.0f);
 }
 
 TEST_CASE("pipelined requests are answered in order and notifications are not",
