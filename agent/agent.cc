@@ -200,7 +200,10 @@ absl::Status Agent::Impl::Init() {
     ps.model_fingerprint = learner_->model().fingerprint;
     ps.push_encoding = options_.push_encoding;
     ps.retry_for = absl::Seconds(60);  // Joining at start waits for a server that is still starting.
-    ps_ = std::make_unique<PsClient>(ps);
+    ps.security = options_.ps_security;
+    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(ps);
+    if (!client.ok()) return client.status();
+    ps_ = *std::move(client);
     absl::StatusOr<v1::JoinResponse> joined = ps_->Join();
     if (!joined.ok()) return joined.status();
     if (joined->config().update_rule() == "delta" && options_.push != "deltas") {
@@ -216,11 +219,11 @@ absl::Status Agent::Impl::Init() {
     PullAfterPush(joined->target_version());
     PsClientOptions training = ps_->options();
     training.retry_for = kPsRetryWhileTraining;
-    ps_ = std::make_unique<PsClient>(training);
+    ps_ = *PsClient::Create(training);  // The same credentials just worked.
     // Rejoin attempts during an outage try once and return, so acting never waits on them.
     training.retry_for = absl::ZeroDuration();
     training.call_timeout = absl::Seconds(1);
-    rejoin_ = std::make_unique<PsClient>(training);
+    rejoin_ = *PsClient::Create(training);
   }
   learner_->GetWeights(&weights_at_sync_);
   return absl::OkStatus();

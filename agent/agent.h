@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "agent/environment.h"
 #include "agent/preprocess.h"
+#include "common/security.h"
 #include "common/tensor_encoding.h"
 
 namespace convoy {
@@ -35,6 +36,11 @@ struct AgentOptions {
   uint32_t agent_index = 0;
   uint64_t seed = 1;
   std::string ps_address;  // Empty: train alone.
+  ClientSecurity ps_security = [] {  // TLS and bearer token for the parameter server.
+    ClientSecurity plaintext;
+    plaintext.insecure = true;
+    return plaintext;
+  }();
   EnvironmentSpec environment;
   std::string model = "compact";
   std::string device = "auto";

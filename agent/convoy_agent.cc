@@ -9,9 +9,17 @@
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
+#include "common/security.h"
 #include "common/init.h"
 
 ABSL_FLAG(std::string, ps, "", "Parameter server host:port; empty trains alone with a local optimizer.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate the parameter server's certificate must chain to.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate, for a server requiring mutual TLS.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_server_name, "", "Name to check in the server's certificate (default: host).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding the bearer token (else $CONVOY_AUTH_TOKEN; neither: none).");
+ABSL_FLAG(bool, insecure, true, "Talk plaintext to the parameter server when no --tls_ca is given.");
 ABSL_FLAG(std::string, sim, "embedded", "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
 ABSL_FLAG(std::string, map_dir, "", "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
 ABSL_FLAG(int, parked_cars, 0, "Parked cars (static obstacles) in the embedded simulator.");
@@ -60,6 +68,11 @@ AgentOptions OptionsFromFlags() {
   o.agent_index = absl::GetFlag(FLAGS_agent_index);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.ps_address = absl::GetFlag(FLAGS_ps);
+  o.ps_security.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  o.ps_security.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.ps_security.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  o.ps_security.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  o.ps_security.insecure = absl::GetFlag(FLAGS_insecure);
   o.environment.sim = absl::GetFlag(FLAGS_sim);
   o.environment.map_dir = absl::GetFlag(FLAGS_map_dir);
   o.environment.parked_cars = absl::GetFlag(FLAGS_parked_cars);
@@ -114,7 +127,14 @@ int Run() {
   });
   waiter.detach();
 
-  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(OptionsFromFlags());
+  AgentOptions options = OptionsFromFlags();
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) {
+    std::fprintf(stderr, "convoy_agent: %s\n", token.status().ToString().c_str());
+    return 2;
+  }
+  options.ps_security.auth_token = *token;
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options);
   if (!agent.ok()) {
     std::fprintf(stderr, "convoy_agent: cannot start: %s\n", agent.status().ToString().c_str());
     return 1;

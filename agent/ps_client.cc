@@ -17,7 +17,9 @@ v1::Encoding ToWire(TensorEncoding encoding) {
   return encoding == TensorEncoding::kBf16 ? v1::ENCODING_BF16 : v1::ENCODING_FP32;
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const std::string& server_name) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -25,11 +27,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
-void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+void Prepare(grpc::ClientContext* context, const PsClientOptions& options) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options.call_timeout));
+  AddAuthToken(context, options.security.auth_token);
 }
 
 }  // namespace
@@ -40,7 +44,19 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 PsClient::PsClient(PsClientOptions options)
-    : PsClient(options, MakeChannel(options.address)) {}
+    : PsClient(options, MakeChannel(options.address, grpc::InsecureChannelCredentials(), "")) {
+  CHECK(options_.security.insecure && options_.security.tls_ca_file.empty())
+      << "a TLS client is made with PsClient::Create";
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions options) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(options.security);
+  if (!credentials.ok()) return credentials.status();
+  std::shared_ptr<grpc::Channel> channel =
+      MakeChannel(options.address, *credentials, options.security.tls_server_name);
+  return std::make_unique<PsClient>(std::move(options), std::move(channel));
+}
 
 PsClient::PsClient(PsClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
@@ -74,7 +90,7 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join() {
   v1::JoinResponse response;
   absl::Status status = WithRetries("Join", [&] {
     grpc::ClientContext context;
-    SetDeadline(&context, options_.call_timeout);
+    Prepare(&context, options_);
     return FromGrpcStatus(stub_->Join(&context, request, &response));
   });
   if (!status.ok()) return status;
@@ -88,7 +104,7 @@ absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uin
   v1::PushResponse response;
   absl::Status status = WithRetries("Push", [&] {
     grpc::ClientContext context;
-    SetDeadline(&context, options_.call_timeout);
+    Prepare(&context, options_);
     std::unique_ptr<grpc::ClientWriter<v1::GradientChunk>> writer =
         stub_->PushGradients(&context, &response);
     v1::GradientChunk chunk;
@@ -142,7 +158,7 @@ absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_i
   PullResult result;
   absl::Status status = WithRetries("Pull", [&]() -> absl::Status {
     grpc::ClientContext context;
-    SetDeadline(&context, options_.call_timeout);
+    Prepare(&context, options_);
     std::unique_ptr<grpc::ClientReader<v1::WeightChunk>> reader =
         stub_->PullWeights(&context, request);
     v1::WeightChunk chunk;
@@ -191,7 +207,7 @@ absl::StatusOr<v1::StatusResponse> PsClient::Status() {
   v1::StatusResponse response;
   absl::Status status = WithRetries("GetStatus", [&] {
     grpc::ClientContext context;
-    SetDeadline(&context, options_.call_timeout);
+    Prepare(&context, options_);
     return FromGrpcStatus(stub_->GetStatus(&context, v1::StatusRequest(), &response));
   });
   if (!status.ok()) return status;

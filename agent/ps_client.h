@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/backoff.h"
+#include "common/security.h"
 #include "common/tensor_encoding.h"
 #include "convoy/v1/parameter_server.grpc.pb.h"
 
@@ -32,6 +33,12 @@ struct PsClientOptions {
   absl::Duration call_timeout = absl::Seconds(30);  // Per attempt.
   absl::Duration retry_for = absl::Seconds(60);      // Total time UNAVAILABLE calls are retried.
   Backoff::Options backoff;
+  // TLS files and the bearer token; plaintext unless configured.
+  ClientSecurity security = [] {
+    ClientSecurity plaintext;
+    plaintext.insecure = true;
+    return plaintext;
+  }();
 };
 
 struct PushResult {
@@ -56,6 +63,10 @@ class PsClient {
   explicit PsClient(PsClientOptions options);
   // For tests: a client over an existing channel.
   PsClient(PsClientOptions options, std::shared_ptr<grpc::Channel> channel);
+
+  // Builds the client's channel from options.security. Errors: the credentials' (a missing TLS file,
+  // TLS neither given nor waived with insecure).
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(PsClientOptions options);
 
   // Errors: FAILED_PRECONDITION on a model mismatch (naming both fingerprints), UNAVAILABLE after retry_for.
   absl::StatusOr<v1::JoinResponse> Join();

@@ -52,6 +52,14 @@ ABSL_FLAG(uint32_t, batch_update_frequency, 4,
           "Minibatches an agent accumulates before each push, handed to agents.");
 ABSL_FLAG(double, gamma, 0.99, "Discount handed to agents.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "How long in-flight RPCs may run on after SIGTERM.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain to serve TLS with.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificate: require clients to present a certificate it signed (mutual TLS).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding the bearer token every call must carry (else $CONVOY_AUTH_TOKEN; neither: none).");
+ABSL_FLAG(bool, insecure, true, "Serve plaintext when no --tls_cert is given (logs a warning).");
+ABSL_FLAG(bool, health_without_auth, false, "Answer health checks without the bearer token.");
 
 namespace convoy {
 namespace {
@@ -115,8 +123,20 @@ int Run() {
   const uint64_t version = (*core)->version();
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_bind), ":", absl::GetFlag(FLAGS_port));
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) {
+    LOG(ERROR) << token.status();
+    return 2;
+  }
+  ServerSecurity security;
+  security.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  security.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  security.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  security.auth_token = *token;
+  security.insecure = absl::GetFlag(FLAGS_insecure);
+  security.health_without_auth = absl::GetFlag(FLAGS_health_without_auth);
   absl::StatusOr<std::unique_ptr<GrpcParameterServer>> server =
-      GrpcParameterServer::Start(*std::move(core), address);
+      GrpcParameterServer::Start(*std::move(core), address, security);
   if (!server.ok()) {
     LOG(ERROR) << server.status();
     return 1;
@@ -125,7 +145,10 @@ int Run() {
   LOG(INFO) << "convoy_ps serving model " << model.spec.name << " (" << model.fingerprint << "), "
             << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
             << " bytes fp32; optimizer " << options.optimizer.name << " lr "
-            << options.optimizer.learning_rate << "; version " << version << "; on " << bound;
+            << options.optimizer.learning_rate << "; version " << version << "; on " << bound
+            << (security.tls_cert_file.empty() ? " (plaintext" : " (TLS")
+            << (security.tls_client_ca_file.empty() ? "" : ", client certificates required")
+            << (security.auth_token.empty() ? ", no token)" : ", bearer token)");
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     const std::string temp = port_file + ".tmp";
     std::ofstream(temp) << (*server)->port() << "\n";

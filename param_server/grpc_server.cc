@@ -1,7 +1,6 @@
 #include "param_server/grpc_server.h"
 
 #include <glog/logging.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include <utility>
 
@@ -18,14 +17,22 @@ constexpr int kMaxHandlerThreads = 256;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
-    std::unique_ptr<ParameterServer> server, const std::string& address) {
+    std::unique_ptr<ParameterServer> server, const std::string& address,
+    const ServerSecurity& security) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(security);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<GrpcParameterServer> self(new GrpcParameterServer());
   self->core_ = std::move(server);
-  self->service_ = std::make_unique<ParameterServerService>(self->core_.get());
-  grpc::EnableDefaultHealthCheckService(true);
+  ParameterServer* core = self->core_.get();
+  self->service_ = std::make_unique<ParameterServerService>(core, security.auth_token);
+  self->health_ = std::make_unique<HealthService>(
+      std::vector<std::string>{kParameterServerServiceName}, security.auth_token,
+      security.health_without_auth, [core] { core->CountUnauthenticated(); });
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &self->port_);
+  builder.AddListeningPort(address, *credentials, &self->port_);
   builder.RegisterService(self->service_.get());
+  builder.RegisterService(self->health_.get());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   grpc::ResourceQuota quota("convoy_ps");
@@ -35,9 +42,7 @@ absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
   if (self->server_ == nullptr || self->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
-  grpc::HealthCheckServiceInterface* health = self->server_->GetHealthCheckService();
-  health->SetServingStatus("", true);
-  health->SetServingStatus(kParameterServerServiceName, true);
+  self->health_->SetServing(true);
   return self;
 }
 
@@ -48,7 +53,7 @@ GrpcParameterServer::~GrpcParameterServer() {
 absl::Status GrpcParameterServer::Shutdown(absl::Duration grace) {
   if (stopped_) return absl::OkStatus();
   stopped_ = true;
-  server_->GetHealthCheckService()->SetServingStatus(false);
+  health_->Shutdown();
   service_->StopAcceptingPushes();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();

@@ -10,6 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
+#include "param_server/health_service.h"
 #include "param_server/parameter_server.h"
 #include "param_server/service.h"
 
@@ -20,10 +22,12 @@ inline constexpr char kParameterServerServiceName[] = "convoy.v1.ParameterServer
 
 class GrpcParameterServer {
  public:
-  // Listens on `address` ("host:port"; port 0 picks a free one) and reports SERVING. Errors: UNAVAILABLE when
-  // the address cannot be bound.
+  // Listens on `address` ("host:port"; port 0 picks a free one) with `security` (TLS or explicit
+  // plaintext, bearer token) and reports SERVING. Errors: the credentials' (a missing TLS file, TLS
+  // neither given nor waived with insecure); UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<GrpcParameterServer>> Start(
-      std::unique_ptr<ParameterServer> server, const std::string& address);
+      std::unique_ptr<ParameterServer> server, const std::string& address,
+      const ServerSecurity& security);
   ~GrpcParameterServer();
 
   // The clean stop: NOT_SERVING, refuse new pushes, let in-flight RPCs finish (cancelling those still running
@@ -39,6 +43,7 @@ class GrpcParameterServer {
 
   std::unique_ptr<ParameterServer> core_;
   std::unique_ptr<ParameterServerService> service_;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool stopped_ = false;

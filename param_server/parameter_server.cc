@@ -315,6 +315,7 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_incarnation(incarnation_);
   status.set_bytes_in(bytes_in_.load(std::memory_order_relaxed));
   status.set_bytes_out(bytes_out_.load(std::memory_order_relaxed));
+  status.set_unauthenticated_calls(unauthenticated_.load(std::memory_order_relaxed));
   const absl::Time now = absl::Now();
   status.set_uptime_seconds(absl::ToDoubleSeconds(now - started_));
   absl::MutexLock lock(&stats_mu_);

@@ -82,6 +82,7 @@ class ParameterServer {
   void CountRejection(const std::string& agent_id, v1::RejectReason reason);
   void CountBytes(uint64_t in, uint64_t out);
   void CountPull(const std::string& agent_id, bool not_newer);
+  void CountUnauthenticated() { unauthenticated_.fetch_add(1, std::memory_order_relaxed); }
 
   v1::StatusResponse Status() const;
 
@@ -149,6 +150,7 @@ class ParameterServer {
   std::deque<absl::Time> recent_applies_ ABSL_GUARDED_BY(stats_mu_);
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
+  std::atomic<uint64_t> unauthenticated_{0};
 
   absl::Mutex checkpoint_mu_;  // One checkpoint write at a time.
   absl::Mutex loop_mu_;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/security.h"
 #include "common/tensor_encoding.h"
 #include "param_server/push_assembler.h"
 
@@ -16,9 +17,16 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+grpc::Status ParameterServerService::Authorize(const grpc::ServerContext& context) {
+  if (CallAuthorized(context, auth_token_)) return grpc::Status::OK;
+  server_->CountUnauthenticated();
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong bearer token");
+}
+
 grpc::Status ParameterServerService::Join(grpc::ServerContext* context,
                                           const v1::JoinRequest* request,
                                           v1::JoinResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   absl::StatusOr<v1::JoinResponse> joined = server_->Join(*request);
   if (!joined.ok()) return ToGrpcStatus(joined.status());
   *response = *std::move(joined);
@@ -28,6 +36,7 @@ grpc::Status ParameterServerService::Join(grpc::ServerContext* context,
 grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
                                                  const v1::PullRequest* request,
                                                  grpc::ServerWriter<v1::WeightChunk>* writer) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   TensorEncoding encoding;
   switch (request->encoding()) {
     case v1::ENCODING_UNSPECIFIED:
@@ -86,6 +95,7 @@ grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
 grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
                                                    grpc::ServerReader<v1::GradientChunk>* reader,
                                                    v1::PushResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   PushAssembler assembler(server_->model().fingerprint, server_->model().parameter_count);
   v1::GradientChunk chunk;
   uint64_t bytes_in = 0;
@@ -137,6 +147,7 @@ grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
 grpc::Status ParameterServerService::GetStatus(grpc::ServerContext* context,
                                                const v1::StatusRequest* request,
                                                v1::StatusResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   *response = server_->Status();
   return grpc::Status::OK;
 }

@@ -4,6 +4,8 @@
 #define CONVOY_PARAM_SERVER_SERVICE_H_
 
 #include <atomic>
+#include <string>
+#include <utility>
 
 #include "convoy/v1/parameter_server.grpc.pb.h"
 #include "param_server/parameter_server.h"
@@ -13,7 +15,9 @@ namespace convoy {
 // Thread-safe; every handler may run concurrently with every other.
 class ParameterServerService final : public v1::ParameterServer::Service {
  public:
-  explicit ParameterServerService(ParameterServer* server) : server_(server) {}
+  // Every call must carry `auth_token` as a bearer token (an empty token accepts every call).
+  ParameterServerService(ParameterServer* server, std::string auth_token)
+      : server_(server), auth_token_(std::move(auth_token)) {}
 
   // From now on pushes are refused with UNAVAILABLE (SHUTTING_DOWN); pushes already being applied finish.
   void StopAcceptingPushes() { draining_.store(true); }
@@ -29,7 +33,11 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                          v1::StatusResponse* response) override;
 
  private:
+  // UNAUTHENTICATED (and counted) unless the call carries the token.
+  grpc::Status Authorize(const grpc::ServerContext& context);
+
   ParameterServer* server_;
+  const std::string auth_token_;
   std::atomic<bool> draining_{false};
 };
 

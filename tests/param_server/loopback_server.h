@@ -13,16 +13,25 @@
 namespace convoy::testing {
 
 struct LoopbackServer {
-  explicit LoopbackServer(const ParameterServerOptions& options) {
+  explicit LoopbackServer(const ParameterServerOptions& options,
+                          ServerSecurity security = PlaintextSecurity()) {
     absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
     REQUIRE(core.ok());
     absl::StatusOr<std::unique_ptr<GrpcParameterServer>> started =
-        GrpcParameterServer::Start(*std::move(core), "127.0.0.1:0");
+        GrpcParameterServer::Start(*std::move(core), "127.0.0.1:0", security);
     REQUIRE(started.ok());
     server = *std::move(started);
     address = absl::StrCat("127.0.0.1:", server->port());
-    channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-    stub = v1::ParameterServer::NewStub(channel);
+    if (security.tls_cert_file.empty()) {
+      channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+      stub = v1::ParameterServer::NewStub(channel);
+    }
+  }
+
+  static ServerSecurity PlaintextSecurity() {
+    ServerSecurity plaintext;
+    plaintext.insecure = true;
+    return plaintext;
   }
 
   PsClientOptions ClientOptions(const std::string& agent_id) const {

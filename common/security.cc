@@ -1,0 +1,173 @@
+#include "common/security.h"
+
+#include <glog/logging.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace convoy {
+namespace {
+
+constexpr char kBearerPrefix[] = "Bearer ";
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  std::ostringstream out;
+  out << in.rdbuf();
+  return std::move(out).str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadAuthToken(const std::string& token_file) {
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadFile(token_file, "--auth_token_file");
+    if (!token.ok()) return token.status();
+    std::string stripped(absl::StripAsciiWhitespace(*token));
+    if (stripped.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--auth_token_file ", token_file, " is empty"));
+    }
+    return stripped;
+  }
+  const char* env = std::getenv(kAuthTokenEnv);
+  return env == nullptr ? std::string() : std::string(absl::StripAsciiWhitespace(env));
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerSecurity& security) {
+  const bool tls = !security.tls_cert_file.empty() || !security.tls_key_file.empty();
+  if (!tls) {
+    if (!security.insecure) {
+      return absl::InvalidArgumentError(
+          "no TLS: give --tls_cert and --tls_key, or --insecure to serve plaintext");
+    }
+    LOG(WARNING) << "serving PLAINTEXT (--insecure): anyone who can reach this port can push weights"
+                 << (security.auth_token.empty() ? " and there is no auth token" : "");
+    return grpc::InsecureServerCredentials();
+  }
+  if (security.tls_cert_file.empty() || security.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
+  }
+  absl::StatusOr<std::string> cert = ReadFile(security.tls_cert_file, "--tls_cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(security.tls_key_file, "--tls_key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions options(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!security.tls_client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(security.tls_client_ca_file, "--tls_client_ca");
+    if (!ca.ok()) return ca.status();
+    options.pem_root_certs = *ca;
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const ClientSecurity& security) {
+  if (security.tls_ca_file.empty()) {
+    if (!security.insecure) {
+      return absl::InvalidArgumentError(
+          "no TLS: give --tls_ca (the server's CA certificate), or --insecure for plaintext");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions options;
+  absl::StatusOr<std::string> ca = ReadFile(security.tls_ca_file, "--tls_ca");
+  if (!ca.ok()) return ca.status();
+  options.pem_root_certs = *ca;
+  if (!security.tls_cert_file.empty() || !security.tls_key_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadFile(security.tls_cert_file, "--tls_cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadFile(security.tls_key_file, "--tls_key");
+    if (!key.ok()) return key.status();
+    options.pem_cert_chain = *cert;
+    options.pem_private_key = *key;
+  }
+  return grpc::SslCredentials(options);
+}
+
+bool CallAuthorized(const grpc::ServerContext& context, const std::string& token) {
+  if (token.empty()) return true;
+  const std::multimap<grpc::string_ref, grpc::string_ref>& metadata = context.client_metadata();
+  auto it = metadata.find(kAuthorizationHeader);
+  if (it == metadata.end()) return false;
+  const std::string expected = absl::StrCat(kBearerPrefix, token);
+  const grpc::string_ref& got = it->second;
+  return got.size() == expected.size() &&
+         CRYPTO_memcmp(got.data(), expected.data(), expected.size()) == 0;
+}
+
+void AddAuthToken(grpc::ClientContext* context, const std::string& token) {
+  if (!token.empty()) context->AddMetadata(kAuthorizationHeader, absl::StrCat(kBearerPrefix, token));
+}
+
+std::string GenerateAuthToken() {
+  unsigned char bytes[32];
+  RAND_bytes(bytes, sizeof(bytes));
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
+}
+
+absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std::string& key_path,
+                                        int days) {
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(EVP_EC_gen("prime256v1"), &EVP_PKEY_free);
+  if (key == nullptr) return absl::InternalError("cannot generate an EC key");
+  std::unique_ptr<X509, decltype(&X509_free)> cert(X509_new(), &X509_free);
+  X509_set_version(cert.get(), 2);
+  unsigned char serial[16];
+  RAND_bytes(serial, sizeof(serial));
+  serial[0] &= 0x7f;
+  std::unique_ptr<BIGNUM, decltype(&BN_free)> bn(BN_bin2bn(serial, sizeof(serial), nullptr), &BN_free);
+  BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert.get()));
+  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -60);
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 60L * 60 * 24 * days);
+  X509_set_pubkey(cert.get(), key.get());
+  X509_NAME* name = X509_get_subject_name(cert.get());
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
+  X509_set_issuer_name(cert.get(), name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
+  for (auto [nid, value] : {std::pair{NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1"},
+                            std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+    if (ext == nullptr) return absl::InternalError("cannot build a certificate extension");
+    X509_add_ext(cert.get(), ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) {
+    return absl::InternalError("cannot sign the certificate");
+  }
+  auto write = [](const std::string& path, mode_t mode, auto&& writer) -> absl::Status {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+    ::chmod(path.c_str(), mode);
+    const bool ok = writer(f);
+    std::fclose(f);
+    return ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
+  };
+  if (absl::Status s = write(key_path, 0600, [&](FILE* f) {
+        return PEM_write_PrivateKey(f, key.get(), nullptr, nullptr, 0, nullptr, nullptr) == 1;
+      });
+      !s.ok()) {
+    return s;
+  }
+  return write(cert_path, 0644, [&](FILE* f) { return PEM_write_X509(f, cert.get()) == 1; });
+}
+
+}  // namespace convoy

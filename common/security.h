@@ -1,0 +1,64 @@
+// Transport security for convoy's gRPC channels: TLS (optionally mutual) and a bearer token checked on every
+// call. The token is read from a file or the CONVOY_AUTH_TOKEN environment variable and is never logged.
+#ifndef CONVOY_COMMON_SECURITY_H_
+#define CONVOY_COMMON_SECURITY_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace convoy {
+
+inline constexpr char kAuthTokenEnv[] = "CONVOY_AUTH_TOKEN";
+inline constexpr char kAuthorizationHeader[] = "authorization";
+
+struct ServerSecurity {
+  std::string tls_cert_file;       // PEM certificate chain.
+  std::string tls_key_file;        // PEM private key.
+  std::string tls_client_ca_file;  // Set: mutual TLS, clients must present a certificate signed by it.
+  std::string auth_token;          // Empty: no token check.
+  bool insecure = false;           // Plaintext, only when asked for.
+  bool health_without_auth = false;
+};
+
+struct ClientSecurity {
+  std::string tls_ca_file;    // Root certificate(s) the server's certificate must chain to.
+  std::string tls_cert_file;  // Client certificate and key, for mutual TLS.
+  std::string tls_key_file;
+  std::string tls_server_name;  // Overrides the name checked in the server's certificate.
+  std::string auth_token;
+  bool insecure = false;
+};
+
+// The token from `token_file` when given, else from $CONVOY_AUTH_TOKEN, else "" (no token). Surrounding
+// whitespace is dropped. Errors: NOT_FOUND naming the unreadable file; INVALID_ARGUMENT for an empty file.
+absl::StatusOr<std::string> ReadAuthToken(const std::string& token_file);
+
+// Errors: INVALID_ARGUMENT when neither TLS files nor `insecure` are given, or only one of cert and key;
+// NOT_FOUND naming an unreadable file. Logs a warning for plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerSecurity& security);
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const ClientSecurity& security);
+
+// Whether the call carries "authorization: Bearer <token>" (constant-time comparison). An empty token
+// accepts every call.
+bool CallAuthorized(const grpc::ServerContext& context, const std::string& token);
+
+// Adds the bearer token (if any) to an outgoing call.
+void AddAuthToken(grpc::ClientContext* context, const std::string& token);
+
+// A random token of 32 bytes, hex-encoded, for throwaway local runs.
+std::string GenerateAuthToken();
+
+// Writes a self-signed certificate and its private key (PEM, key mode 0600) valid for `days`, with
+// subject alternative names localhost and 127.0.0.1, for throwaway local runs.
+absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std::string& key_path,
+                                        int days = 7);
+
+}  // namespace convoy
+
+#endif  // CONVOY_COMMON_SECURITY_H_
