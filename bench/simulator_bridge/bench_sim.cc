@@ -1,6 +1,7 @@
 // convoy_bench_sim: how fast the embedded simulator runs, in-process and over the AirSim protocol.
 // Prints a table, then RESULT key=value lines. Not a test: numbers depend on the machine.
 #include <glog/logging.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,6 +51,26 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// CPU time of the calling thread: a rate per CPU-second is the rate on one whole core, whatever
+// else the machine is running.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Work counted over a wall-clock and a thread-CPU interval.
+class Meter {
+ public:
+  Meter() : wall_(Clock::now()), cpu_(ThreadCpuSeconds()) {}
+  double wall() const { return Since(wall_); }
+  double cpu() const { return ThreadCpuSeconds() - cpu_; }
+
+ private:
+  Clock::time_point wall_;
+  double cpu_;
+};
+
 // Mostly straight with some steering, from a fixed-seed generator.
 int NextAction(uint64_t* state, int num_actions) {
   *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -58,7 +79,8 @@ int NextAction(uint64_t* state, int num_actions) {
 }
 
 struct EnvRate {
-  double steps_per_sec = 0;
+  double steps_per_sec = 0;      // wall clock
+  double steps_per_cpu_sec = 0;  // per CPU-second of the stepping thread
   int64_t steps = 0;
   int64_t episodes = 0;
 };
@@ -69,7 +91,7 @@ EnvRate MeasureEnv(DrivingEnv* env, double seconds, uint64_t seed) {
   EnvRate rate;
   uint64_t episode_seed = seed;
   BENCH_CHECK_OK(env->Reset(episode_seed++, obs.data()).status());
-  const Clock::time_point start = Clock::now();
+  const Meter meter;
   while (true) {
     for (int i = 0; i < 64; ++i) {
       absl::StatusOr<StepResult> r =
@@ -81,9 +103,10 @@ EnvRate MeasureEnv(DrivingEnv* env, double seconds, uint64_t seed) {
         BENCH_CHECK_OK(env->Reset(episode_seed++, obs.data()).status());
       }
     }
-    if (Since(start) >= seconds) break;
+    if (meter.wall() >= seconds) break;
   }
-  rate.steps_per_sec = rate.steps / Since(start);
+  rate.steps_per_sec = rate.steps / meter.wall();
+  rate.steps_per_cpu_sec = rate.steps / meter.cpu();
   return rate;
 }
 
@@ -163,14 +186,15 @@ int Main() {
   std::vector<uint8_t> bgr(static_cast<size_t>(sim_options.camera.width) *
                            sim_options.camera.height * 3);
   int64_t frames = 0;
-  t0 = Clock::now();
-  while (Since(t0) < seconds) {
+  const Meter render_meter;
+  while (render_meter.wall() < seconds) {
     for (int i = 0; i < 64; ++i) {
       (*sim)->RenderScene(bgr.data());
       ++frames;
     }
   }
-  const double render_us = Since(t0) / frames * 1e6;
+  const double render_us = render_meter.wall() / frames * 1e6;
+  const double render_cpu_us = render_meter.cpu() / frames * 1e6;
 
   // Physics only: one fixed step, collision checks and a state read, no images.
   CarControls controls;
@@ -179,8 +203,8 @@ int Main() {
   BENCH_CHECK_OK((*sim)->Reset());
   BENCH_CHECK_OK((*sim)->SetControls(controls));
   int64_t physics_steps = 0;
-  t0 = Clock::now();
-  while (Since(t0) < seconds) {
+  const Meter physics_meter;
+  while (physics_meter.wall() < seconds) {
     for (int i = 0; i < 1024; ++i) {
       (*sim)->Step(1);
       BENCH_CHECK_OK((*sim)->GetState().status());
@@ -192,7 +216,8 @@ int Main() {
       ++physics_steps;
     }
   }
-  const double physics_per_sec = physics_steps / Since(t0);
+  const double physics_per_sec = physics_steps / physics_meter.wall();
+  const double physics_per_cpu_sec = physics_steps / physics_meter.cpu();
 
   DrivingEnvOptions crop_options;
   absl::StatusOr<std::unique_ptr<DrivingEnv>> crop_env =
@@ -243,8 +268,11 @@ int Main() {
     }
     for (std::thread& w : workers) w.join();
   }
-  double parallel_total = 0;
-  for (const EnvRate& r : parallel_rates) parallel_total += r.steps_per_sec;
+  double parallel_total = 0, parallel_cpu_total = 0;
+  for (const EnvRate& r : parallel_rates) {
+    parallel_total += r.steps_per_sec;
+    parallel_cpu_total += r.steps_per_cpu_sec;
+  }
 
   EnvRate loop;
   if (absl::GetFlag(FLAGS_loopback)) {
@@ -270,43 +298,57 @@ int Main() {
   }
 
   const double airsim = absl::GetFlag(FLAGS_airsim_steps_per_sec);
-  std::printf("%-58s %14s\n", "measurement (one core, 256x144 camera)", "value");
-  std::printf("%-58s %14.1f\n", "world build (texture), ms", world_build_ms);
-  std::printf("%-58s %14.1f\n", "render 256x144 scene, us/frame", render_us);
-  std::printf("%-58s %14.0f\n", "physics step + state, no images, steps/s", physics_per_sec);
-  std::printf("%-58s %14.0f\n", "DrivingEnv cookbook crop 3x59x255, steps/s", crop.steps_per_sec);
-  std::printf("%-58s %14.0f\n", "DrivingEnv gray 84x84 from the 256x144 scene, steps/s",
-              gray.steps_per_sec);
-  std::printf("%-58s %14.0f\n", "DrivingEnv gray 84x84 from an 84x84 camera, steps/s",
-              small.steps_per_sec);
-  std::printf("%-58s %14.0f\n", "DrivingEnv without images, steps/s", blind.steps_per_sec);
-  std::printf("%-58s %14.0f\n",
-              absl::StrFormat("DrivingEnv crop, %d threads, total steps/s", threads).c_str(),
-              parallel_total);
+  auto row = [](const std::string& name, double wall, double cpu, int decimals) {
+    if (cpu < 0) {
+      std::printf("%-56s %12.*f %14s\n", name.c_str(), decimals, wall, "-");
+    } else {
+      std::printf("%-56s %12.*f %14.*f\n", name.c_str(), decimals, wall, decimals, cpu);
+    }
+  };
+  std::printf("%-56s %12s %14s\n", "measurement (256x144 camera, 40 parked cars)", "wall-clock",
+              "per CPU-second");
+  row("world build (texture), ms", world_build_ms, -1, 1);
+  row("render 256x144 scene, us/frame", render_us, render_cpu_us, 1);
+  row("physics step + state, no images, steps/s", physics_per_sec, physics_per_cpu_sec, 0);
+  row("DrivingEnv cookbook crop 3x59x255, steps/s", crop.steps_per_sec, crop.steps_per_cpu_sec, 0);
+  row("DrivingEnv gray 84x84 from the 256x144 scene, steps/s", gray.steps_per_sec,
+      gray.steps_per_cpu_sec, 0);
+  row("DrivingEnv gray 84x84 from an 84x84 camera, steps/s", small.steps_per_sec,
+      small.steps_per_cpu_sec, 0);
+  row("DrivingEnv without images, steps/s", blind.steps_per_sec, blind.steps_per_cpu_sec, 0);
+  row(absl::StrFormat("DrivingEnv crop, %d threads, total steps/s", threads), parallel_total,
+      parallel_cpu_total, 0);
   if (absl::GetFlag(FLAGS_loopback)) {
-    std::printf("%-58s %14.0f\n", "DrivingEnv crop over AirSimClient->convoy_sim, steps/s",
-                loop.steps_per_sec);
+    row("DrivingEnv crop over AirSimClient->convoy_sim, steps/s", loop.steps_per_sec, -1, 0);
   }
-  std::printf("%-58s %14.0f\n",
-              absl::StrFormat("ratio to AirSim real time (%.0f steps/s), crop", airsim).c_str(),
-              crop.steps_per_sec / airsim);
+  row(absl::StrFormat("ratio to AirSim real time (%.0f steps/s), crop", airsim),
+      crop.steps_per_sec / airsim, crop.steps_per_cpu_sec / airsim, 0);
   std::printf(
-      "(DrivingEnv step = %.2f s of simulation: %d physics steps, one rendered frame)\n",
+      "(DrivingEnv step = %.2f s of simulation: %d physics steps, one rendered frame. Per "
+      "CPU-second: the rate on one whole core, from the stepping thread's CPU time.)\n",
       crop_options.control_period_sec,
       static_cast<int>(std::lround(crop_options.control_period_sec / sim_options.step_seconds)));
   std::printf("RESULT world_build_ms=%.1f\n", world_build_ms);
   std::printf("RESULT render_us_per_frame=%.1f\n", render_us);
+  std::printf("RESULT render_cpu_us_per_frame=%.1f\n", render_cpu_us);
   std::printf("RESULT physics_steps_per_sec=%.0f\n", physics_per_sec);
+  std::printf("RESULT physics_steps_per_cpu_sec=%.0f\n", physics_per_cpu_sec);
   std::printf("RESULT env_steps_per_sec_crop=%.0f\n", crop.steps_per_sec);
+  std::printf("RESULT env_steps_per_cpu_sec_crop=%.0f\n", crop.steps_per_cpu_sec);
   std::printf("RESULT env_steps_per_sec_gray84=%.0f\n", gray.steps_per_sec);
+  std::printf("RESULT env_steps_per_cpu_sec_gray84=%.0f\n", gray.steps_per_cpu_sec);
   std::printf("RESULT env_steps_per_sec_gray84_camera84=%.0f\n", small.steps_per_sec);
+  std::printf("RESULT env_steps_per_cpu_sec_gray84_camera84=%.0f\n", small.steps_per_cpu_sec);
   std::printf("RESULT env_steps_per_sec_no_images=%.0f\n", blind.steps_per_sec);
+  std::printf("RESULT env_steps_per_cpu_sec_no_images=%.0f\n", blind.steps_per_cpu_sec);
   std::printf("RESULT env_threads=%d\n", threads);
   std::printf("RESULT env_steps_per_sec_crop_all_threads=%.0f\n", parallel_total);
   if (absl::GetFlag(FLAGS_loopback)) {
     std::printf("RESULT loopback_steps_per_sec=%.0f\n", loop.steps_per_sec);
   }
   std::printf("RESULT ratio_to_airsim_realtime=%.0f\n", crop.steps_per_sec / airsim);
+  std::printf("RESULT ratio_to_airsim_realtime_per_cpu_sec=%.0f\n",
+              crop.steps_per_cpu_sec / airsim);
   return 0;
 }
 
