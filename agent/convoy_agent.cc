@@ -1,6 +1,5 @@
 // convoy_agent: one DQN agent. Drives a car in the embedded simulator or AirSim, keeps its replay memory,
 // trains locally and stays in step with a convoy_ps (or trains alone without --ps).
-#include <signal.h>
 
 #include <atomic>
 #include <cstdio>
@@ -114,18 +113,12 @@ int Run() {
     std::fprintf(stderr, "--push_encoding must be fp32 or bf16, got '%s'\n", encoding.c_str());
     return 2;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::atomic<bool> stop{false};
-  std::thread waiter([&] {
-    int signal = 0;
-    sigwait(&signals, &signal);
+  BlockTerminationSignals();
+  static std::atomic<bool> stop{false};  // Outlives the detached waiter.
+  std::thread([] {
+    WaitForTerminationSignal();
     stop = true;
-  });
-  waiter.detach();
+  }).detach();
 
   AgentOptions options = OptionsFromFlags();
   absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));

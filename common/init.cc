@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -16,6 +18,28 @@ std::vector<std::string> InitProcess(int argc, char** argv, const char* usage) {
   google::InitGoogleLogging(argv[0]);
   KeepLargeAllocationsInHeap();
   return std::vector<std::string>(positional.begin(), positional.end());
+}
+
+namespace {
+sigset_t TerminationSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  return signals;
+}
+}  // namespace
+
+void BlockTerminationSignals() {
+  const sigset_t signals = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+int WaitForTerminationSignal() {
+  const sigset_t signals = TerminationSignals();
+  int signal = 0;
+  sigwait(&signals, &signal);
+  return signal;
 }
 
 void KeepLargeAllocationsInHeap() {

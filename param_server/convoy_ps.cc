@@ -1,7 +1,6 @@
 // convoy_ps: the parameter server. Holds a model's master weights and applies asynchronous gradient pushes
 // from many agents; see docs/architecture.md and docs/protocol.md.
 #include <glog/logging.h>
-#include <signal.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -107,11 +106,7 @@ int Run() {
     return 2;
   }
   // Signals are taken synchronously by this thread; every thread started later inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  BlockTerminationSignals();
 
   const ParameterServerOptions options = OptionsFromFlags();
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
@@ -156,8 +151,7 @@ int Run() {
   }
   (*server)->core().StartPeriodicCheckpoints();
 
-  int signal = 0;
-  sigwait(&signals, &signal);
+  const int signal = WaitForTerminationSignal();
   LOG(INFO) << "signal " << signal << ": draining, then a final checkpoint";
   absl::Status stopped =
       (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));

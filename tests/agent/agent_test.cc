@@ -162,10 +162,8 @@ TEST_CASE("An agent rides out a parameter server killed and restarted", "[agent]
   std::atomic<bool> stop{false};
   absl::Status result;
   std::thread runner([&] { result = agent.Run(stop); });
-  auto wait_for = [&](const std::function<bool()>& condition) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(120);
-    while (!condition() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
-    return condition();
+  auto wait_for = [](const std::function<bool()>& condition) {
+    return testing::WaitUntil(condition, absl::Seconds(120));
   };
   CHECK(wait_for([&] { return agent.stats().ps_version >= 12; }));
   ps.Signal(SIGKILL);
@@ -216,10 +214,8 @@ TEST_CASE("An agent rides out its AirSim-protocol simulator restarting", "[agent
   std::atomic<bool> stop{false};
   absl::Status result;
   std::thread runner([&] { result = agent.Run(stop); });
-  auto wait_for = [&](const std::function<bool()>& condition) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(120);
-    while (!condition() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
-    return condition();
+  auto wait_for = [](const std::function<bool()>& condition) {
+    return testing::WaitUntil(condition, absl::Seconds(120));
   };
   CHECK(wait_for([&] { return agent.stats().env_steps >= 100; }));
   sim.Signal(SIGKILL);

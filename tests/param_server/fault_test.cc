@@ -26,6 +26,7 @@ using testing::MakeTempDir;
 using testing::ReadWholeFile;
 using testing::Subprocess;
 using testing::WaitForFileLine;
+using testing::WaitUntil;
 
 struct PsUnderTest {
   std::string dir;
@@ -80,15 +81,6 @@ uint64_t VerifyAllCheckpoints(const std::string& dir) {
   return newest;
 }
 
-bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return true;
-}
-
 TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no checkpoint",
           "[faults]") {
   PsUnderTest ps;
@@ -116,7 +108,7 @@ TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no c
   for (int cycle = 0; cycle < 20; ++cycle) {
     INFO("cycle " << cycle);
     // Agents push past the version the server resumed at (so at least one new checkpoint is due).
-    REQUIRE(WaitFor([&] { return version() >= last_resumed + 4; }, absl::Seconds(90)));
+    REQUIRE(WaitUntil([&] { return version() >= last_resumed + 4; }, absl::Seconds(90)));
     ps.process->Signal(SIGKILL);
     REQUIRE(ps.process->Wait(absl::Seconds(10)).has_value());
     const uint64_t newest = VerifyAllCheckpoints(ps.dir + "/ckpt");
@@ -130,7 +122,7 @@ TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no c
     REQUIRE(at != std::string::npos);
     const uint64_t resumed = std::stoull(log.substr(at + 12));
     CHECK(resumed == newest);
-    REQUIRE(WaitFor([&] { return version() > resumed; }, absl::Seconds(60)));
+    REQUIRE(WaitUntil([&] { return version() > resumed; }, absl::Seconds(60)));
     slowest_rejoin = std::max(slowest_rejoin, absl::Now() - restart);
     last_resumed = resumed;
     for (Subprocess& agent : agents) REQUIRE(agent.running());
@@ -154,7 +146,7 @@ TEST_CASE("An agent killed in the middle of a push leaves no partial update", "[
        "--agent_id=stalled", "--stall_after_chunks=2"},
       log);
   REQUIRE(stalled.ok());
-  REQUIRE(WaitFor([&] { return ReadWholeFile(log).find("STALLED") != std::string::npos; },
+  REQUIRE(WaitUntil([&] { return ReadWholeFile(log).find("STALLED") != std::string::npos; },
                   absl::Seconds(60)));
   PsClient other = ps.Client("other");
   const std::vector<float> before = [&] {
@@ -172,7 +164,7 @@ TEST_CASE("An agent killed in the middle of a push leaves no partial update", "[
     for (const auto& [reason, count] : s->rejections()) n += count;
     return n;
   };
-  CHECK(WaitFor([&] { return rejected() == 1; }, absl::Seconds(30)));
+  CHECK(WaitUntil([&] { return rejected() == 1; }, absl::Seconds(30)));
   std::vector<float> after;
   REQUIRE(other.Pull(0, 0, v1::NETWORK_ONLINE, &after).ok());
   CHECK(after == before);
@@ -203,9 +195,9 @@ TEST_CASE("A full checkpoint disk is a clear error and training continues", "[fa
   PsClient client = ps.Client("a");
   std::vector<float> g(DescribeModel("compact")->parameter_count, 0.01f);
   for (uint64_t v = 0; v < 2; ++v) REQUIRE(client.Push(g.data(), g.size(), v, 1)->accepted);
-  REQUIRE(WaitFor([&] { return client.Status()->checkpoints_written() == 1; }, absl::Seconds(30)));
+  REQUIRE(WaitUntil([&] { return client.Status()->checkpoints_written() == 1; }, absl::Seconds(30)));
   for (uint64_t v = 2; v < 6; ++v) REQUIRE(client.Push(g.data(), g.size(), v, 1)->accepted);
-  CHECK(WaitFor([&] { return client.Status()->checkpoint_failures() >= 1; }, absl::Seconds(30)));
+  CHECK(WaitUntil([&] { return client.Status()->checkpoint_failures() >= 1; }, absl::Seconds(30)));
   // Training goes on, the error names the cause, and the first checkpoint is intact.
   absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 6, 1);
   REQUIRE(pushed.ok());
@@ -270,7 +262,7 @@ TEST_CASE("64 concurrent clients for a bounded time lose nothing and hold memory
   // Warm up, then watch memory over the rest of the run.
   // Measured here: RSS climbs for about 20 s while the 64 streams' buffers and malloc's arenas fill
   // (to about 1 GB for 65 threads in one process), then stays within a few MB.
-  WaitFor([&] { return cycles.load() >= 200; }, absl::Seconds(60));
+  WaitUntil([&] { return cycles.load() >= 200; }, absl::Seconds(60));
   absl::SleepFor(absl::Seconds(25));
   const long rss_warm = rss_kb();
   absl::SleepFor(absl::Seconds(15));

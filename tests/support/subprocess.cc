@@ -25,6 +25,15 @@ absl::StatusOr<std::string> WaitForFileLine(const std::string& path, absl::Durat
   return absl::NotFoundError(absl::StrCat("no ", path, " after ", absl::FormatDuration(timeout)));
 }
 
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return true;
+}
+
 std::string MakeTempDir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
   std::string pattern = absl::StrCat(base ? base : "/tmp", "/", prefix, "-XXXXXX");

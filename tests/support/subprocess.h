@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ class Subprocess {
 
 // Waits until `path` exists and is non-empty, then returns its first line. NOT_FOUND on timeout.
 absl::StatusOr<std::string> WaitForFileLine(const std::string& path, absl::Duration timeout);
+
+// Polls `condition` every 50 ms until it holds (true) or `timeout` passes (false).
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);
 
 // A fresh empty directory under the test temp dir.
 std::string MakeTempDir(const std::string& prefix);
