@@ -1,7 +1,6 @@
 // convoy_sim: the embedded driving simulator served over AirSim's RPC protocol, so AirSim clients
 // (AirSim's Python package, convoy_agent with --sim=airsim) drive it as they would AirSim.
 #include <glog/logging.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <string>
@@ -45,12 +44,8 @@ int main(int argc, char** argv) {
       "  convoy_sim --port=41451 --clock=lockstep --dump_frames=/tmp/frames\n"
       "Then, from Python: import airsim; c = airsim.CarClient(); c.confirmConnection()");
 
-  // SIGINT/SIGTERM are taken by sigwait below, not by a handler.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGINT/SIGTERM are taken synchronously below, not by a handler; block them before any thread.
+  convoy::BlockTerminationSignals();
 
   std::string map_dir = absl::GetFlag(FLAGS_map_dir);
   if (map_dir.empty()) {
@@ -112,8 +107,7 @@ int main(int argc, char** argv) {
   std::printf("convoy_sim listening on %s:%d\n", options.bind_address.c_str(), (*server)->port());
   std::fflush(stdout);
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = convoy::WaitForTerminationSignal();
   LOG(INFO) << "signal " << signal_number << ": shutting down";
   (*server)->Stop();
   const convoy::AirSimServer::Stats stats = (*server)->stats();
