@@ -14,6 +14,9 @@ constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkPayloadBytes) + 1024;
 // Handler threads, and so concurrent RPCs, the server allows; each in-flight push holds one model-sized
 // buffer, so this bounds the server's memory.
 constexpr int kMaxHandlerThreads = 256;
+// Concurrent streams one client connection may hold open (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS), so one
+// misbehaving client cannot take every handler thread. An agent needs one at a time.
+constexpr int kMaxStreamsPerConnection = 8;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
@@ -38,6 +41,7 @@ absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
   grpc::ResourceQuota quota("convoy_ps");
   quota.SetMaxThreads(kMaxHandlerThreads);
   builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   self->server_ = builder.BuildAndStart();
   if (self->server_ == nullptr || self->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
