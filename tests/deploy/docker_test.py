@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""deploy/docker/Dockerfile against ./convoy, without a Docker engine.
+
+    docker_test.py REPO_ROOT BIN_DIR
+
+The build stage installs exactly the PACKAGES array of ./convoy and builds with `./convoy build`; the runtime
+stage is a slim Debian that installs what deploy/docker/runtime-packages.sh finds the binaries load (run here on
+the binaries just built: Debian packages apt knows, none of them a -dev package), carries the binaries where the
+Kubernetes manifests run them and the map where the binaries look, and runs them as the manifests' user.
+"""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deploy_checks import Checks, die  # noqa: E402
+
+
+def convoy_packages(repo: Path):
+    """The PACKAGES array of ./convoy, read by bash itself (comments and line breaks as bash sees them)."""
+    script = 'eval "$(sed -n "/^PACKAGES=(/,/^)/p" "$1")"; printf "%s\\n" "${PACKAGES[@]}"'
+    out = subprocess.run(["bash", "-c", script, "bash", str(repo / "convoy")], capture_output=True, text=True,
+                         check=True).stdout.split()
+    if not out:
+        die("found no PACKAGES array in ./convoy")
+    return out
+
+
+def instructions(dockerfile: Path):
+    """(stage index, INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    out, stage, pending = [], -1, ""
+    for raw in dockerfile.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        word, _, rest = line.partition(" ")
+        word = word.upper()
+        if word == "FROM":
+            stage += 1
+        out.append((stage, word, rest.strip()))
+    return out
+
+
+def apt_install_lists(run: str):
+    """The package names of each `apt-get install ... <names>` in a RUN line (up to the next && or ;)."""
+    lists = []
+    for seg in re.split(r"&&|;|\|\|", run):
+        words = shlex.split(seg)
+        if "apt-get" in words and "install" in words:
+            after = words[words.index("install") + 1:]
+            lists.append([w for w in after if not w.startswith("-")])
+    return lists
+
+
+def main():
+    if len(sys.argv) != 3:
+        die(__doc__)
+    repo, bindir = Path(sys.argv[1]), Path(sys.argv[2])
+    t = Checks("docker")
+    dockerfile = repo / "deploy" / "docker" / "Dockerfile"
+    ins = instructions(dockerfile)
+    froms = [(s, rest) for s, w, rest in ins if w == "FROM"]
+    t.check(len(froms) == 2, f"expected two stages (build, runtime), found {len(froms)}")
+    if len(froms) != 2:
+        return t.finish()
+    t.check(froms[0][1].endswith("AS build") and froms[1][1].endswith("AS runtime"), "stages are not build, runtime")
+    t.check("slim" in froms[1][1], f"the runtime stage is not a slim base: {froms[1][1]}")
+    build_runs = [rest for s, w, rest in ins if s == 0 and w == "RUN"]
+    runtime_runs = [rest for s, w, rest in ins if s == 1 and w == "RUN"]
+
+    # The CUDA development base of the build stage.
+    t.check(any("cuda-keyring" in r and "$CUDA_TOOLKIT" in r for r in build_runs),
+            "the build stage does not install NVIDIA's CUDA toolkit")
+    t.check(any(w == "ARG" and rest.startswith("CUDA_TOOLKIT=cuda-toolkit-") for s, w, rest in ins),
+            "CUDA_TOOLKIT does not default to a cuda-toolkit package")
+
+    # Packages: exactly ./convoy's.
+    wanted = convoy_packages(repo)
+    lists = [lst for r in build_runs for lst in apt_install_lists(r) if "libtorch-dev" in lst]
+    if t.check(len(lists) == 1, "expected one apt-get install of the build packages (the one with libtorch-dev)"):
+        got = lists[0]
+        missing, extra = sorted(set(wanted) - set(got)), sorted(set(got) - set(wanted))
+        t.check(not missing, f"the Dockerfile lacks ./convoy's packages {missing}")
+        t.check(not extra, f"the Dockerfile installs packages ./convoy does not: {extra}")
+        t.check(len(got) == len(set(got)), "the Dockerfile lists a package twice")
+    print(f"build packages: {len(wanted)} in ./convoy")
+
+    # Build commands: the script's own build, into the directory the later steps copy from.
+    convoy = (repo / "convoy").read_text()
+    t.check(re.search(r"^build\(\) \{", convoy, re.M) is not None and 'BUILD_DIR="${CONVOY_BUILD_DIR:-' in convoy,
+            "./convoy has no build() honouring CONVOY_BUILD_DIR")
+    build_cmd = [r for r in build_runs if "./convoy build" in r]
+    if t.check(len(build_cmd) == 1, "the build stage does not build with ./convoy build"):
+        m = re.search(r"CONVOY_BUILD_DIR=(\S+) \./convoy build", build_cmd[0])
+        t.check(m is not None, "the build stage does not set CONVOY_BUILD_DIR for ./convoy build")
+        build_dir = m.group(1) if m else ""
+        t.check(any(w == "WORKDIR" and build_dir.startswith(rest + "/") for s, w, rest in ins if s == 0),
+                f"the build directory {build_dir} is not under the WORKDIR")
+    t.check(not any(re.search(r"\bcmake\b", r) for r in build_runs if "apt-get install" not in r),
+            "the Dockerfile runs cmake itself, not through ./convoy build")
+
+    # The binaries copied out are CMake targets; the manifests' commands find them in /usr/local/bin.
+    copy_run = next((r for r in build_runs if "/out/bin" in r and "cp " in r), "")
+    copied = re.findall(r"build/bin/(\w+)", copy_run)
+    cmake_text = "\n".join(cm.read_text() for cm in repo.rglob("CMakeLists.txt")
+                           if not cm.relative_to(repo).parts[0].startswith("build"))
+    t.check({"convoy_ps", "convoy_agent", "convoy_sim"} <= set(copied), f"binaries copied: {copied}")
+    for b in copied:
+        t.check(re.search(rf"(add_executable\(|OUTPUT_NAME |foreach\(binary .*){b}\b", cmake_text) is not None,
+                f"the Dockerfile copies build/bin/{b}, which the CMake build does not make")
+    copies = [rest for s, w, rest in ins if s == 1 and w == "COPY"]
+    t.check("--from=build /out/bin/ /usr/local/bin/" in copies, "the runtime stage does not put the binaries in /usr/local/bin")
+    manifests = "\n".join(p.read_text() for p in (repo / "deploy" / "kubernetes").rglob("*.yaml"))
+    for cmd in set(re.findall(r"/usr/local/bin/(\w+)", manifests)):
+        t.check(cmd in copied, f"the manifests run /usr/local/bin/{cmd}, which the image lacks")
+    # The map: the binaries look for share/convoy/maps/neighborhood beside their bin directory.
+    t.check((repo / "simulator_bridge" / "maps" / "neighborhood" / "road_lines.txt").exists(), "no bundled map")
+    t.check("cp -r simulator_bridge/maps/neighborhood /out/share/convoy/maps/" in copy_run
+            and "--from=build /out/share/convoy/ /usr/local/share/convoy/" in copies,
+            "the image does not carry the map to /usr/local/share/convoy/maps/neighborhood")
+    # The user and the port the manifests expect.
+    users = set(re.findall(r"runAsUser: (\d+)", manifests))
+    t.check(any(w == "USER" and rest.split(":")[0] in users for s, w, rest in ins if s == 1) and len(users) == 1,
+            f"the image's USER is not the manifests' runAsUser {users}")
+    t.check(any(w == "EXPOSE" and rest == "50051" for s, w, rest in ins if s == 1), "the image does not expose 50051")
+
+    # Runtime packages: derived from the binaries, none for building, all known to apt.
+    t.check(any("runtime-packages.sh /out/bin/*" in r for r in build_runs), "runtime packages are not derived")
+    t.check(any("xargs -a /tmp/packages.txt apt-get install" in r for r in runtime_runs),
+            "the runtime stage does not install the derived packages")
+    t.check(not any(p in r for r in runtime_runs for p in ("build-essential", "-dev ", "cmake")),
+            "the runtime stage installs build tools")
+    r = subprocess.run([str(repo / "deploy" / "docker" / "runtime-packages.sh"), str(bindir / "convoy_ps"),
+                        str(bindir / "convoy_agent")], capture_output=True, text=True, timeout=300)
+    pkgs = r.stdout.split()
+    if t.check(r.returncode == 0 and pkgs, f"runtime-packages.sh failed: {r.stderr[-1000:]}"):
+        for must in ("libc6", "libstdc++6"):
+            t.check(must in pkgs, f"runtime-packages.sh missed {must}")
+        t.check(any(p.startswith("libtorch") for p in pkgs) or "not from a package" in r.stderr,
+                "runtime-packages.sh found no LibTorch")
+        t.check(not [p for p in pkgs if p.endswith("-dev")], f"runtime packages include -dev ones: {pkgs}")
+        known = subprocess.run(["apt-cache", "show", "--no-all-versions", *pkgs], capture_output=True, text=True)
+        t.check(known.returncode == 0, f"apt does not know some runtime packages: {known.stderr[-500:]}")
+        print(f"runtime packages for these binaries: {len(pkgs)}")
+
+    ignore = (repo / ".dockerignore").read_text().split()
+    t.check({"build", "build-*", ".git"} <= set(ignore), ".dockerignore does not keep build trees and .git out")
+    return t.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# deploy/slurm/convoy.sbatch on a real one-node Slurm cluster, set up on this machine for the test.
+#
+#   slurm_test.sh REPO_ROOT BIN_DIR
+#
+# Installs slurm-wlm and munge from Debian when they are missing, starts munged, slurmctld and slurmd as root
+# with a configuration of their own in a temporary directory (their own ports, key, socket, spool and state), and:
+#   1. submits the batch script with `sbatch --wait` for a short run with 2 agents: the job succeeds, convoy_ps
+#      wrote checkpoints, each agent logged its run and its metrics;
+#   2. submits it again on the same run directory and requeues it while it trains (`scontrol requeue`, the way
+#      a preemption stops a job): convoy_ps writes a checkpoint on SIGTERM, and both starts resume (--resume)
+#      from the newest checkpoint, so the version only grows.
+# It stops the daemons it started. It needs root; without root it exits 77, which CTest reports as skipped.
+set -uo pipefail
+
+REPO="${1:?repository root}"
+BIN="${2:?binary directory}"
+SKIP=77
+
+say() { printf 'slurm_test: %s\n' "$*"; }
+fail() {
+  say "FAIL: $*"
+  exit 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+  say "SKIP: needs root, to install slurm-wlm and munge and to run munged, slurmctld and slurmd"
+  exit $SKIP
+fi
+for b in convoy_ps convoy_agent; do [ -x "$BIN/$b" ] || fail "$BIN/$b is not built"; done
+
+export DEBIAN_FRONTEND=noninteractive
+if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null ||
+  ! command -v munged >/dev/null; then
+  say "installing slurm-wlm and munge from Debian"
+  timeout 600 apt-get update -qq || fail "apt-get update failed"
+  timeout 600 apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null ||
+    fail "apt-get install slurm-wlm munge failed"
+fi
+PATH="$PATH:/usr/sbin:/sbin"
+
+T="$(mktemp -d /tmp/convoy-slurm-test.XXXXXX)"
+chmod 0700 "$T"
+PIDS=()
+cleanup() {
+  local rc=$?
+  # Stop only what this test started, newest first; slurmd before slurmctld before munged.
+  if [ -n "${SLURM_CONF:-}" ] && command -v scancel >/dev/null; then scancel --full --quiet -u root 2>/dev/null; fi
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${PIDS[i]}" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "${PIDS[i]}" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "${PIDS[i]}" 2>/dev/null
+    wait "${PIDS[i]}" 2>/dev/null
+  done
+  if [ "$rc" -ne 0 ]; then
+    for f in "$T"/log/*.log "$T"/job*.out; do
+      [ -f "$f" ] && { say "---- $f (last 30 lines)"; tail -n 30 "$f"; }
+    done
+    for f in "$T"/run*/logs/*.log; do
+      [ -f "$f" ] && { say "---- $f (last 15 lines)"; tail -n 15 "$f"; }
+    done
+  fi
+  if [ -n "${CONVOY_KEEP_TEST_DIR:-}" ]; then say "kept $T"; else rm -rf "$T"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 1' TERM INT
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+mkdir -p "$T/munge" "$T/log" "$T/state" "$T/spool"
+chmod 0755 "$T/munge"
+
+# munge: a key and a socket of our own, so a munged already on this machine is left alone.
+dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none
+chmod 0400 "$T/munge/munge.key"
+munged -F --force --key-file="$T/munge/munge.key" --socket="$T/munge/socket" \
+  --pid-file="$T/munge/munged.pid" --seed-file="$T/munge/seed" --log-file="$T/log/munged.log" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -S "$T/munge/socket" ] && break; sleep 0.1; done
+[ -S "$T/munge/socket" ] || fail "munged did not start"
+
+HOST="$(hostname -s)"
+CTLD_PORT="$(free_port)"
+SLURMD_PORT="$(free_port)"
+cat >"$T/slurm.conf" <<EOF
+ClusterName=convoytest
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$T/munge/socket
+CredType=cred/munge
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd.pid
+SlurmctldLogFile=$T/log/slurmctld.log
+SlurmdLogFile=$T/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+JobRequeue=1
+KillWait=30
+MinJobAge=600
+SlurmdTimeout=60
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
+PartitionName=convoytest Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF="$T/slurm.conf"
+
+slurmctld -D -i -f "$SLURM_CONF" >"$T/log/slurmctld.out" 2>&1 &
+PIDS+=($!)
+slurmd -D -f "$SLURM_CONF" -N "$HOST" >"$T/log/slurmd.out" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 120); do
+  state="$(sinfo -h -o %T 2>/dev/null)"
+  [ "$state" = idle ] && break
+  sleep 0.5
+done
+[ "${state:-}" = idle ] || fail "the node did not come up idle (sinfo: ${state:-nothing})"
+say "one-node cluster up: $HOST, CPUs=2, slurmctld :$CTLD_PORT, slurmd :$SLURMD_PORT"
+
+RUN="$T/run"
+COMMON_ENV="ALL,CONVOY_HOME=$REPO,CONVOY_BIN=$BIN,CONVOY_RUN_DIR=$RUN,CONVOY_MODEL=compact"
+PS_FLAGS="--checkpoint_every_updates=20 --checkpoint_every_seconds=0 --keep_checkpoints=3"
+AGENT_FLAGS="--min_replay_size=64 --replay_memory_size=2000 --batch_size=16 --report_seconds=2 --max_minutes=3"
+
+newest_version() {
+  local newest
+  newest="$(ls "$RUN/checkpoints" 2>/dev/null | grep '^ckpt-' | sort | tail -n 1)"
+  [ -n "$newest" ] || { echo 0; return; }
+  grep -m1 -o '^version: [0-9]*' "$RUN/checkpoints/$newest/MANIFEST" | awk '{print $2}'
+}
+
+# 1. A short run, start to finish.
+say "job 1: sbatch --wait, 2 agents, 300 steps each"
+start=$SECONDS
+timeout 300 sbatch --wait --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 --output="$T/job1.out" \
+  --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=300" \
+  "$REPO/deploy/slurm/convoy.sbatch" >"$T/job1.id"
+rc=$?
+[ "$rc" -eq 0 ] || fail "job 1 (sbatch --wait) exited $rc"
+say "job 1 ($(cat "$T/job1.id")) finished in $((SECONDS - start)) s"
+
+ls "$RUN/checkpoints" | grep -q '^ckpt-' || fail "no checkpoint in $RUN/checkpoints"
+V1="$(newest_version)"
+[ "$V1" -gt 0 ] || fail "the newest checkpoint is at version $V1; the agents' pushes were not applied"
+grep -q 'final checkpoint' "$RUN/logs/ps.log" || fail "convoy_ps logged no final checkpoint"
+for i in 0 1; do
+  log="$RUN/logs/agent-$i.log"
+  [ -s "$log" ] || fail "no log for agent $i ($log)"
+  grep -q "\[agent-$i\] done:.* 300 steps" "$log" || fail "agent $i did not log a finished 300-step run"
+  grep -q 'convoy_agent exited 0' "$log" || fail "agent $i did not exit 0"
+  [ -s "$RUN/agents/agent-$i/episodes.csv" ] || fail "agent $i wrote no episodes.csv"
+  grep -q "agent agent-$i (index $i) joined" "$RUN/logs/ps.log" || fail "agent $i never joined the PS"
+done
+say "job 1: checkpoints up to version $V1, both agents ran 300 steps and logged them"
+
+# 2. The same run directory again, requeued mid-run like a preempted job.
+say "job 2: resumes from version $V1; requeued while training"
+start=$SECONDS
+JOB2="$(sbatch --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 --output="$T/job2.out" \
+  --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=600" \
+  "$REPO/deploy/slurm/convoy.sbatch")" || fail "sbatch of job 2 failed"
+for _ in $(seq 240); do
+  [ "$(newest_version)" -ge $((V1 + 40)) ] && break
+  sleep 0.5
+done
+V_BEFORE="$(newest_version)"
+[ "$V_BEFORE" -ge $((V1 + 40)) ] || fail "job 2 made no progress past version $V1 in 120 s"
+scontrol requeue "$JOB2" || fail "scontrol requeue $JOB2 failed"
+say "requeued job $JOB2 at checkpoint version $V_BEFORE"
+# Slurm holds a requeued job back (BeginTime two minutes on); make it eligible as soon as it is pending again.
+job_field() { scontrol show job "$JOB2" -o 2>/dev/null | grep -o "$1=[^ ]*" | cut -d= -f2; }
+for _ in $(seq 120); do
+  state="$(job_field JobState)"
+  [ "$state" = RUNNING ] && [ "$(job_field Restarts)" -ge 1 ] && break
+  if [ "$state" = PENDING ]; then
+    scontrol update jobid="$JOB2" starttime=now >>"$T/log/scontrol.log" 2>&1
+  fi
+  sleep 0.5
+done
+for _ in $(seq 480); do
+  state="$(scontrol show job "$JOB2" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)"
+  case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
+  sleep 0.5
+done
+[ "$state" = COMPLETED ] || fail "job 2 ended $state"
+say "job 2 finished in $((SECONDS - start)) s"
+
+restarts="$(grep -c 'resumed from' "$RUN/logs/ps.log")"
+[ "$restarts" -ge 2 ] || fail "convoy_ps resumed $restarts times; expected job 2's first start and its requeued start"
+grep -q 'start 2 (SLURM_RESTART_COUNT=1)' "$T/job2.out" || fail "job 2 did not restart after the requeue"
+grep -q "resumed from .* at version $V1\$" "$RUN/logs/ps.log" || fail "job 2 did not resume from version $V1"
+V2="$(newest_version)"
+[ "$V2" -gt "$V_BEFORE" ] || fail "after the requeue the version did not grow ($V_BEFORE -> $V2)"
+V_RESUMED="$(grep 'resumed from' "$RUN/logs/ps.log" | tail -n 1 | grep -o '[0-9]*$')"
+[ "$V_RESUMED" -ge "$V_BEFORE" ] || fail "the requeued start resumed at $V_RESUMED, before the requeue's $V_BEFORE"
+say "job 2: resumed at $V1, requeued at $V_BEFORE, resumed again and ended at $V2"
+say "PASS"
