@@ -4,29 +4,23 @@
 // lines. Checkpoints and logs go under runs/<name>/. Ctrl-C stops every process cleanly with a final
 // checkpoint. (Clusters use Slurm or Kubernetes instead: see docs/deploy.md.)
 #include <glog/logging.h>
-#include <poll.h>
 #include <signal.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <thread>
+#include <memory>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
-#include "agent/ps_client.h"
-#include "common/child_process.h"
 #include "common/init.h"
 #include "common/model_registry.h"
+#include "deploy/local/local_cluster.h"
 
 ABSL_FLAG(double, minutes, 10, "Training time.");
 ABSL_FLAG(uint64_t, steps_per_agent, 0,
@@ -56,83 +50,19 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-struct AgentProgress {
-  std::map<std::string, std::string> fields;
-  std::string partial;  // An incomplete line read so far.
-  double Get(const std::string& key) const {
-    double v = 0;
-    auto it = fields.find(key);
-    if (it != fields.end() && absl::SimpleAtod(it->second, &v)) return v;
-    return 0;
-  }
-};
-
-// Reads whatever the agents printed; keeps the newest PROGRESS fields of each.
-void DrainProgress(std::vector<ChildProcess>& agents, std::vector<AgentProgress>& progress,
-                   absl::Duration wait) {
-  std::vector<pollfd> fds;
-  for (ChildProcess& a : agents) fds.push_back({a.stdout_fd(), POLLIN, 0});
-  if (::poll(fds.data(), fds.size(), static_cast<int>(absl::ToInt64Milliseconds(wait))) <= 0) return;
-  char buffer[4096];
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (!(fds[i].revents & POLLIN)) continue;
-    const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
-    if (n <= 0) continue;
-    progress[i].partial.append(buffer, static_cast<size_t>(n));
-    size_t newline;
-    while ((newline = progress[i].partial.find('\n')) != std::string::npos) {
-      const std::string line = progress[i].partial.substr(0, newline);
-      progress[i].partial.erase(0, newline + 1);
-      if (line.rfind("PROGRESS ", 0) != 0) continue;
-      for (absl::string_view field : absl::StrSplit(line.substr(9), ' ', absl::SkipEmpty())) {
-        std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
-        progress[i].fields[kv.first] = kv.second;
-      }
-    }
-  }
-}
-
-void PrintMerged(const std::vector<AgentProgress>& progress, absl::Duration elapsed,
+void PrintMerged(const ClusterTotals& totals, size_t agents, absl::Duration elapsed,
                  absl::Duration total, uint64_t ps_version) {
-  double episodes = 0, steps = 0, train = 0, env_sps = 0, train_sps = 0, ret = 0, eps = 0;
-  int reporting = 0;
-  for (const AgentProgress& p : progress) {
-    if (p.fields.empty()) continue;
-    ++reporting;
-    episodes += p.Get("episodes");
-    steps += p.Get("env_steps");
-    train += p.Get("train_steps");
-    env_sps += p.Get("env_sps");
-    train_sps += p.Get("train_sps");
-    ret += p.Get("avg_return");
-    eps += p.Get("epsilon");
-  }
-  if (reporting > 0) {
-    ret /= reporting;
-    eps /= reporting;
-  }
   const absl::Duration left = std::max(absl::ZeroDuration(), total - elapsed);
-  std::fprintf(stderr,
-               "[%5.1f min] %zu agents | %.0f episodes | %.0f env steps (%.0f/s) | %.0f train steps "
-               "(%.1f/s) | avg return %.1f | eps %.2f | PS v%llu | %.1f min left\n",
-               absl::ToDoubleMinutes(elapsed), progress.size(), episodes, steps, env_sps, train,
-               train_sps, ret, eps, static_cast<unsigned long long>(ps_version),
-               absl::ToDoubleMinutes(left));
-}
-
-absl::StatusOr<int> WaitForPort(const std::string& port_file, ChildProcess& ps) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (absl::Now() < deadline && ps.running()) {
-    std::ifstream in(port_file);
-    int port = 0;
-    if (in >> port && port > 0) return port;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return absl::UnavailableError("convoy_ps did not start; see its log");
+  std::fprintf(
+      stderr,
+      "[%5.1f min] %zu agents | %.0f episodes | %.0f env steps (%.0f/s) | %.0f train steps "
+      "(%.1f/s) | avg return %.1f | eps %.2f | PS v%llu | %.1f min left\n",
+      absl::ToDoubleMinutes(elapsed), agents, totals.episodes, totals.env_steps,
+      totals.env_steps_per_s, totals.train_steps, totals.train_steps_per_s, totals.avg_return,
+      totals.epsilon, static_cast<unsigned long long>(ps_version), absl::ToDoubleMinutes(left));
 }
 
 int Run() {
-  const std::string bin = ExecutableDirectory();
   std::string name = absl::GetFlag(FLAGS_name);
   if (name.empty()) name = absl::FormatTime("train-%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
   const std::string run = absl::StrCat(absl::GetFlag(FLAGS_runs_dir), "/", name);
@@ -149,103 +79,51 @@ int Run() {
                run.c_str(), model.c_str(), info->parameter_count, num_agents,
                absl::ToDoubleMinutes(total));
 
-  const std::string port_file = run + "/ps.port";
-  std::filesystem::remove(port_file);
-  ChildProcess::Options ps_options;
-  ps_options.log_path = run + "/convoy_ps.log";
-  absl::StatusOr<ChildProcess> ps = ChildProcess::Start(
-      {bin + "/convoy_ps", "--port=0", "--bind=127.0.0.1", "--port_file=" + port_file,
-       "--checkpoint_dir=" + run + "/checkpoints", "--checkpoint_every_seconds=60",
-       "--model=" + model, absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed)),
-       absl::StrCat("--learning_rate=", absl::GetFlag(FLAGS_learning_rate)),
-       absl::StrCat("--target_update_frequency=", absl::GetFlag(FLAGS_target_update_frequency)),
-       absl::StrCat("--min_epsilon=", absl::GetFlag(FLAGS_min_epsilon)),
-       absl::StrCat("--per_iter_epsilon_reduction=", absl::GetFlag(FLAGS_per_iter_epsilon_reduction)),
-       absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
-       absl::StrCat("--batch_update_frequency=", absl::GetFlag(FLAGS_batch_update_frequency)),
-       absl::StrCat("--apex_num_agents=", num_agents)},
-      ps_options);
-  if (!ps.ok()) {
-    LOG(ERROR) << ps.status();
+  LocalClusterOptions options;
+  options.run_dir = run;
+  options.agents = num_agents;
+  options.model = model;
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.device = absl::GetFlag(FLAGS_device);
+  options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  options.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
+  options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
+  options.min_replay_size = absl::GetFlag(FLAGS_min_replay_size);
+  options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
+  options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
+  options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
+  options.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
+  options.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  options.max_time = total;
+  options.max_steps_per_agent = absl::GetFlag(FLAGS_steps_per_agent);
+  options.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  if (!cluster.ok()) {
+    LOG(ERROR) << cluster.status();
     return 1;
   }
-  absl::StatusOr<int> port = WaitForPort(port_file, *ps);
-  if (!port.ok()) {
-    LOG(ERROR) << port.status() << " (" << ps_options.log_path << ")";
-    return 1;
-  }
-  const std::string address = absl::StrCat("127.0.0.1:", *port);
 
-  std::vector<ChildProcess> agents;
-  for (int i = 0; i < num_agents; ++i) {
-    const std::string log_dir = absl::StrCat(run, "/agent-", i);
-    std::filesystem::create_directories(log_dir);
-    ChildProcess::Options options;
-    options.log_path = log_dir + "/agent.log";
-    options.pipe_stdout = true;
-    absl::StatusOr<ChildProcess> agent = ChildProcess::Start(
-        {bin + "/convoy_agent", "--ps=" + address, absl::StrCat("--agent_id=agent-", i),
-         absl::StrCat("--agent_index=", i), absl::StrCat("--seed=", absl::GetFlag(FLAGS_seed) + i),
-         "--model=" + model, "--device=" + absl::GetFlag(FLAGS_device),
-         absl::StrCat("--torch_threads=",
-                      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / num_agents)),
-         absl::StrCat("--max_minutes=", absl::GetFlag(FLAGS_minutes)),
-         absl::StrCat("--max_steps=", absl::GetFlag(FLAGS_steps_per_agent)), "--log_dir=" + log_dir,
-         "--machine_progress", absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)),
-         absl::StrCat("--batch_update_frequency=", absl::GetFlag(FLAGS_batch_update_frequency)),
-         absl::StrCat("--replay_memory_size=", absl::GetFlag(FLAGS_replay_memory_size)),
-         absl::StrCat("--min_replay_size=", absl::GetFlag(FLAGS_min_replay_size)),
-         absl::StrCat("--replay_ratio=", absl::GetFlag(FLAGS_replay_ratio)),
-         absl::StrCat("--max_epoch_runtime_sec=", absl::GetFlag(FLAGS_max_epoch_runtime_sec)),
-         absl::StrCat("--report_seconds=", absl::GetFlag(FLAGS_report_seconds))},
-        options);
-    if (!agent.ok()) {
-      LOG(ERROR) << agent.status();
-      return 1;
-    }
-    agents.push_back(*std::move(agent));
-  }
-
-  PsClientOptions client_options;
-  client_options.address = address;
-  client_options.agent_id = "convoy_train";
-  client_options.model_fingerprint = info->fingerprint;
-  client_options.retry_for = absl::Seconds(10);
-  PsClient client(client_options);
-
-  std::vector<AgentProgress> progress(agents.size());
   const absl::Time start = absl::Now();
-  absl::Time next_report = start + absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
+  absl::Time next_report = start + options.report_every;
   bool interrupted = false;
   while (true) {
-    DrainProgress(agents, progress, absl::Milliseconds(200));
-    size_t running = 0;
-    for (ChildProcess& a : agents) running += a.running() ? 1 : 0;
-    if (running == 0) break;
+    if ((*cluster)->Poll(absl::Milliseconds(200)) == 0) break;
     if (g_stop.load() && !interrupted) {
       interrupted = true;
       std::fprintf(stderr, "convoy_train: stopping every process cleanly\n");
-      for (ChildProcess& a : agents) a.Signal(SIGTERM);
+      (*cluster)->SignalAgents(SIGTERM);
     }
     if (absl::Now() >= next_report) {
-      absl::StatusOr<v1::StatusResponse> status = client.Status();
-      PrintMerged(progress, absl::Now() - start, total, status.ok() ? status->version() : 0);
-      next_report += absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
+      PrintMerged((*cluster)->Totals(), (*cluster)->progress().size(), absl::Now() - start, total,
+                  (*cluster)->PsVersion());
+      next_report += options.report_every;
     }
   }
-  int failed_agents = 0;
-  for (size_t i = 0; i < agents.size(); ++i) {
-    const std::optional<int> code = agents[i].Wait(absl::Seconds(5));
-    if (code != 0) {
-      ++failed_agents;
-      LOG(ERROR) << "agent-" << i << " exited with " << (code ? *code : -1) << "; see " << run
-                 << "/agent-" << i << "/agent.log";
-    }
-  }
+  const int failed_agents = (*cluster)->WaitForAgents(absl::Seconds(5));
   std::vector<float> weights;
-  absl::StatusOr<PullResult> pulled = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
-  ps->Signal(SIGTERM);
-  const std::optional<int> ps_code = ps->Wait(absl::Seconds(60));
+  absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&weights);
+  const std::optional<int> ps_code = (*cluster)->Stop(absl::Seconds(60));
   std::fprintf(stderr, "convoy_train: convoy_ps stopped (%s); checkpoints in %s/checkpoints\n",
                ps_code == 0 ? "final checkpoint written" : "see convoy_ps.log", run.c_str());
   if (!pulled.ok()) {
@@ -254,8 +132,9 @@ int Run() {
   }
   if (interrupted) return 130;
 
-  std::fprintf(stderr, "convoy_train: evaluating the greedy policy at version %llu on %d episodes\n",
-               static_cast<unsigned long long>(pulled->version), absl::GetFlag(FLAGS_eval_episodes));
+  std::fprintf(
+      stderr, "convoy_train: evaluating the greedy policy at version %llu on %d episodes\n",
+      static_cast<unsigned long long>(pulled->version), absl::GetFlag(FLAGS_eval_episodes));
   EnvironmentSpec spec;
   spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
   absl::StatusOr<Comparison> result =

@@ -1,0 +1,230 @@
+#include "deploy/local/local_cluster.h"
+
+#include <glog/logging.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/model_registry.h"
+
+namespace convoy {
+namespace {
+
+constexpr absl::Duration kPortFilePollInterval = absl::Milliseconds(50);
+constexpr absl::Duration kPsClientRetryFor = absl::Seconds(10);
+
+absl::StatusOr<int> WaitForPort(const std::string& port_file, ChildProcess& ps,
+                                absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline && ps.running()) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) return port;
+    absl::SleepFor(kPortFilePollInterval);
+  }
+  return absl::UnavailableError("convoy_ps did not start; see its log");
+}
+
+std::string AgentLogDir(const LocalClusterOptions& options, int index) {
+  return absl::StrCat(options.run_dir, "/agent-", index);
+}
+
+}  // namespace
+
+double AgentProgress::Get(const std::string& key) const {
+  double v = 0;
+  auto it = fields.find(key);
+  if (it != fields.end() && absl::SimpleAtod(it->second, &v)) return v;
+  return 0;
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
+    const LocalClusterOptions& options) {
+  absl::StatusOr<ModelInfo> info = DescribeModel(options.model);
+  if (!info.ok()) return info.status();
+  const std::string bin = options.bin_dir.empty() ? ExecutableDirectory() : options.bin_dir;
+  std::filesystem::create_directories(options.run_dir);
+  const std::string port_file = options.run_dir + "/ps.port";
+  std::filesystem::remove(port_file);
+  ChildProcess::Options ps_options;
+  ps_options.log_path = options.run_dir + "/convoy_ps.log";
+  absl::StatusOr<ChildProcess> ps = ChildProcess::Start(
+      {bin + "/convoy_ps", "--port=0", "--bind=127.0.0.1", "--port_file=" + port_file,
+       "--checkpoint_dir=" + options.run_dir + "/checkpoints",
+       absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
+       "--model=" + options.model, absl::StrCat("--seed=", options.seed),
+       absl::StrCat("--learning_rate=", options.learning_rate),
+       absl::StrCat("--target_update_frequency=", options.target_update_frequency),
+       absl::StrCat("--min_epsilon=", options.min_epsilon),
+       absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
+       absl::StrCat("--batch_size=", options.batch_size),
+       absl::StrCat("--batch_update_frequency=", options.batch_update_frequency),
+       absl::StrCat("--apex_num_agents=", options.agents)},
+      ps_options);
+  if (!ps.ok()) return ps.status();
+  absl::StatusOr<int> port = WaitForPort(port_file, *ps, options.ps_start_timeout);
+  if (!port.ok()) {
+    return absl::Status(port.status().code(),
+                        absl::StrCat(port.status().message(), " (", ps_options.log_path, ")"));
+  }
+  std::unique_ptr<LocalCluster> cluster(new LocalCluster(
+      options, *std::move(ps), absl::StrCat("127.0.0.1:", *port), info->fingerprint));
+  cluster->ps_log_ = ps_options.log_path;
+  if (absl::Status s = cluster->StartAgents(); !s.ok()) return s;  // The destructor stops the rest.
+  return cluster;
+}
+
+LocalCluster::LocalCluster(LocalClusterOptions options, ChildProcess ps, std::string address,
+                           std::string fingerprint)
+    : options_(std::move(options)), ps_(std::move(ps)), address_(std::move(address)) {
+  PsClientOptions client_options;
+  client_options.address = address_;
+  client_options.agent_id = "convoy_train";
+  client_options.model_fingerprint = std::move(fingerprint);
+  client_options.retry_for = kPsClientRetryFor;
+  client_ = std::make_unique<PsClient>(client_options);
+}
+
+LocalCluster::~LocalCluster() {
+  if (!stopped_) Stop(absl::Seconds(10));
+}
+
+absl::Status LocalCluster::StartAgents() {
+  const std::string bin = options_.bin_dir.empty() ? ExecutableDirectory() : options_.bin_dir;
+  const int torch_threads =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options_.agents);
+  for (int i = 0; i < options_.agents; ++i) {
+    const std::string log_dir = AgentLogDir(options_, i);
+    std::filesystem::create_directories(log_dir);
+    ChildProcess::Options child;
+    child.log_path = log_dir + "/agent.log";
+    child.pipe_stdout = true;
+    absl::StatusOr<ChildProcess> agent = ChildProcess::Start(
+        {bin + "/convoy_agent", "--ps=" + address_, absl::StrCat("--agent_id=agent-", i),
+         absl::StrCat("--agent_index=", i), absl::StrCat("--seed=", options_.seed + i),
+         "--model=" + options_.model, "--device=" + options_.device,
+         absl::StrCat("--torch_threads=", torch_threads),
+         absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
+         absl::StrCat("--max_steps=", options_.max_steps_per_agent), "--log_dir=" + log_dir,
+         "--machine_progress", absl::StrCat("--batch_size=", options_.batch_size),
+         absl::StrCat("--batch_update_frequency=", options_.batch_update_frequency),
+         absl::StrCat("--replay_memory_size=", options_.replay_memory_size),
+         absl::StrCat("--min_replay_size=", options_.min_replay_size),
+         absl::StrCat("--replay_ratio=", options_.replay_ratio),
+         absl::StrCat("--max_epoch_runtime_sec=", options_.max_epoch_runtime_sec),
+         absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every))},
+        child);
+    if (!agent.ok()) return agent.status();
+    agents_.push_back(*std::move(agent));
+  }
+  progress_.resize(agents_.size());
+  return absl::OkStatus();
+}
+
+int LocalCluster::Poll(absl::Duration timeout) {
+  std::vector<pollfd> fds;
+  // A pipe at end of file is left out (fd -1) so that poll() does not return at once for it.
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    fds.push_back({progress_[i].closed ? -1 : agents_[i].stdout_fd(), POLLIN, 0});
+  }
+  if (::poll(fds.data(), fds.size(), static_cast<int>(absl::ToInt64Milliseconds(timeout))) > 0) {
+    char buffer[4096];
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      AgentProgress& p = progress_[i];
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (n == 0) p.closed = true;
+      if (n <= 0) continue;
+      p.partial.append(buffer, static_cast<size_t>(n));
+      size_t newline;
+      while ((newline = p.partial.find('\n')) != std::string::npos) {
+        const std::string line = p.partial.substr(0, newline);
+        p.partial.erase(0, newline + 1);
+        if (line.rfind("PROGRESS ", 0) != 0) continue;
+        for (absl::string_view field : absl::StrSplit(line.substr(9), ' ', absl::SkipEmpty())) {
+          std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
+          p.fields[kv.first] = kv.second;
+        }
+      }
+    }
+  }
+  int running = 0;
+  for (ChildProcess& a : agents_) running += a.running() ? 1 : 0;
+  return running;
+}
+
+ClusterTotals LocalCluster::Totals() const {
+  ClusterTotals t;
+  for (const AgentProgress& p : progress_) {
+    if (p.fields.empty()) continue;
+    ++t.reporting;
+    t.episodes += p.Get("episodes");
+    t.env_steps += p.Get("env_steps");
+    t.train_steps += p.Get("train_steps");
+    t.env_steps_per_s += p.Get("env_sps");
+    t.train_steps_per_s += p.Get("train_sps");
+    t.avg_return += p.Get("avg_return");
+    t.epsilon += p.Get("epsilon");
+  }
+  if (t.reporting > 0) {
+    t.avg_return /= t.reporting;
+    t.epsilon /= t.reporting;
+  }
+  return t;
+}
+
+void LocalCluster::SignalAgents(int signal) {
+  for (ChildProcess& a : agents_) a.Signal(signal);
+}
+
+int LocalCluster::WaitForAgents(absl::Duration timeout) {
+  int failed = 0;
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    const std::optional<int> code = agents_[i].Wait(timeout);
+    if (code != 0) {
+      ++failed;
+      LOG(ERROR) << "agent-" << i << " exited with " << (code ? *code : -1) << "; see "
+                 << AgentLogDir(options_, static_cast<int>(i)) << "/agent.log";
+    }
+  }
+  return failed;
+}
+
+absl::StatusOr<PullResult> LocalCluster::PullWeights(std::vector<float>* weights) {
+  return client_->Pull(0, 0, v1::NETWORK_ONLINE, weights);
+}
+
+uint64_t LocalCluster::PsVersion() {
+  absl::StatusOr<v1::StatusResponse> status = client_->Status();
+  return status.ok() ? status->version() : 0;
+}
+
+std::optional<int> LocalCluster::Stop(absl::Duration timeout) {
+  stopped_ = true;
+  bool any_running = false;
+  for (ChildProcess& a : agents_) any_running |= a.running();
+  if (any_running) {
+    SignalAgents(SIGTERM);
+    for (ChildProcess& a : agents_) {
+      if (!a.Wait(timeout).has_value()) {
+        a.Signal(SIGKILL);
+        a.Wait(absl::Seconds(5));
+      }
+    }
+  }
+  if (!ps_.has_value()) return std::nullopt;
+  ps_->Signal(SIGTERM);
+  return ps_->Wait(timeout);
+}
+
+}  // namespace convoy

@@ -1,0 +1,135 @@
+// LocalCluster: a training run on this machine as processes — one convoy_ps and N convoy_agent
+// processes on the embedded simulator — for convoy_train and convoy_bench_learn.
+//
+// Start() launches convoy_ps with a port file, waits until it listens, then launches the agents
+// with their stdout piped; Poll() reads the agents' "PROGRESS key=value ..." lines; Totals() merges
+// the newest line of each agent; PullWeights() fetches the server's online network; Stop() ends the
+// agents (SIGTERM), then the server (SIGTERM, which writes its final checkpoint). Logs and
+// checkpoints go under `run_dir`. Thread-compatible: one thread drives a LocalCluster.
+#ifndef CONVOY_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
+#define CONVOY_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/ps_client.h"
+#include "common/child_process.h"
+
+namespace convoy {
+
+// The defaults are convoy_train's.
+struct LocalClusterOptions {
+  std::string
+      bin_dir;  // Where convoy_ps and convoy_agent are; empty: beside the running executable.
+  std::string
+      run_dir;  // Logs (convoy_ps.log, agent-<i>/), checkpoints/, ps.port. Created if missing.
+  int agents = 2;
+  std::string model = "compact";
+  uint64_t seed = 1;  // Agent i uses seed + i.
+  std::string device = "auto";
+  int batch_size = 32;
+  int batch_update_frequency = 4;
+  uint64_t replay_memory_size = 50000;
+  uint64_t min_replay_size = 1000;
+  double replay_ratio = 8.0;
+  double learning_rate = 1e-3;
+  uint64_t target_update_frequency = 300;
+  double min_epsilon = 0.1;
+  double per_iter_epsilon_reduction = 0.003;
+  double max_epoch_runtime_sec = 30.0;
+  // Each agent stops by itself after this long / this many environment steps (zero: no bound).
+  absl::Duration max_time = absl::ZeroDuration();
+  uint64_t max_steps_per_agent = 0;
+  absl::Duration report_every = absl::Seconds(5);  // Agents' PROGRESS interval.
+  absl::Duration checkpoint_every = absl::Seconds(60);
+  absl::Duration ps_start_timeout = absl::Seconds(120);
+};
+
+// The newest PROGRESS fields of one agent (agent=, episodes=, env_steps=, train_steps=,
+// avg_return=, env_sps=, train_sps=, epsilon=, loss=, version=, connected=).
+struct AgentProgress {
+  std::map<std::string, std::string> fields;
+  std::string partial;  // An incomplete line read so far.
+  bool closed = false;  // The agent's stdout reached end of file.
+
+  // The field as a number; 0 when absent or not a number.
+  double Get(const std::string& key) const;
+};
+
+// Sums over the agents that have reported; avg_return and epsilon are their means.
+struct ClusterTotals {
+  int reporting = 0;
+  double episodes = 0;
+  double env_steps = 0;
+  double train_steps = 0;
+  double env_steps_per_s = 0;    // Sum of the agents' latest interval rates.
+  double train_steps_per_s = 0;  // Sum of the agents' latest interval rates.
+  double avg_return = 0;
+  double epsilon = 0;
+};
+
+class LocalCluster {
+ public:
+  // Starts convoy_ps and the agents. Errors: INVALID_ARGUMENT for an unknown model, INTERNAL when a
+  // process cannot be started, UNAVAILABLE when convoy_ps did not write its port within
+  // ps_start_timeout (the message names its log). Whatever was started is stopped again on error.
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& options);
+  ~LocalCluster();  // Stop() unless already stopped.
+
+  LocalCluster(const LocalCluster&) = delete;
+  LocalCluster& operator=(const LocalCluster&) = delete;
+
+  // Waits up to `timeout` for agent output and reads what is there. Returns the agents still
+  // running.
+  int Poll(absl::Duration timeout);
+
+  ClusterTotals Totals() const;
+  const std::vector<AgentProgress>& progress() const { return progress_; }
+
+  // Asks every agent to stop (SIGTERM: each finishes its step and exits); returns at once.
+  void SignalAgents(int signal);
+
+  // Waits for each agent (up to `timeout` each); logs the ones that failed, naming their logs.
+  // Returns their number.
+  int WaitForAgents(absl::Duration timeout);
+
+  // The server's current online weights. Errors: the PS client's.
+  absl::StatusOr<PullResult> PullWeights(std::vector<float>* weights);
+
+  // The server's weight version, or 0 when it cannot be asked.
+  uint64_t PsVersion();
+
+  // Stops what still runs: agents with SIGTERM (then SIGKILL after `timeout`), then convoy_ps with
+  // SIGTERM. Returns convoy_ps's exit code (0: final checkpoint written), or nullopt when it did
+  // not exit in `timeout`.
+  std::optional<int> Stop(absl::Duration timeout = absl::Seconds(60));
+
+  const std::string& address() const { return address_; }
+  const LocalClusterOptions& options() const { return options_; }
+  const std::string& ps_log() const { return ps_log_; }
+
+ private:
+  LocalCluster(LocalClusterOptions options, ChildProcess ps, std::string address,
+               std::string fingerprint);
+  absl::Status StartAgents();
+
+  LocalClusterOptions options_;
+  std::optional<ChildProcess> ps_;
+  std::string ps_log_;
+  std::string address_;
+  std::vector<ChildProcess> agents_;
+  std::vector<AgentProgress> progress_;
+  std::unique_ptr<PsClient> client_;
+  bool stopped_ = false;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_DEPLOY_LOCAL_LOCAL_CLUSTER_H_
