@@ -1,0 +1,393 @@
+// convoy_bench_learn: how fast the system learns to drive, for 1, 2 and 4 agents on this machine.
+//
+// For each agent count it runs a LocalCluster (convoy_ps + N convoy_agent processes on the embedded
+// simulator, convoy_train's defaults) for --minutes, and every --eval_every_seconds pulls the
+// server's weights and drives the greedy policy over the fixed evaluation seeds. A random policy on
+// the same seeds is the baseline. Prints a table per configuration, RESULT key=value lines, and a
+// PNG of evaluation return against wall-clock minutes and against environment steps. The evaluation
+// runs in this process on the same cores as the training.
+#include <glog/logging.h>
+#include <signal.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "agent/environment.h"
+#include "agent/evaluation.h"
+#include "agent/learner.h"
+#include "agent/preprocess.h"
+#include "bench/agent/line_plot.h"
+#include "common/init.h"
+#include "deploy/local/local_cluster.h"
+
+ABSL_FLAG(std::string, agents, "1,2,4", "Agent counts to measure, comma-separated, one run each.");
+ABSL_FLAG(double, minutes, 8, "Training time per configuration.");
+ABSL_FLAG(double, eval_every_seconds, 60, "Wall-clock seconds between evaluations during a run.");
+ABSL_FLAG(int, eval_episodes, 10,
+          "Episodes per evaluation during a run (the first of the fixed seeds).");
+ABSL_FLAG(int, final_eval_episodes, 20, "Episodes of the evaluation at the end of each run.");
+ABSL_FLAG(std::string, model, "compact", "Q-network (registry name).");
+ABSL_FLAG(uint64_t, seed, 1, "Seed; agent i uses seed + i.");
+ABSL_FLAG(std::string, device, "auto", "Agents' device: auto, cpu, cuda, cuda:N.");
+ABSL_FLAG(double, max_epoch_runtime_sec, 30.0, "Episode time limit, simulation seconds.");
+ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
+ABSL_FLAG(std::string, name, "",
+          "Run name (default: bench-learn-<date>-<time>); agents-N/ beneath it.");
+ABSL_FLAG(std::string, plot, "learning_curves.png", "PNG of the learning curves.");
+
+namespace convoy {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+// One environment and one Q-network, reused for every evaluation of a run.
+class GreedyEvaluator {
+ public:
+  static absl::StatusOr<std::unique_ptr<GreedyEvaluator>> Create(const std::string& model,
+                                                                 const EnvironmentSpec& spec) {
+    absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(spec);
+    if (!environment.ok()) return environment.status();
+    DrivingEnv& env = *(*environment)->env;
+    LearnerOptions options;
+    options.model = model;
+    options.num_actions = env.num_actions();
+    absl::StatusOr<std::unique_ptr<DqnLearner>> learner = DqnLearner::Create(options);
+    if (!learner.ok()) return learner.status();
+    const ModelSpec& m = (*learner)->model().spec;
+    const std::array<int, 3> shape = env.observation_shape();
+    absl::StatusOr<Preprocess> preprocess =
+        Preprocess::Create(shape, {shape[0], m.height, m.width});
+    if (!preprocess.ok()) return preprocess.status();
+    return std::unique_ptr<GreedyEvaluator>(
+        new GreedyEvaluator(*std::move(environment), *std::move(learner), *std::move(preprocess),
+                            m.channels / shape[0]));
+  }
+
+  absl::StatusOr<EvalSummary> Greedy(const std::vector<float>& weights, int episodes) {
+    if (weights.size() != learner_->model().parameter_count) {
+      return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.size(),
+                                                     " elements, the model ",
+                                                     learner_->model().parameter_count));
+    }
+    learner_->SetWeights(weights);
+    DqnLearner* learner = learner_.get();
+    return Evaluate(
+        *environment_->env, preprocess_, frame_stack_,
+        [learner](const uint8_t* obs) { return learner->GreedyAction(obs); },
+        EvaluationSeeds(episodes));
+  }
+
+  absl::StatusOr<EvalSummary> Random(int episodes) {
+    // The seed CompareWithRandom uses, so the baseline is convoy_train's.
+    return Evaluate(*environment_->env, preprocess_, frame_stack_,
+                    RandomPolicy(environment_->env->num_actions(), 12345),
+                    EvaluationSeeds(episodes));
+  }
+
+ private:
+  GreedyEvaluator(std::unique_ptr<Environment> environment, std::unique_ptr<DqnLearner> learner,
+                  Preprocess preprocess, int frame_stack)
+      : environment_(std::move(environment)),
+        learner_(std::move(learner)),
+        preprocess_(std::move(preprocess)),
+        frame_stack_(frame_stack) {}
+
+  std::unique_ptr<Environment> environment_;
+  std::unique_ptr<DqnLearner> learner_;
+  Preprocess preprocess_;
+  int frame_stack_;
+};
+
+struct EvalPoint {
+  double wall_seconds = 0;  // Since the agents started.
+  double env_steps = 0;     // All agents together.
+  double train_steps = 0;   // All agents together (minibatches).
+  uint64_t version = 0;     // The server's weight version evaluated.
+  double eval_seconds = 0;  // How long the evaluation itself took.
+  EvalSummary summary;
+};
+
+struct RunResult {
+  int agents = 0;
+  std::vector<EvalPoint> points;  // The last one is the final evaluation.
+  double training_seconds = 0;    // Agents started to the last agent stopped.
+  double env_steps = 0, train_steps = 0;
+  double eval_seconds = 0;  // Spent evaluating during the run (competing with training).
+  int failed_agents = 0;
+};
+
+bool Majority(const EvalSummary& s) {
+  return 2 * s.full_episodes > static_cast<int>(s.episodes.size());
+}
+
+// Minutes to the first evaluation where more than half the episodes reached the time limit, or -1.
+double MinutesToFullMajority(const RunResult& r) {
+  for (const EvalPoint& p : r.points) {
+    if (Majority(p.summary)) return p.wall_seconds / 60;
+  }
+  return -1;
+}
+
+absl::StatusOr<EvalPoint> EvaluateNow(LocalCluster& cluster, GreedyEvaluator& evaluator,
+                                      absl::Time start, int episodes) {
+  EvalPoint point;
+  point.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const ClusterTotals totals = cluster.Totals();
+  point.env_steps = totals.env_steps;
+  point.train_steps = totals.train_steps;
+  std::vector<float> weights;
+  absl::StatusOr<PullResult> pulled = cluster.PullWeights(&weights);
+  if (!pulled.ok()) return pulled.status();
+  point.version = pulled->version;
+  const absl::Time eval_start = absl::Now();
+  absl::StatusOr<EvalSummary> summary = evaluator.Greedy(weights, episodes);
+  if (!summary.ok()) return summary.status();
+  point.eval_seconds = absl::ToDoubleSeconds(absl::Now() - eval_start);
+  point.summary = *std::move(summary);
+  return point;
+}
+
+void PrintPoint(int agents, const EvalPoint& p) {
+  std::fprintf(
+      stderr,
+      "[%d agents %5.1f min] v%llu %.0f env steps %.0f train steps: return %.1f, distance %.0f m, "
+      "full %d/%d, collisions %d (eval %.1f s)\n",
+      agents, p.wall_seconds / 60, static_cast<unsigned long long>(p.version), p.env_steps,
+      p.train_steps, p.summary.mean_return, p.summary.mean_distance_m, p.summary.full_episodes,
+      static_cast<int>(p.summary.episodes.size()), p.summary.collisions, p.eval_seconds);
+}
+
+bool AllClosed(const LocalCluster& cluster) {
+  for (const AgentProgress& p : cluster.progress()) {
+    if (!p.closed) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_dir,
+                                           GreedyEvaluator& evaluator) {
+  LocalClusterOptions options;
+  options.run_dir = run_dir;
+  options.agents = agents;
+  options.model = absl::GetFlag(FLAGS_model);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.device = absl::GetFlag(FLAGS_device);
+  options.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  options.max_time = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  if (!cluster.ok()) return cluster.status();
+  std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,
+               absl::GetFlag(FLAGS_minutes), run_dir.c_str());
+
+  RunResult result;
+  result.agents = agents;
+  const absl::Duration eval_every = absl::Seconds(absl::GetFlag(FLAGS_eval_every_seconds));
+  const absl::Time start = absl::Now();
+  absl::Time next_eval = start + eval_every;
+  bool interrupted = false;
+  while ((*cluster)->Poll(absl::Milliseconds(200)) > 0) {
+    if (g_stop.load() && !interrupted) {
+      interrupted = true;
+      (*cluster)->SignalAgents(SIGTERM);
+    }
+    if (!interrupted && absl::Now() >= next_eval) {
+      absl::StatusOr<EvalPoint> point =
+          EvaluateNow(**cluster, evaluator, start, absl::GetFlag(FLAGS_eval_episodes));
+      if (!point.ok()) return point.status();
+      PrintPoint(agents, *point);
+      result.eval_seconds += point->eval_seconds;
+      result.points.push_back(*std::move(point));
+      next_eval = std::max(next_eval + eval_every, absl::Now());
+    }
+  }
+  result.training_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.failed_agents = (*cluster)->WaitForAgents(absl::Seconds(5));
+  // The agents' final PROGRESS lines ("done") may still sit in the pipes.
+  for (int i = 0; i < 20 && !AllClosed(**cluster); ++i) (*cluster)->Poll(absl::Milliseconds(50));
+  const ClusterTotals totals = (*cluster)->Totals();
+  result.env_steps = totals.env_steps;
+  result.train_steps = totals.train_steps;
+  absl::StatusOr<EvalPoint> final_point =
+      EvaluateNow(**cluster, evaluator, start, absl::GetFlag(FLAGS_final_eval_episodes));
+  (*cluster)->Stop();
+  if (interrupted) return absl::CancelledError("interrupted");
+  if (!final_point.ok()) return final_point.status();
+  // The final weights are those at the end of training, not at the end of the evaluation.
+  final_point->wall_seconds = result.training_seconds;
+  PrintPoint(agents, *final_point);
+  result.points.push_back(*std::move(final_point));
+  return result;
+}
+
+void PrintTable(const RunResult& r, const EvalSummary& random) {
+  std::printf(
+      "\n%d agent%s: %.1f min of training, %.0f env steps (%.1f/s, %.1f/s per agent), %.0f train "
+      "steps "
+      "(%.2f/s, %.2f/s per agent), %.1f s evaluating during the run\n",
+      r.agents, r.agents == 1 ? "" : "s", r.training_seconds / 60, r.env_steps,
+      r.env_steps / r.training_seconds, r.env_steps / r.training_seconds / r.agents, r.train_steps,
+      r.train_steps / r.training_seconds, r.train_steps / r.training_seconds / r.agents,
+      r.eval_seconds);
+  std::printf("%8s %10s %11s %9s %11s %13s %8s %10s\n", "minutes", "env steps", "train steps",
+              "version", "mean return", "distance (m)", "full", "collisions");
+  auto row = [](const char* minutes, double env, double train, const std::string& version,
+                const EvalSummary& s) {
+    std::printf("%8s %10.0f %11.0f %9s %11.1f %13.1f %5d/%-2d %7d/%-2d\n", minutes, env, train,
+                version.c_str(), s.mean_return, s.mean_distance_m, s.full_episodes,
+                static_cast<int>(s.episodes.size()), s.collisions,
+                static_cast<int>(s.episodes.size()));
+  };
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const EvalPoint& p = r.points[i];
+    const std::string minutes =
+        absl::StrFormat("%.1f%s", p.wall_seconds / 60, i + 1 == r.points.size() ? "*" : "");
+    row(minutes.c_str(), p.env_steps, p.train_steps, absl::StrCat(p.version), p.summary);
+  }
+  row("random", 0, 0, "-", random);
+  std::printf("(* the final evaluation, on %d seeds; the others on the first %d)\n",
+              absl::GetFlag(FLAGS_final_eval_episodes), absl::GetFlag(FLAGS_eval_episodes));
+}
+
+void PrintResults(const RunResult& r) {
+  const EvalSummary& last = r.points.back().summary;
+  const int n = r.agents;
+  std::printf("RESULT final_return_agents_%d=%.3f\n", n, last.mean_return);
+  std::printf("RESULT final_distance_m_agents_%d=%.2f\n", n, last.mean_distance_m);
+  std::printf("RESULT full_episodes_agents_%d=%d\n", n, last.full_episodes);
+  std::printf("RESULT collisions_agents_%d=%d\n", n, last.collisions);
+  std::printf("RESULT minutes_to_full_majority_agents_%d=%.2f\n", n, MinutesToFullMajority(r));
+  std::printf("RESULT env_steps_agents_%d=%.0f\n", n, r.env_steps);
+  std::printf("RESULT train_steps_agents_%d=%.0f\n", n, r.train_steps);
+  std::printf("RESULT env_steps_per_s_agents_%d=%.2f\n", n, r.env_steps / r.training_seconds);
+  std::printf("RESULT env_steps_per_s_per_agent_agents_%d=%.2f\n", n,
+              r.env_steps / r.training_seconds / n);
+  std::printf("RESULT train_steps_per_s_agents_%d=%.3f\n", n, r.train_steps / r.training_seconds);
+  std::printf("RESULT train_steps_per_s_per_agent_agents_%d=%.3f\n", n,
+              r.train_steps / r.training_seconds / n);
+}
+
+// Distinct colours for agent counts in the order given (1, 2, 4: blue, orange, green).
+Rgb SeriesColor(size_t index) {
+  static constexpr Rgb kColors[] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},
+                                    {214, 39, 40},  {148, 103, 189}, {140, 86, 75}};
+  return kColors[index % (sizeof(kColors) / sizeof(kColors[0]))];
+}
+
+absl::Status WritePlot(const std::string& path, const std::vector<RunResult>& runs,
+                       const EvalSummary& random) {
+  PlotPanel by_time{"EVALUATION RETURN VS WALL TIME", "WALL MINUTES", "MEAN RETURN", {}};
+  PlotPanel by_steps{"EVALUATION RETURN VS ENV STEPS", "ENV STEPS ALL AGENTS", "MEAN RETURN", {}};
+  double max_minutes = 0, max_steps = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    PlotSeries time_series{absl::StrCat(runs[i].agents, " AGENT", runs[i].agents == 1 ? "" : "S"),
+                           SeriesColor(i),
+                           false,
+                           {}};
+    PlotSeries step_series = time_series;
+    for (const EvalPoint& p : runs[i].points) {
+      time_series.points.emplace_back(p.wall_seconds / 60, p.summary.mean_return);
+      step_series.points.emplace_back(p.env_steps, p.summary.mean_return);
+      max_minutes = std::max(max_minutes, p.wall_seconds / 60);
+      max_steps = std::max(max_steps, p.env_steps);
+    }
+    by_time.series.push_back(std::move(time_series));
+    by_steps.series.push_back(std::move(step_series));
+  }
+  const Rgb grey = {128, 128, 128};
+  by_time.series.push_back(
+      {"RANDOM", grey, true, {{0.0, random.mean_return}, {max_minutes, random.mean_return}}});
+  by_steps.series.push_back(
+      {"RANDOM", grey, true, {{0.0, random.mean_return}, {max_steps, random.mean_return}}});
+  return WriteLinePlot(path, {by_time, by_steps});
+}
+
+int Run() {
+  std::vector<int> counts;
+  for (absl::string_view field :
+       absl::StrSplit(absl::GetFlag(FLAGS_agents), ',', absl::SkipEmpty())) {
+    int n = 0;
+    if (!absl::SimpleAtoi(field, &n) || n < 1) {
+      std::fprintf(stderr, "--agents: '%s' is not a positive count\n", std::string(field).c_str());
+      return 2;
+    }
+    counts.push_back(n);
+  }
+  // Batch-1 inference needs no intra-op parallelism, and the agents need the cores.
+  torch::set_num_threads(1);
+  EnvironmentSpec spec;
+  spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
+      GreedyEvaluator::Create(absl::GetFlag(FLAGS_model), spec);
+  if (!evaluator.ok()) {
+    LOG(ERROR) << evaluator.status();
+    return 1;
+  }
+  const int final_episodes = absl::GetFlag(FLAGS_final_eval_episodes);
+  absl::StatusOr<EvalSummary> random = (*evaluator)->Random(final_episodes);
+  if (!random.ok()) {
+    LOG(ERROR) << "random policy: " << random.status();
+    return 1;
+  }
+  std::fprintf(stderr, "convoy_bench_learn: random policy on %d seeds: return %.1f, full %d/%d\n",
+               final_episodes, random->mean_return, random->full_episodes, final_episodes);
+
+  std::string name = absl::GetFlag(FLAGS_name);
+  if (name.empty())
+    name = absl::FormatTime("bench-learn-%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
+  std::vector<RunResult> runs;
+  for (int n : counts) {
+    const std::string run_dir =
+        absl::StrCat(absl::GetFlag(FLAGS_runs_dir), "/", name, "/agents-", n);
+    absl::StatusOr<RunResult> run = RunConfiguration(n, run_dir, **evaluator);
+    if (!run.ok()) {
+      LOG(ERROR) << n << " agents: " << run.status();
+      return g_stop.load() ? 130 : 1;
+    }
+    PrintTable(*run, *random);
+    std::fflush(stdout);
+    runs.push_back(*std::move(run));
+  }
+
+  std::printf("\n");
+  for (const RunResult& r : runs) PrintResults(r);
+  std::printf("RESULT random_return=%.3f\n", random->mean_return);
+  std::printf("RESULT random_distance_m=%.2f\n", random->mean_distance_m);
+  std::printf("RESULT random_full_episodes=%d\n", random->full_episodes);
+  std::printf("RESULT eval_episodes=%d\n", final_episodes);
+  const std::string plot = absl::GetFlag(FLAGS_plot);
+  if (absl::Status s = WritePlot(plot, runs, *random); !s.ok()) {
+    LOG(ERROR) << "plot: " << s;
+    return 1;
+  }
+  std::printf("plot: %s\n", plot.c_str());
+  int failed = 0;
+  for (const RunResult& r : runs) failed += r.failed_agents;
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace convoy
+
+int main(int argc, char** argv) {
+  convoy::InitProcess(
+      argc, argv,
+      "convoy_bench_learn: evaluation return against time and env steps for 1, 2, 4 agents.\n"
+      "Usage: convoy_bench_learn [--agents=1,2,4] [--minutes=8] [--plot=learning_curves.png]");
+  struct sigaction action = {};
+  action.sa_handler = [](int) { convoy::g_stop = true; };
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  return convoy::Run();
+}
