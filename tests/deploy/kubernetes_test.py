@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from deploy_checks import Checks, accepted_flags, die, flag_name  # noqa: E402
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from deploy_checks import Checks, accepted_flags, die, flag_name  # noqa: E402
 
@@ -32,6 +33,89 @@ def command_flags(text: str, binary: str):
     for m in re.finditer(rf'"\$CONVOY_BIN/{binary}"((?:[^\n]*\\\n)*[^\n]*)', text):
         flags += [f for f in (flag_name(w.strip('"')) for w in m.group(1).split()) if f]
     return flags
+
+
+# Stand-ins for the Slurm commands the batch script calls, for checking its layout without a cluster: srun
+# records its arguments (and the PS address the agents get), "starts" convoy_ps by writing its port file and
+# runs until scancel signals its step.
+STUBS = {
+    "scontrol": """#!/bin/bash
+case "$1 $2" in
+  "show hostnames") tr ' ' '\\n' <<<"$STUB_HOSTS" ;;
+  "show node") echo "NodeName=$3 NodeAddr=10.0.0.$((${3#n} + 1)) State=ALLOCATED" ;;
+  *) echo "scontrol $*" >>"$STUB_DIR/calls" ;;
+esac
+""",
+    "srun": """#!/bin/bash
+echo "srun $*" >>"$STUB_DIR/calls"
+for a in "$@"; do
+  case "$a" in
+    --port_file=*) echo 43210 >"${a#--port_file=}"
+      for i in $(seq 100); do [ -e "$STUB_DIR/stop-ps" ] && exit 0; sleep 0.1; done; exit 9 ;;
+  esac
+done
+echo "agents see CONVOY_PS_ADDRESS=$CONVOY_PS_ADDRESS" >>"$STUB_DIR/calls"
+""",
+    "squeue": """#!/bin/bash
+printf '%s\\n' "$SLURM_JOB_ID.0 convoy_ps" "$SLURM_JOB_ID.1 convoy_agents"
+""",
+    "scancel": """#!/bin/bash
+echo "scancel $*" >>"$STUB_DIR/calls"
+[ "${@: -1}" = "$SLURM_JOB_ID.0" ] && touch "$STUB_DIR/stop-ps"
+exit 0
+""",
+}
+
+LAYOUTS = [
+    # (what, environment, the PS step's srun options, the agents' srun options)
+    ("one node, 2 tasks", {"SLURM_JOB_NODELIST": "n0", "STUB_HOSTS": "n0", "SLURM_TASKS_PER_NODE": "2",
+                           "SLURM_NTASKS": "2"},
+     "--nodes=1 --ntasks=1 --relative=0 --overlap", "--nodes=1 --ntasks=2 --relative=0"),
+    ("3 nodes x 4 tasks", {"SLURM_JOB_NODELIST": "n[0-2]", "STUB_HOSTS": "n0 n1 n2",
+                           "SLURM_TASKS_PER_NODE": "4(x3)", "SLURM_NTASKS": "12"},
+     "--nodes=1 --ntasks=1 --relative=0 --job-name", "--nodes=2 --ntasks=8 --relative=1"),
+    ("uneven tasks", {"SLURM_JOB_NODELIST": "n[0-2]", "STUB_HOSTS": "n0 n1 n2",
+                      "SLURM_TASKS_PER_NODE": "2,3(x2)", "SLURM_NTASKS": "8"},
+     "--nodes=1 --ntasks=1 --relative=0 --job-name", "--nodes=2 --ntasks=6 --relative=1"),
+    ("heterogeneous", {"SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST": "n[0-2]", "STUB_HOSTS": "n0",
+                       "SLURM_JOB_NODELIST_HET_GROUP_0": "n0", "SLURM_NTASKS_HET_GROUP_1": "8"},
+     "--het-group=0 --ntasks=1", "--het-group=1 --ntasks=8"),
+]
+
+
+def check_layouts(repo: Path, t: Checks):
+    """Runs the batch script against the stand-ins for each layout and checks the steps it starts."""
+    import tempfile
+
+    for what, env_extra, ps_opts, agent_opts in LAYOUTS:
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "bin").mkdir()
+            for name, text in STUBS.items():
+                (d / "bin" / name).write_text(text)
+                (d / "bin" / name).chmod(0o755)
+            fake_bin = d / "convoy-bin"
+            fake_bin.mkdir()
+            for b in ("convoy_ps", "convoy_agent"):
+                (fake_bin / b).write_text("#!/bin/sh\n")
+                (fake_bin / b).chmod(0o755)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+            env.update(env_extra)
+            env.update({"PATH": f"{d / 'bin'}:{os.environ['PATH']}", "STUB_DIR": str(d), "SLURM_JOB_ID": "7",
+                        "CONVOY_HOME": str(repo), "CONVOY_BIN": str(fake_bin), "CONVOY_RUN_DIR": str(d / "run")})
+            r = subprocess.run(["bash", str(repo / "deploy" / "slurm" / "convoy.sbatch")], env=env,
+                               capture_output=True, text=True, timeout=60)
+            calls = (d / "calls").read_text() if (d / "calls").exists() else ""
+            runs = [line for line in calls.splitlines() if line.startswith("srun ")]
+            ps = [line for line in runs if "convoy_ps" in line]
+            agents = [line for line in runs if "agent_task.sh" in line]
+            t.check(r.returncode == 0, f"layout {what}: the batch script exited {r.returncode}: {r.stderr[-800:]}")
+            t.check(len(ps) == 1 and f"srun {ps_opts}" in ps[0], f"layout {what}: PS step {ps} lacks {ps_opts}")
+            t.check(len(agents) == 1 and f"srun {agent_opts}" in agents[0],
+                    f"layout {what}: agent step {agents} lacks {agent_opts}")
+            t.check("agents see CONVOY_PS_ADDRESS=10.0.0.1:43210" in calls,
+                    f"layout {what}: the agents do not get the PS's NodeAddr and published port: {calls}")
+            t.check("scancel --signal=TERM 7.0" in calls, f"layout {what}: convoy_ps is not stopped with SIGTERM")
 
 
 def main():
@@ -81,6 +165,7 @@ def main():
             checked += 1
             t.check(f in flags[binary], f"{where}: {binary} does not accept --{f}")
     print(f"{checked} flag uses checked against the binaries' --help")
+    check_layouts(repo, t)
     return t.finish()
 
 

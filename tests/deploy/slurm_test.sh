@@ -64,7 +64,16 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 1' TERM INT
+trap 'say "stopped by a signal"; exit 1' TERM INT
+# Clean up before CTest's TIMEOUT (900 s) would kill this script and leave the daemons running. (A trapped
+# signal waits for the running command, sbatch --wait included, which its own timeout bounds at 300 s.)
+(
+  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+  sleep "${CONVOY_SLURM_TEST_DEADLINE:-540}" &
+  sleeper=$!
+  wait "$sleeper" && kill -TERM $$
+) >/dev/null 2>&1 &
+PIDS+=($!)
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
