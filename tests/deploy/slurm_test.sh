@@ -5,11 +5,12 @@
 #
 # Installs slurm-wlm and munge from Debian when they are missing, starts munged, slurmctld and slurmd as root
 # with a configuration of their own in a temporary directory (their own ports, key, socket, spool and state), and:
-#   1. submits the batch script with `sbatch --wait` for a short run with 2 agents: the job succeeds, convoy_ps
-#      wrote checkpoints, each agent logged its run and its metrics;
-#   2. submits it again on the same run directory and requeues it while it trains (`scontrol requeue`, the way
-#      a preemption stops a job): convoy_ps writes a checkpoint on SIGTERM, and both starts resume (--resume)
-#      from the newest checkpoint, so the version only grows.
+#   1. submits the batch script with `sbatch --wait` for a short run with 2 agents, each with its own convoy_sim
+#      (CONVOY_SIM=convoy_sim, the AirSim path): the job succeeds, convoy_ps wrote checkpoints, each agent
+#      logged its run and its metrics;
+#   2. submits it again (embedded simulators) on the same run directory and requeues it while it trains
+#      (`scontrol requeue`, the way a preemption stops a job): convoy_ps writes a checkpoint on SIGTERM, and
+#      both starts resume (--resume) from the newest checkpoint, so the version only grows.
 # It stops the daemons it started. It needs root; without root it exits 77, which CTest reports as skipped.
 set -uo pipefail
 
@@ -155,11 +156,14 @@ newest_version() {
   grep -m1 -o '^version: [0-9]*' "$RUN/checkpoints/$newest/MANIFEST" | awk '{print $2}'
 }
 
-# 1. A short run, start to finish.
-say "job 1: sbatch --wait, 2 agents, 300 steps each"
+# 1. A short run, start to finish, each agent driving its own convoy_sim over the AirSim protocol.
+SIM_PORT="$(free_port)"
+SIM_ENV="CONVOY_SIM=convoy_sim,CONVOY_SIM_BASE_PORT=$SIM_PORT"
+say "job 1: sbatch --wait, 2 agents with a convoy_sim each, 300 steps each"
 start=$SECONDS
-timeout 300 sbatch --wait --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 --output="$T/job1.out" \
-  --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=300" \
+timeout 300 sbatch --wait --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 \
+  --output="$T/job1.out" \
+  --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=300,$SIM_ENV" \
   "$REPO/deploy/slurm/convoy.sbatch" >"$T/job1.id"
 rc=$?
 [ "$rc" -eq 0 ] || fail "job 1 (sbatch --wait) exited $rc"
@@ -174,10 +178,11 @@ for i in 0 1; do
   [ -s "$log" ] || fail "no log for agent $i ($log)"
   grep -q "\[agent-$i\] done:.* 300 steps" "$log" || fail "agent $i did not log a finished 300-step run"
   grep -q 'convoy_agent exited 0' "$log" || fail "agent $i did not exit 0"
+  grep -q "sim airsim://127.0.0.1:$((SIM_PORT + i))\$" "$log" || fail "agent $i did not drive its convoy_sim"
   [ -s "$RUN/agents/agent-$i/episodes.csv" ] || fail "agent $i wrote no episodes.csv"
   grep -q "agent agent-$i (index $i) joined" "$RUN/logs/ps.log" || fail "agent $i never joined the PS"
 done
-say "job 1: checkpoints up to version $V1, both agents ran 300 steps and logged them"
+say "job 1: checkpoints up to version $V1, both agents ran 300 steps on their simulators and logged them"
 
 # 2. The same run directory again, requeued mid-run like a preempted job.
 say "job 2: resumes from version $V1; requeued while training"
