@@ -8,9 +8,10 @@
 #   1. submits the batch script with `sbatch --wait` for a short run with 2 agents, each with its own convoy_sim
 #      (CONVOY_SIM=convoy_sim, the AirSim path): the job succeeds, convoy_ps wrote checkpoints, each agent
 #      logged its run and its metrics;
-#   2. submits it again (embedded simulators) on the same run directory and requeues it while it trains
-#      (`scontrol requeue`, the way a preemption stops a job): convoy_ps writes a checkpoint on SIGTERM, and
-#      both starts resume (--resume) from the newest checkpoint, so the version only grows.
+#   2. submits it again (embedded simulators, a bearer token in CONVOY_AUTH_TOKEN) on the same run directory and
+#      requeues it while it trains (`scontrol requeue`, the way a preemption stops a job): convoy_ps requires
+#      the token and writes a checkpoint on SIGTERM, both starts resume (--resume) from the newest checkpoint,
+#      and the version only grows.
 # It stops the daemons it started. It needs root; without root it exits 77, which CTest reports as skipped.
 set -uo pipefail
 
@@ -185,10 +186,12 @@ done
 say "job 1: checkpoints up to version $V1, both agents ran 300 steps on their simulators and logged them"
 
 # 2. The same run directory again, requeued mid-run like a preempted job.
-say "job 2: resumes from version $V1; requeued while training"
+# The bearer token reaches the PS and every agent through the job's environment.
+TOKEN_ENV="CONVOY_AUTH_TOKEN=slurm-test-$RANDOM$RANDOM"
+say "job 2: resumes from version $V1, with a bearer token; requeued while training"
 start=$SECONDS
 JOB2="$(sbatch --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 --output="$T/job2.out" \
-  --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=600" \
+  --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=600,$TOKEN_ENV" \
   "$REPO/deploy/slurm/convoy.sbatch")" || fail "sbatch of job 2 failed"
 for _ in $(seq 240); do
   [ "$(newest_version)" -ge $((V1 + 40)) ] && break
@@ -216,6 +219,7 @@ done
 [ "$state" = COMPLETED ] || fail "job 2 ended $state"
 say "job 2 finished in $((SECONDS - start)) s"
 
+[ "$(grep -c 'bearer token)$' "$RUN/logs/ps.log")" -eq 2 ] || fail "job 2's convoy_ps starts did not require the token"
 restarts="$(grep -c 'resumed from' "$RUN/logs/ps.log")"
 [ "$restarts" -ge 2 ] || fail "convoy_ps resumed $restarts times; expected job 2's first start and its requeued start"
 grep -q 'start 2 (SLURM_RESTART_COUNT=1)' "$T/job2.out" || fail "job 2 did not restart after the requeue"
