@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/model_registry.h"
+#include "common/security.h"
 
 namespace convoy {
 namespace {
@@ -56,6 +57,24 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   std::filesystem::create_directories(options.run_dir);
   const std::string port_file = options.run_dir + "/ps.port";
   std::filesystem::remove(port_file);
+  // A throwaway certificate and token for this run: local runs are TLS and authenticated like clusters.
+  const std::string tls_dir = options.run_dir + "/tls";
+  std::filesystem::create_directories(tls_dir);
+  Credentials credentials;
+  credentials.cert = tls_dir + "/cert.pem";
+  credentials.key = tls_dir + "/key.pem";
+  credentials.token_file = tls_dir + "/token";
+  if (absl::Status s = WriteSelfSignedCertificate(credentials.cert, credentials.key); !s.ok()) {
+    return s;
+  }
+  credentials.token = GenerateAuthToken();
+  {
+    std::ofstream token(credentials.token_file);
+    token << credentials.token << "\n";
+    if (!token) return absl::PermissionDeniedError("cannot write " + credentials.token_file);
+  }
+  std::filesystem::permissions(credentials.token_file, std::filesystem::perms::owner_read |
+                                                           std::filesystem::perms::owner_write);
   ChildProcess::Options ps_options;
   ps_options.log_path = options.run_dir + "/convoy_ps.log";
   absl::StatusOr<ChildProcess> ps = ChildProcess::Start(
@@ -69,7 +88,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
        absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
        absl::StrCat("--batch_size=", options.batch_size),
        absl::StrCat("--batch_update_frequency=", options.batch_update_frequency),
-       absl::StrCat("--apex_num_agents=", options.agents)},
+       absl::StrCat("--apex_num_agents=", options.agents), "--tls_cert=" + credentials.cert,
+       "--tls_key=" + credentials.key, "--auth_token_file=" + credentials.token_file},
       ps_options);
   if (!ps.ok()) return ps.status();
   absl::StatusOr<int> port = WaitForPort(port_file, *ps, options.ps_start_timeout);
@@ -77,23 +97,31 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     return absl::Status(port.status().code(),
                         absl::StrCat(port.status().message(), " (", ps_options.log_path, ")"));
   }
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
+  PsClientOptions client_options;
+  client_options.address = address;
+  client_options.agent_id = "convoy_train";
+  client_options.model_fingerprint = info->fingerprint;
+  client_options.retry_for = kPsClientRetryFor;
+  client_options.security.insecure = false;
+  client_options.security.tls_ca_file = credentials.cert;
+  client_options.security.auth_token = credentials.token;
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(client_options);
+  if (!client.ok()) return client.status();
   std::unique_ptr<LocalCluster> cluster(new LocalCluster(
-      options, *std::move(ps), absl::StrCat("127.0.0.1:", *port), info->fingerprint));
+      options, *std::move(ps), address, *std::move(client), std::move(credentials)));
   cluster->ps_log_ = ps_options.log_path;
   if (absl::Status s = cluster->StartAgents(); !s.ok()) return s;  // The destructor stops the rest.
   return cluster;
 }
 
 LocalCluster::LocalCluster(LocalClusterOptions options, ChildProcess ps, std::string address,
-                           std::string fingerprint)
-    : options_(std::move(options)), ps_(std::move(ps)), address_(std::move(address)) {
-  PsClientOptions client_options;
-  client_options.address = address_;
-  client_options.agent_id = "convoy_train";
-  client_options.model_fingerprint = std::move(fingerprint);
-  client_options.retry_for = kPsClientRetryFor;
-  client_ = std::make_unique<PsClient>(client_options);
-}
+                           std::unique_ptr<PsClient> client, Credentials credentials)
+    : options_(std::move(options)),
+      ps_(std::move(ps)),
+      address_(std::move(address)),
+      credentials_(std::move(credentials)),
+      client_(std::move(client)) {}
 
 LocalCluster::~LocalCluster() {
   if (!stopped_) Stop(absl::Seconds(10));
@@ -122,7 +150,8 @@ absl::Status LocalCluster::StartAgents() {
          absl::StrCat("--min_replay_size=", options_.min_replay_size),
          absl::StrCat("--replay_ratio=", options_.replay_ratio),
          absl::StrCat("--max_epoch_runtime_sec=", options_.max_epoch_runtime_sec),
-         absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every))},
+         absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
+         "--tls_ca=" + credentials_.cert, "--auth_token_file=" + credentials_.token_file},
         child);
     if (!agent.ok()) return agent.status();
     agents_.push_back(*std::move(agent));

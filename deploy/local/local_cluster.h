@@ -116,14 +116,20 @@ class LocalCluster {
   const std::string& ps_log() const { return ps_log_; }
 
  private:
+  // The run's throwaway TLS certificate (its own CA) and bearer token, under <run_dir>/tls.
+  struct Credentials {
+    std::string cert, key, token_file, token;
+  };
+
   LocalCluster(LocalClusterOptions options, ChildProcess ps, std::string address,
-               std::string fingerprint);
+               std::unique_ptr<PsClient> client, Credentials credentials);
   absl::Status StartAgents();
 
   LocalClusterOptions options_;
   std::optional<ChildProcess> ps_;
   std::string ps_log_;
   std::string address_;
+  Credentials credentials_;
   std::vector<ChildProcess> agents_;
   std::vector<AgentProgress> progress_;
   std::unique_ptr<PsClient> client_;
