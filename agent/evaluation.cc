@@ -67,9 +67,8 @@ Policy RandomPolicy(int num_actions, uint64_t seed) {
   };
 }
 
-absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
-                                             const std::vector<float>& weights,
-                                             const EnvironmentSpec& spec, int episodes) {
+absl::StatusOr<std::unique_ptr<GreedyEvaluator>> GreedyEvaluator::Create(
+    const std::string& model, const EnvironmentSpec& spec) {
   absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(spec);
   if (!environment.ok()) return environment.status();
   DrivingEnv& env = *(*environment)->env;
@@ -78,25 +77,52 @@ absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
   options.num_actions = env.num_actions();
   absl::StatusOr<std::unique_ptr<DqnLearner>> learner = DqnLearner::Create(options);
   if (!learner.ok()) return learner.status();
-  if (weights.size() != (*learner)->model().parameter_count) {
-    return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.size(), " elements, model ",
-                                                   model, " has ",
-                                                   (*learner)->model().parameter_count));
-  }
-  (*learner)->SetWeights(weights);
   const ModelSpec& m = (*learner)->model().spec;
   const std::array<int, 3> shape = env.observation_shape();
   absl::StatusOr<Preprocess> preprocess = Preprocess::Create(shape, {shape[0], m.height, m.width});
   if (!preprocess.ok()) return preprocess.status();
-  const int frame_stack = m.channels / shape[0];
-  const std::vector<uint64_t> seeds = EvaluationSeeds(episodes);
-  DqnLearner* greedy_learner = learner->get();
-  absl::StatusOr<EvalSummary> greedy = Evaluate(
-      env, *preprocess, frame_stack,
-      [greedy_learner](const uint8_t* obs) { return greedy_learner->GreedyAction(obs); }, seeds);
+  return std::unique_ptr<GreedyEvaluator>(new GreedyEvaluator(
+      *std::move(environment), *std::move(learner), *std::move(preprocess), m.channels / shape[0]));
+}
+
+GreedyEvaluator::GreedyEvaluator(std::unique_ptr<Environment> environment,
+                                 std::unique_ptr<DqnLearner> learner, Preprocess preprocess,
+                                 int frame_stack)
+    : environment_(std::move(environment)),
+      learner_(std::move(learner)),
+      preprocess_(std::move(preprocess)),
+      frame_stack_(frame_stack) {}
+
+GreedyEvaluator::~GreedyEvaluator() = default;
+
+absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& weights,
+                                                    int episodes) {
+  if (weights.size() != learner_->model().parameter_count) {
+    return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.size(),
+                                                   " elements, the model ",
+                                                   learner_->model().parameter_count));
+  }
+  learner_->SetWeights(weights);
+  DqnLearner* learner = learner_.get();
+  return Evaluate(
+      *environment_->env, preprocess_, frame_stack_,
+      [learner](const uint8_t* obs) { return learner->GreedyAction(obs); },
+      EvaluationSeeds(episodes));
+}
+
+absl::StatusOr<EvalSummary> GreedyEvaluator::Random(int episodes) {
+  return Evaluate(*environment_->env, preprocess_, frame_stack_,
+                  RandomPolicy(environment_->env->num_actions(), 12345), EvaluationSeeds(episodes));
+}
+
+absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
+                                             const std::vector<float>& weights,
+                                             const EnvironmentSpec& spec, int episodes) {
+  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator = GreedyEvaluator::Create(model, spec);
+  if (!evaluator.ok()) return evaluator.status();
+  absl::StatusOr<EvalSummary> greedy = (*evaluator)->Greedy(weights, episodes);
   if (!greedy.ok()) return greedy.status();
-  absl::StatusOr<EvalSummary> random =
-      Evaluate(env, *preprocess, frame_stack, RandomPolicy(env.num_actions(), 12345), seeds);
+  absl::StatusOr<EvalSummary> random = (*evaluator)->Random(episodes);
   if (!random.ok()) return random.status();
   return Comparison{*std::move(greedy), *std::move(random)};
 }

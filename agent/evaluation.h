@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "agent/preprocess.h"
 
 namespace convoy {
+
+class DqnLearner;
 
 struct EpisodeRecord {
   uint64_t seed = 0;
@@ -45,8 +48,35 @@ absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preproce
 // A uniformly random policy, reproducible for `seed`.
 Policy RandomPolicy(int num_actions, uint64_t seed);
 
+// One environment and one Q-network, reused for every evaluation (of a run, or of a checkpoint).
+// Not thread-safe.
+class GreedyEvaluator {
+ public:
+  // Errors: the environment's, or INVALID_ARGUMENT for an unknown model.
+  static absl::StatusOr<std::unique_ptr<GreedyEvaluator>> Create(const std::string& model,
+                                                                 const EnvironmentSpec& spec);
+  ~GreedyEvaluator();
+
+  // The greedy policy of `weights` on the first `episodes` EvaluationSeeds. INVALID_ARGUMENT for weights
+  // of another size.
+  absl::StatusOr<EvalSummary> Greedy(const std::vector<float>& weights, int episodes);
+  // A uniformly random policy (fixed seed) on the same seeds: the baseline.
+  absl::StatusOr<EvalSummary> Random(int episodes);
+
+  DrivingEnv& env() { return *environment_->env; }
+
+ private:
+  GreedyEvaluator(std::unique_ptr<Environment> environment, std::unique_ptr<DqnLearner> learner,
+                  Preprocess preprocess, int frame_stack);
+
+  std::unique_ptr<Environment> environment_;
+  std::unique_ptr<DqnLearner> learner_;
+  Preprocess preprocess_;
+  int frame_stack_;
+};
+
 // The greedy policy of `weights` (model `model`) and a random policy, on the same `episodes` seeds of a fresh
-// environment built from `spec`. Errors: the environment's, or INVALID_ARGUMENT for weights of another size.
+// environment built from `spec`. Errors as GreedyEvaluator's.
 struct Comparison {
   EvalSummary greedy;
   EvalSummary random;

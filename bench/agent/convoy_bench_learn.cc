@@ -52,64 +52,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-// One environment and one Q-network, reused for every evaluation of a run.
-class GreedyEvaluator {
- public:
-  static absl::StatusOr<std::unique_ptr<GreedyEvaluator>> Create(const std::string& model,
-                                                                 const EnvironmentSpec& spec) {
-    absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(spec);
-    if (!environment.ok()) return environment.status();
-    DrivingEnv& env = *(*environment)->env;
-    LearnerOptions options;
-    options.model = model;
-    options.num_actions = env.num_actions();
-    absl::StatusOr<std::unique_ptr<DqnLearner>> learner = DqnLearner::Create(options);
-    if (!learner.ok()) return learner.status();
-    const ModelSpec& m = (*learner)->model().spec;
-    const std::array<int, 3> shape = env.observation_shape();
-    absl::StatusOr<Preprocess> preprocess =
-        Preprocess::Create(shape, {shape[0], m.height, m.width});
-    if (!preprocess.ok()) return preprocess.status();
-    return std::unique_ptr<GreedyEvaluator>(
-        new GreedyEvaluator(*std::move(environment), *std::move(learner), *std::move(preprocess),
-                            m.channels / shape[0]));
-  }
-
-  absl::StatusOr<EvalSummary> Greedy(const std::vector<float>& weights, int episodes) {
-    if (weights.size() != learner_->model().parameter_count) {
-      return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.size(),
-                                                     " elements, the model ",
-                                                     learner_->model().parameter_count));
-    }
-    learner_->SetWeights(weights);
-    DqnLearner* learner = learner_.get();
-    return Evaluate(
-        *environment_->env, preprocess_, frame_stack_,
-        [learner](const uint8_t* obs) { return learner->GreedyAction(obs); },
-        EvaluationSeeds(episodes));
-  }
-
-  absl::StatusOr<EvalSummary> Random(int episodes) {
-    // The seed CompareWithRandom uses, so the baseline is convoy_train's.
-    return Evaluate(*environment_->env, preprocess_, frame_stack_,
-                    RandomPolicy(environment_->env->num_actions(), 12345),
-                    EvaluationSeeds(episodes));
-  }
-
- private:
-  GreedyEvaluator(std::unique_ptr<Environment> environment, std::unique_ptr<DqnLearner> learner,
-                  Preprocess preprocess, int frame_stack)
-      : environment_(std::move(environment)),
-        learner_(std::move(learner)),
-        preprocess_(std::move(preprocess)),
-        frame_stack_(frame_stack) {}
-
-  std::unique_ptr<Environment> environment_;
-  std::unique_ptr<DqnLearner> learner_;
-  Preprocess preprocess_;
-  int frame_stack_;
-};
-
 struct EvalPoint {
   double wall_seconds = 0;  // Since the agents started.
   double env_steps = 0;     // All agents together.
