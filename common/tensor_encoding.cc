@@ -20,6 +20,7 @@ size_t ElementsPerChunk(TensorEncoding encoding) {
 }
 
 void EncodeTensor(const float* values, size_t count, TensorEncoding encoding, std::string* out) {
+  if (count == 0) return;  // `values` may be null then; memcpy must not see it.
   const size_t start = out->size();
   out->resize(start + count * BytesPerElement(encoding));
   char* dst = out->data() + start;

@@ -32,6 +32,9 @@ constexpr char kTargetName[] = "target.pt";
 constexpr char kOptimizerName[] = "optimizer.pt";
 constexpr char kCheckpointPrefix[] = "ckpt-";
 constexpr char kTempPrefix[] = ".tmp-ckpt-";
+// An old checkpoint is renamed to this prefix before it is deleted, so a crash in the middle of the deletion
+// never leaves a half-deleted ckpt-* directory behind.
+constexpr char kDeletingPrefix[] = ".deleting-ckpt-";
 constexpr uint32_t kFormatVersion = 1;
 
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
@@ -249,15 +252,22 @@ void Checkpointer::Prune() const {
   std::vector<std::pair<uint64_t, std::string>> valid = ValidCheckpoints();
   std::error_code ec;
   for (size_t i = static_cast<size_t>(keep_); i < valid.size(); ++i) {
-    fs::remove_all(valid[i].second, ec);
-    if (ec) LOG(WARNING) << "cannot remove old checkpoint " << valid[i].second << ": " << ec.message();
+    const std::string doomed = absl::StrCat(directory_, "/", kDeletingPrefix, valid[i].first, "-",
+                                            ::getpid());
+    if (::rename(valid[i].second.c_str(), doomed.c_str()) != 0) {
+      LOG(WARNING) << "cannot remove old checkpoint " << valid[i].second << ": "
+                   << std::strerror(errno);
+    }
   }
-  // Temporary directories of writes that died half-way.
+  // Checkpoints being deleted, and temporary directories of writes that died half-way.
   for (const fs::directory_entry& entry : fs::directory_iterator(directory_, ec)) {
     const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, kTempPrefix) &&
-        !absl::StrContains(name, absl::StrCat("-", ::getpid(), "-"))) {
-      fs::remove_all(entry.path(), ec);
+    const bool ours_in_flight = absl::StartsWith(name, kTempPrefix) &&
+                                absl::StrContains(name, absl::StrCat("-", ::getpid(), "-"));
+    if ((absl::StartsWith(name, kTempPrefix) || absl::StartsWith(name, kDeletingPrefix)) &&
+        !ours_in_flight) {
+      std::error_code removed;
+      fs::remove_all(entry.path(), removed);
     }
   }
 }
