@@ -35,6 +35,35 @@ AgentOptions SmallAgent(const std::string& log_dir) {
   return o;
 }
 
+// An agent running on its own thread, as convoy_agent runs it, until Stop().
+class BackgroundAgent {
+ public:
+  explicit BackgroundAgent(const AgentOptions& options) {
+    absl::StatusOr<std::unique_ptr<Agent>> created = Agent::Create(options);
+    REQUIRE(created.ok());
+    agent_ = *std::move(created);
+    runner_ = std::thread([this] { result_ = agent_->Run(stop_); });
+  }
+  ~BackgroundAgent() { Stop().IgnoreError(); }
+
+  Agent& agent() { return *agent_; }
+  absl::Status Stop() {
+    stop_ = true;
+    if (runner_.joinable()) runner_.join();
+    return result_;
+  }
+
+ private:
+  std::unique_ptr<Agent> agent_;
+  std::atomic<bool> stop_{false};
+  absl::Status result_;
+  std::thread runner_;
+};
+
+bool WaitFor(const std::function<bool()>& condition) {
+  return testing::WaitUntil(condition, absl::Seconds(120));
+}
+
 TEST_CASE("An agent alone acts and learns and logs CSV and TensorBoard and saves weights",
           "[agent]") {
   const std::string dir = MakeTempDir("agent");
@@ -155,30 +184,20 @@ TEST_CASE("An agent rides out a parameter server killed and restarted", "[agent]
   AgentOptions o = SmallAgent("");
   o.ps_address = absl::StrCat("127.0.0.1:", port);
   o.max_steps = 0;
-  absl::StatusOr<std::unique_ptr<Agent>> created = Agent::Create(o);
-  REQUIRE(created.ok());
-  Agent& agent = **created;
-
-  std::atomic<bool> stop{false};
-  absl::Status result;
-  std::thread runner([&] { result = agent.Run(stop); });
-  auto wait_for = [](const std::function<bool()>& condition) {
-    return testing::WaitUntil(condition, absl::Seconds(120));
-  };
-  CHECK(wait_for([&] { return agent.stats().ps_version >= 12; }));
+  BackgroundAgent background(o);
+  Agent& agent = background.agent();
+  CHECK(WaitFor([&] { return agent.stats().ps_version >= 12; }));
   ps.Signal(SIGKILL);
   ps.Wait(absl::Seconds(10));
   const uint64_t steps_at_kill = agent.stats().env_steps;
   const uint64_t version_at_kill = agent.stats().ps_version;
   // Without a server the agent keeps acting and learning.
-  CHECK(wait_for([&] { return agent.stats().env_steps >= steps_at_kill + 300; }));
+  CHECK(WaitFor([&] { return agent.stats().env_steps >= steps_at_kill + 300; }));
   auto [restarted, same_port] = start_ps(port, true);
   CHECK(same_port == port);
   // The server resumed from its newest checkpoint; once the agent rejoins, pushes apply past it.
-  CHECK(wait_for([&] { return agent.stats().ps_version > version_at_kill + 2; }));
-  stop = true;
-  runner.join();
-  CHECK(result.ok());
+  CHECK(WaitFor([&] { return agent.stats().ps_version > version_at_kill + 2; }));
+  CHECK(background.Stop().ok());
   CHECK_THAT(ReadWholeFile(dir + "/ps.log"), Catch::Contains("resumed from"));
   restarted.Signal(SIGTERM);
   CHECK(restarted.Wait(absl::Seconds(30)) == 0);
@@ -208,26 +227,17 @@ TEST_CASE("An agent rides out its AirSim-protocol simulator restarting", "[agent
   AgentOptions o = SmallAgent("");
   o.environment.sim = absl::StrCat("airsim://127.0.0.1:", port);
   o.max_steps = 0;
-  absl::StatusOr<std::unique_ptr<Agent>> created = Agent::Create(o);
-  REQUIRE(created.ok());
-  Agent& agent = **created;
-  std::atomic<bool> stop{false};
-  absl::Status result;
-  std::thread runner([&] { result = agent.Run(stop); });
-  auto wait_for = [](const std::function<bool()>& condition) {
-    return testing::WaitUntil(condition, absl::Seconds(120));
-  };
-  CHECK(wait_for([&] { return agent.stats().env_steps >= 100; }));
+  BackgroundAgent background(o);
+  Agent& agent = background.agent();
+  CHECK(WaitFor([&] { return agent.stats().env_steps >= 100; }));
   sim.Signal(SIGKILL);
   sim.Wait(absl::Seconds(10));
   const uint64_t steps_at_kill = agent.stats().env_steps;
   absl::SleepFor(absl::Milliseconds(500));
   auto [restarted, same_port] = start_sim(port);
   CHECK(same_port == port);
-  CHECK(wait_for([&] { return agent.stats().env_steps >= steps_at_kill + 100; }));
-  stop = true;
-  runner.join();
-  CHECK(result.ok());
+  CHECK(WaitFor([&] { return agent.stats().env_steps >= steps_at_kill + 100; }));
+  CHECK(background.Stop().ok());
 }
 
 }  // namespace
