@@ -1,5 +1,5 @@
-// convoy_agent: one DQN agent. Drives a car in the embedded simulator or AirSim, keeps its replay memory,
-// trains locally and stays in step with a convoy_ps (or trains alone without --ps).
+// convoy_agent: one DQN agent. Drives a car in the embedded simulator or AirSim, keeps its replay
+// memory, trains locally and stays in step with a convoy_ps (or trains alone without --ps).
 
 #include <atomic>
 #include <cstdio>
@@ -8,52 +8,58 @@
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
-#include "common/security.h"
+#include "agent/client_security_flags.h"
 #include "common/init.h"
+#include "common/security.h"
 
-ABSL_FLAG(std::string, ps, "", "Parameter server host:port; empty trains alone with a local optimizer.");
-ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate the parameter server's certificate must chain to.");
-ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate, for a server requiring mutual TLS.");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
-ABSL_FLAG(std::string, tls_server_name, "", "Name to check in the server's certificate (default: host).");
-ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding the bearer token (else $CONVOY_AUTH_TOKEN; neither: none).");
-ABSL_FLAG(bool, insecure, true, "Talk plaintext to the parameter server when no --tls_ca is given.");
-ABSL_FLAG(std::string, sim, "embedded", "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
-ABSL_FLAG(std::string, map_dir, "", "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
+ABSL_FLAG(std::string, ps, "",
+          "Parameter server host:port; empty trains alone with a local optimizer.");
+ABSL_FLAG(std::string, sim, "embedded",
+          "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
+ABSL_FLAG(std::string, map_dir, "",
+          "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
 ABSL_FLAG(int, parked_cars, 0, "Parked cars (static obstacles) in the embedded simulator.");
-ABSL_FLAG(uint64_t, seed, 1, "Seed of the weights, exploration, replay sampling and episode starts.");
+ABSL_FLAG(uint64_t, seed, 1,
+          "Seed of the weights, exploration, replay sampling and episode starts.");
 ABSL_FLAG(std::string, agent_id, "agent-0", "Agent id, unique per agent process.");
 ABSL_FLAG(uint32_t, agent_index, 0, "Agent index, 0-based (selects the Ape-X epsilon).");
-ABSL_FLAG(std::string, model, "compact", "Q-network (registry name: compact, cookbook, nature, ...).");
-ABSL_FLAG(std::string, device, "auto", "auto, cpu, cuda or cuda:N (auto: LOCAL_RANK's GPU, else CPU).");
+ABSL_FLAG(std::string, model, "compact",
+          "Q-network (registry name: compact, cookbook, nature, ...).");
+ABSL_FLAG(std::string, device, "auto",
+          "auto, cpu, cuda or cuda:N (auto: LOCAL_RANK's GPU, else CPU).");
 ABSL_FLAG(bool, amp, false, "Automatic mixed precision with loss scaling (CUDA only).");
 ABSL_FLAG(int, torch_threads, 0,
-          "LibTorch intra-op threads (0: LibTorch's default, all cores). Agents sharing a machine do best "
+          "LibTorch intra-op threads (0: LibTorch's default, all cores). Agents sharing a machine "
+          "do best "
           "with cores / agents.");
 ABSL_FLAG(int, batch_size, 32, "Minibatch size.");
 ABSL_FLAG(int, batch_update_frequency, 4,
           "Minibatches accumulated between pushes to the parameter server (or local updates).");
 ABSL_FLAG(uint64_t, replay_memory_size, 100000, "Replay memory capacity, transitions.");
 ABSL_FLAG(uint64_t, min_replay_size, 1000, "Transitions collected before learning starts.");
-ABSL_FLAG(bool, fill_with_random_actions, true, "Act at random until min_replay_size (the cookbook's start).");
+ABSL_FLAG(bool, fill_with_random_actions, true,
+          "Act at random until min_replay_size (the cookbook's start).");
 ABSL_FLAG(double, replay_ratio, 8.0, "Sampled transitions per environment step.");
 ABSL_FLAG(bool, prioritized, false, "Prioritized experience replay.");
 ABSL_FLAG(int, n_step, 1, "n-step returns.");
 ABSL_FLAG(double, gamma, 0.99, "Discount.");
-ABSL_FLAG(double, learning_rate, 1e-3, "Local Adam learning rate (alone, deltas, or while the PS is down).");
+ABSL_FLAG(double, learning_rate, 1e-3,
+          "Local Adam learning rate (alone, deltas, or while the PS is down).");
 ABSL_FLAG(double, max_grad_norm, 10.0, "Clip each update's gradient norm (0: off).");
 ABSL_FLAG(bool, double_dqn, true, "Double DQN targets.");
-ABSL_FLAG(uint64_t, target_update_frequency, 300, "Alone: minibatches between target-network copies.");
-ABSL_FLAG(double, min_epsilon, 0.1, "Alone: epsilon floor (with --ps the server's schedule rules).");
+ABSL_FLAG(uint64_t, target_update_frequency, 300,
+          "Alone: minibatches between target-network copies.");
+ABSL_FLAG(double, min_epsilon, 0.1,
+          "Alone: epsilon floor (with --ps the server's schedule rules).");
 ABSL_FLAG(double, per_iter_epsilon_reduction, 0.003, "Alone: epsilon decrease per update.");
 ABSL_FLAG(double, max_epoch_runtime_sec, 30.0, "Episode time limit, simulation seconds.");
-ABSL_FLAG(std::string, push, "gradients", "gradients, or deltas (for a PS run with --optimizer=delta).");
+ABSL_FLAG(std::string, push, "gradients",
+          "gradients, or deltas (for a PS run with --optimizer=delta).");
 ABSL_FLAG(std::string, push_encoding, "fp32", "fp32 or bf16.");
 ABSL_FLAG(uint64_t, max_steps, 0, "Stop after this many environment steps (0: no bound).");
 ABSL_FLAG(double, max_minutes, 0, "Stop after this many minutes (0: no bound).");
-// glog's header declares a global FLAGS_log_dir of its own (not a command-line flag here): this file does
-// not include glog, so --log_dir is convoy's.
+// glog's header declares a global FLAGS_log_dir of its own (not a command-line flag here): this
+// file does not include glog, so --log_dir is convoy's.
 ABSL_FLAG(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; empty: none.");
 ABSL_FLAG(double, report_seconds, 5, "Seconds between progress lines.");
 ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.");
@@ -67,11 +73,6 @@ AgentOptions OptionsFromFlags() {
   o.agent_index = absl::GetFlag(FLAGS_agent_index);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.ps_address = absl::GetFlag(FLAGS_ps);
-  o.ps_security.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
-  o.ps_security.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
-  o.ps_security.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  o.ps_security.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
-  o.ps_security.insecure = absl::GetFlag(FLAGS_insecure);
   o.environment.sim = absl::GetFlag(FLAGS_sim);
   o.environment.map_dir = absl::GetFlag(FLAGS_map_dir);
   o.environment.parked_cars = absl::GetFlag(FLAGS_parked_cars);
@@ -121,12 +122,14 @@ int Run() {
   }).detach();
 
   AgentOptions options = OptionsFromFlags();
-  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
-  if (!token.ok()) {
-    std::fprintf(stderr, "convoy_agent: %s\n", token.status().ToString().c_str());
-    return 2;
+  if (!options.ps_address.empty()) {  // Alone, no channel: the security flags do not apply.
+    absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+    if (!security.ok()) {
+      std::fprintf(stderr, "convoy_agent: %s\n", security.status().ToString().c_str());
+      return 2;
+    }
+    options.ps_security = *std::move(security);
   }
-  options.ps_security.auth_token = *token;
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options);
   if (!agent.ok()) {
     std::fprintf(stderr, "convoy_agent: cannot start: %s\n", agent.status().ToString().c_str());

@@ -1,6 +1,6 @@
-// convoy_synthetic_agent: drives a parameter server with synthetic gradients, to demonstrate and smoke-test
-// a PS without simulators. Each agent descends f(w) = 0.5 * |w - w*|^2 (w* drawn from --target_seed, the same
-// for every agent) with noisy gradients, and reports the loss as it falls.
+// convoy_synthetic_agent: drives a parameter server with synthetic gradients, to demonstrate and
+// smoke-test a PS without simulators. Each agent descends f(w) = 0.5 * |w - w*|^2 (w* drawn from
+// --target_seed, the same for every agent) with noisy gradients, and reports the loss as it falls.
 #include <glog/logging.h>
 #include <unistd.h>
 
@@ -14,10 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "agent/client_security_flags.h"
 #include "agent/ps_client.h"
-#include "common/tensor_encoding.h"
 #include "common/init.h"
 #include "common/model_registry.h"
+#include "common/tensor_encoding.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:50051", "Parameter server address host:port.");
 ABSL_FLAG(std::string, model, "cookbook", "Model the server runs (for the fingerprint).");
@@ -41,7 +42,13 @@ int Run() {
     LOG(ERROR) << model.status();
     return 2;
   }
+  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+  if (!security.ok()) {
+    LOG(ERROR) << security.status();
+    return 2;
+  }
   PsClientOptions options;
+  options.security = *security;
   options.address = absl::GetFlag(FLAGS_ps);
   options.agent_id = absl::GetFlag(FLAGS_agent_id);
   if (options.agent_id.empty()) options.agent_id = absl::StrCat("synthetic-", getpid());
@@ -52,7 +59,12 @@ int Run() {
   options.model_fingerprint = model->fingerprint;
   options.push_encoding =
       absl::GetFlag(FLAGS_encoding) == "bf16" ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
-  PsClient client(options);
+  absl::StatusOr<std::unique_ptr<PsClient>> created = PsClient::Create(options);
+  if (!created.ok()) {
+    LOG(ERROR) << created.status();
+    return 2;
+  }
+  PsClient& client = **created;
   absl::StatusOr<v1::JoinResponse> joined = client.Join();
   if (!joined.ok()) {
     LOG(ERROR) << "join failed: " << joined.status();
@@ -60,9 +72,17 @@ int Run() {
   }
   const size_t n = joined->parameter_count();
   if (const int stall = absl::GetFlag(FLAGS_stall_after_chunks); stall > 0) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        MakeChannelCredentials(options.security);
+    CHECK(credentials.ok()) << credentials.status();  // Checked by ClientSecurityFromFlags.
+    grpc::ChannelArguments arguments;
+    if (!options.security.tls_server_name.empty()) {
+      arguments.SetSslTargetNameOverride(options.security.tls_server_name);
+    }
     auto stub = v1::ParameterServer::NewStub(
-        grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials()));
+        grpc::CreateCustomChannel(options.address, *credentials, arguments));
     grpc::ClientContext context;
+    AddAuthToken(&context, options.security.auth_token);
     v1::PushResponse response;
     auto writer = stub->PushGradients(&context, &response);
     const std::vector<float> values(n, 0.01f);
@@ -99,7 +119,8 @@ int Run() {
   const absl::Time start = absl::Now();
   double loss = 0;
   while (absl::Now() < end) {
-    absl::StatusOr<PullResult> pulled = client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
+    absl::StatusOr<PullResult> pulled =
+        client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
     if (!pulled.ok()) {
       LOG(ERROR) << "pull failed: " << pulled.status();
       return 1;
@@ -120,11 +141,12 @@ int Run() {
     ++pushes;
     if (!pushed->accepted) ++rejected;
     if (absl::Now() >= next_report) {
-      std::printf("%s  t=%5.1fs  version=%-7llu  loss=%.4f  pushes=%llu  rejected=%llu  epsilon=%.3f\n",
-                  options.agent_id.c_str(), absl::ToDoubleSeconds(absl::Now() - start),
-                  static_cast<unsigned long long>(pushed->version), loss,
-                  static_cast<unsigned long long>(pushes), static_cast<unsigned long long>(rejected),
-                  pushed->epsilon);
+      std::printf(
+          "%s  t=%5.1fs  version=%-7llu  loss=%.4f  pushes=%llu  rejected=%llu  epsilon=%.3f\n",
+          options.agent_id.c_str(), absl::ToDoubleSeconds(absl::Now() - start),
+          static_cast<unsigned long long>(pushed->version), loss,
+          static_cast<unsigned long long>(pushes), static_cast<unsigned long long>(rejected),
+          pushed->epsilon);
       std::fflush(stdout);
       next_report += absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
     }

@@ -9,7 +9,9 @@
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -39,7 +41,8 @@ absl::StatusOr<std::string> ReadAuthToken(const std::string& token_file) {
     if (!token.ok()) return token.status();
     std::string stripped(absl::StripAsciiWhitespace(*token));
     if (stripped.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--auth_token_file ", token_file, " is empty"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth_token_file ", token_file, " is empty"));
     }
     return stripped;
   }
@@ -55,8 +58,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
       return absl::InvalidArgumentError(
           "no TLS: give --tls_cert and --tls_key, or --insecure to serve plaintext");
     }
-    LOG(WARNING) << "serving PLAINTEXT (--insecure): anyone who can reach this port can push weights"
-                 << (security.auth_token.empty() ? " and there is no auth token" : "");
+    LOG(WARNING)
+        << "serving PLAINTEXT (--insecure): anyone who can reach this port can push weights"
+        << (security.auth_token.empty() ? " and there is no auth token" : "");
     return grpc::InsecureServerCredentials();
   }
   if (security.tls_cert_file.empty() || security.tls_key_file.empty()) {
@@ -113,7 +117,8 @@ bool CallAuthorized(const grpc::ServerContext& context, const std::string& token
 }
 
 void AddAuthToken(grpc::ClientContext* context, const std::string& token) {
-  if (!token.empty()) context->AddMetadata(kAuthorizationHeader, absl::StrCat(kBearerPrefix, token));
+  if (!token.empty())
+    context->AddMetadata(kAuthorizationHeader, absl::StrCat(kBearerPrefix, token));
 }
 
 std::string GenerateAuthToken() {
@@ -123,7 +128,7 @@ std::string GenerateAuthToken() {
 }
 
 absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std::string& key_path,
-                                        int days) {
+                                        int days, const std::vector<std::string>& dns_names) {
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(EVP_EC_gen("prime256v1"), &EVP_PKEY_free);
   if (key == nullptr) return absl::InternalError("cannot generate an EC key");
   std::unique_ptr<X509, decltype(&X509_free)> cert(X509_new(), &X509_free);
@@ -131,7 +136,8 @@ absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std:
   unsigned char serial[16];
   RAND_bytes(serial, sizeof(serial));
   serial[0] &= 0x7f;
-  std::unique_ptr<BIGNUM, decltype(&BN_free)> bn(BN_bin2bn(serial, sizeof(serial), nullptr), &BN_free);
+  std::unique_ptr<BIGNUM, decltype(&BN_free)> bn(BN_bin2bn(serial, sizeof(serial), nullptr),
+                                                 &BN_free);
   BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert.get()));
   X509_gmtime_adj(X509_getm_notBefore(cert.get()), -60);
   X509_gmtime_adj(X509_getm_notAfter(cert.get()), 60L * 60 * 24 * days);
@@ -143,7 +149,9 @@ absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std:
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, cert.get(), cert.get(), nullptr, nullptr, 0);
-  for (auto [nid, value] : {std::pair{NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1"},
+  std::string alt_names = "DNS:localhost,IP:127.0.0.1";
+  for (const std::string& dns : dns_names) absl::StrAppend(&alt_names, ",DNS:", dns);
+  for (auto [nid, value] : {std::pair{NID_subject_alt_name, alt_names.c_str()},
                             std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
     X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
     if (ext == nullptr) return absl::InternalError("cannot build a certificate extension");
@@ -161,13 +169,56 @@ absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std:
     std::fclose(f);
     return ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
   };
-  if (absl::Status s = write(key_path, 0600, [&](FILE* f) {
-        return PEM_write_PrivateKey(f, key.get(), nullptr, nullptr, 0, nullptr, nullptr) == 1;
-      });
+  if (absl::Status s = write(key_path, 0600,
+                             [&](FILE* f) {
+                               return PEM_write_PrivateKey(f, key.get(), nullptr, nullptr, 0,
+                                                           nullptr, nullptr) == 1;
+                             });
       !s.ok()) {
     return s;
   }
   return write(cert_path, 0644, [&](FILE* f) { return PEM_write_X509(f, cert.get()) == 1; });
+}
+
+absl::Status WriteClusterCredentials(const std::string& dir, const std::string& server_name,
+                                     int days) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", error.message()));
+  const std::string cert = dir + "/tls.crt";
+  const std::string key = dir + "/tls.key";
+  const std::string token = dir + "/auth_token";
+  const bool have_cert = std::filesystem::exists(cert);
+  if (have_cert != std::filesystem::exists(key)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " holds only one of tls.crt and tls.key: remove it, or add the other, and retry"));
+  }
+  if (!have_cert) {
+    // Written under temporary names and renamed, so that a reader never sees a half-written pair.
+    const std::string temp_cert = cert + ".tmp";
+    const std::string temp_key = key + ".tmp";
+    if (absl::Status s = WriteSelfSignedCertificate(temp_cert, temp_key, days, {server_name});
+        !s.ok()) {
+      return s;
+    }
+    std::filesystem::rename(temp_key, key, error);
+    if (!error) std::filesystem::rename(temp_cert, cert, error);
+    if (error)
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot write ", cert, ": ", error.message()));
+  }
+  if (!std::filesystem::exists(token)) {
+    const std::string temp = token + ".tmp";
+    FILE* f = std::fopen(temp.c_str(), "w");
+    if (f == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot write ", token));
+    ::chmod(temp.c_str(), 0600);
+    const bool written = std::fprintf(f, "%s\n", GenerateAuthToken().c_str()) > 0;
+    if (std::fclose(f) != 0 || !written || std::rename(temp.c_str(), token.c_str()) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot write ", token));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace convoy

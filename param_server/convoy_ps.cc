@@ -1,7 +1,8 @@
-// convoy_ps: the parameter server. Holds a model's master weights and applies asynchronous gradient pushes
-// from many agents; see docs/architecture.md and docs/protocol.md.
+// convoy_ps: the parameter server. Holds a model's master weights and applies asynchronous gradient
+// pushes from many agents; see docs/architecture.md and docs/protocol.md.
 #include <glog/logging.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -10,21 +11,27 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/init.h"
+#include "common/security.h"
 #include "param_server/grpc_server.h"
 
 ABSL_FLAG(int, port, 50051, "Port to listen on; 0 picks a free one (see --port_file).");
 ABSL_FLAG(std::string, bind, "0.0.0.0", "Address to listen on.");
-ABSL_FLAG(std::string, port_file, "", "If set, the bound port is written to this file once serving.");
-ABSL_FLAG(std::string, model, "cookbook", "Model to serve (registry name, e.g. cookbook, nature_dueling).");
-ABSL_FLAG(int, num_actions, convoy::kDefaultNumActions, "Number of discrete actions of the Q-network.");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, the bound port is written to this file once serving.");
+ABSL_FLAG(std::string, model, "cookbook",
+          "Model to serve (registry name, e.g. cookbook, nature_dueling).");
+ABSL_FLAG(int, num_actions, convoy::kDefaultNumActions,
+          "Number of discrete actions of the Q-network.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial weights.");
-ABSL_FLAG(std::string, init_checkpoint, "", "Checkpoint directory to take the initial weights from.");
+ABSL_FLAG(std::string, init_checkpoint, "",
+          "Checkpoint directory to take the initial weights from.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for checkpoints; empty disables them.");
 ABSL_FLAG(bool, resume, false, "Start from the newest valid checkpoint in --checkpoint_dir.");
 ABSL_FLAG(int, keep_checkpoints, 5, "Newest checkpoints to keep.");
 ABSL_FLAG(uint64_t, checkpoint_every_updates, 0, "Checkpoint every N applied updates (0: off).");
 ABSL_FLAG(double, checkpoint_every_seconds, 60, "Checkpoint every N seconds (0: off).");
-ABSL_FLAG(std::string, optimizer, "adam", "adam, adamw, rmsprop, sgd, or delta (w += pushed tensor).");
+ABSL_FLAG(std::string, optimizer, "adam",
+          "adam, adamw, rmsprop, sgd, or delta (w += pushed tensor).");
 ABSL_FLAG(double, learning_rate, 1e-3, "Learning rate.");
 ABSL_FLAG(double, beta1, 0.9, "Adam beta1.");
 ABSL_FLAG(double, beta2, 0.999, "Adam beta2.");
@@ -38,8 +45,9 @@ ABSL_FLAG(int64_t, max_staleness, -1,
 ABSL_FLAG(bool, staleness_lr_scaling, false, "Apply a push s versions old with lr / (1 + s).");
 ABSL_FLAG(uint64_t, target_update_frequency, 300,
           "Applied minibatches between target-network snapshots.");
-ABSL_FLAG(std::string, exploration, "global",
-          "global: one epsilon decayed per update (the cookbook's); apex: fixed per-agent epsilons.");
+ABSL_FLAG(
+    std::string, exploration, "global",
+    "global: one epsilon decayed per update (the cookbook's); apex: fixed per-agent epsilons.");
 ABSL_FLAG(double, start_epsilon, 1.0, "Initial global epsilon.");
 ABSL_FLAG(double, min_epsilon, 0.1, "Floor of the global epsilon.");
 ABSL_FLAG(double, per_iter_epsilon_reduction, 0.003, "Subtracted from epsilon per applied update.");
@@ -56,8 +64,23 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificate: require clients to present a certificate it signed (mutual TLS).");
 ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding the bearer token every call must carry (else $CONVOY_AUTH_TOKEN; neither: none).");
-ABSL_FLAG(bool, insecure, true, "Serve plaintext when no --tls_cert is given (logs a warning).");
+          "File holding the bearer token every call must carry (else $CONVOY_AUTH_TOKEN; neither: "
+          "none).");
+ABSL_FLAG(
+    bool, insecure, false,
+    "Serve plaintext (no --tls_cert; logs a warning). Off by default: without TLS files the server "
+    "refuses to start unless this is given.");
+ABSL_FLAG(std::string, write_credentials, "",
+          "Write DIR/tls.crt, DIR/tls.key and DIR/auth_token for a cluster run (keeping any "
+          "already there), "
+          "then exit. Serve with --tls_cert=DIR/tls.crt --tls_key=DIR/tls.key "
+          "--auth_token_file=DIR/auth_token; "
+          "clients take --tls_ca=DIR/tls.crt --tls_server_name=<--credentials_server_name> "
+          "--auth_token_file=DIR/auth_token.");
+ABSL_FLAG(
+    std::string, credentials_server_name, "convoy-ps",
+    "DNS name the --write_credentials certificate is valid for (besides localhost and 127.0.0.1).");
+ABSL_FLAG(int, credentials_days, 365, "Validity of the --write_credentials certificate, days.");
 ABSL_FLAG(bool, health_without_auth, false, "Answer health checks without the bearer token.");
 
 namespace convoy {
@@ -99,7 +122,22 @@ ParameterServerOptions OptionsFromFlags() {
   return o;
 }
 
+int WriteCredentials(const std::string& dir) {
+  absl::Status written = WriteClusterCredentials(dir, absl::GetFlag(FLAGS_credentials_server_name),
+                                                 absl::GetFlag(FLAGS_credentials_days));
+  if (!written.ok()) {
+    LOG(ERROR) << "--write_credentials: " << written;
+    return 1;
+  }
+  std::printf("credentials in %s: tls.crt, tls.key, auth_token (valid for %s)\n", dir.c_str(),
+              absl::GetFlag(FLAGS_credentials_server_name).c_str());
+  return 0;
+}
+
 int Run() {
+  if (const std::string dir = absl::GetFlag(FLAGS_write_credentials); !dir.empty()) {
+    return WriteCredentials(dir);
+  }
   const std::string exploration = absl::GetFlag(FLAGS_exploration);
   if (exploration != "global" && exploration != "apex") {
     LOG(ERROR) << "--exploration must be global or apex, got '" << exploration << "'";
@@ -108,16 +146,6 @@ int Run() {
   // Signals are taken synchronously by this thread; every thread started later inherits the mask.
   BlockTerminationSignals();
 
-  const ParameterServerOptions options = OptionsFromFlags();
-  absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
-  if (!core.ok()) {
-    LOG(ERROR) << "cannot start: " << core.status();
-    return 1;
-  }
-  const ModelInfo model = (*core)->model();
-  const uint64_t version = (*core)->version();
-  const std::string address =
-      absl::StrCat(absl::GetFlag(FLAGS_bind), ":", absl::GetFlag(FLAGS_port));
   absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
   if (!token.ok()) {
     LOG(ERROR) << token.status();
@@ -130,6 +158,27 @@ int Run() {
   security.auth_token = *token;
   security.insecure = absl::GetFlag(FLAGS_insecure);
   security.health_without_auth = absl::GetFlag(FLAGS_health_without_auth);
+  // Before any checkpoint is read, a misconfigured server stops at once, naming the flags to give.
+  // (Plaintext has nothing to check, and its warning comes once, from the server's start.)
+  const bool plaintext =
+      security.insecure && security.tls_cert_file.empty() && security.tls_key_file.empty();
+  if (!plaintext) {
+    if (absl::Status checked = MakeServerCredentials(security).status(); !checked.ok()) {
+      LOG(ERROR) << checked;
+      return 2;
+    }
+  }
+
+  const ParameterServerOptions options = OptionsFromFlags();
+  absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
+  if (!core.ok()) {
+    LOG(ERROR) << "cannot start: " << core.status();
+    return 1;
+  }
+  const ModelInfo model = (*core)->model();
+  const uint64_t version = (*core)->version();
+  const std::string address =
+      absl::StrCat(absl::GetFlag(FLAGS_bind), ":", absl::GetFlag(FLAGS_port));
   absl::StatusOr<std::unique_ptr<GrpcParameterServer>> server =
       GrpcParameterServer::Start(*std::move(core), address, security);
   if (!server.ok()) {

@@ -46,6 +46,17 @@ ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: bench-learn-<date>-<time>); agents-N/ beneath it.");
 ABSL_FLAG(std::string, plot, "learning_curves.png", "PNG of the learning curves.");
+// Training hyperparameters, defaulting to convoy_train's (LocalClusterOptions).
+ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
+          "Server's Adam learning rate.");
+ABSL_FLAG(uint64_t, target_update_frequency, convoy::LocalClusterOptions{}.target_update_frequency,
+          "Applied minibatches between target snapshots.");
+ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
+          "Sampled transitions per environment step.");
+ABSL_FLAG(int, batch_update_frequency, convoy::LocalClusterOptions{}.batch_update_frequency,
+          "Minibatches per push.");
+ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
+          "Replay capacity per agent, transitions.");
 
 namespace convoy {
 namespace {
@@ -128,6 +139,11 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.device = absl::GetFlag(FLAGS_device);
   options.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
   options.max_time = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
+  options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
+  options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
+  options.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
+  options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return cluster.status();
   std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,

@@ -1,8 +1,9 @@
-// convoy_train: the one-machine training run. Starts convoy_ps and N convoy_agent processes (found beside this
-// binary) on the embedded simulator, trains for a bounded time printing one merged progress line, then
-// evaluates the greedy policy on fixed-seed episodes beside a random policy and prints the table and RESULT
-// lines. Checkpoints and logs go under runs/<name>/. Ctrl-C stops every process cleanly with a final
-// checkpoint. (Clusters use Slurm or Kubernetes instead: see docs/deploy.md.)
+// convoy_train: the one-machine training run. Starts convoy_ps and N convoy_agent processes (found
+// beside this binary) on the embedded simulator, trains for a bounded time printing one merged
+// progress line, then evaluates the greedy policy on fixed-seed episodes beside a random policy and
+// prints the table and RESULT lines. Checkpoints and logs go under runs/<name>/. Ctrl-C stops every
+// process cleanly with a final checkpoint. (Clusters use Slurm or Kubernetes instead: see
+// docs/deploy.md.)
 #include <glog/logging.h>
 #include <signal.h>
 
@@ -23,26 +24,37 @@
 #include "deploy/local/local_cluster.h"
 
 ABSL_FLAG(double, minutes, 10, "Training time.");
-ABSL_FLAG(uint64_t, steps_per_agent, 0,
-          "Also stop each agent after this many environment steps (0: time only). Bounds a run by work "
-          "rather than by the machine's speed.");
+ABSL_FLAG(
+    uint64_t, steps_per_agent, 0,
+    "Also stop each agent after this many environment steps (0: time only). Bounds a run by work "
+    "rather than by the machine's speed.");
 ABSL_FLAG(int, agents, 2, "Agent processes.");
-ABSL_FLAG(std::string, name, "", "Run name (default: train-<date>-<time>); files go to <runs_dir>/<name>.");
+ABSL_FLAG(std::string, name, "",
+          "Run name (default: train-<date>-<time>); files go to <runs_dir>/<name>.");
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
-ABSL_FLAG(std::string, model, "compact", "Q-network (registry name).");
+ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed; agent i uses seed + i.");
 ABSL_FLAG(int, eval_episodes, 20, "Evaluation episodes at the end (fixed seeds).");
 ABSL_FLAG(std::string, device, "auto", "Agents' device: auto, cpu, cuda, cuda:N.");
-ABSL_FLAG(int, batch_size, 32, "Minibatch size.");
-ABSL_FLAG(int, batch_update_frequency, 4, "Minibatches per push.");
-ABSL_FLAG(uint64_t, replay_memory_size, 50000, "Replay capacity per agent, transitions.");
-ABSL_FLAG(uint64_t, min_replay_size, 1000, "Transitions before learning starts.");
-ABSL_FLAG(double, replay_ratio, 8.0, "Sampled transitions per environment step.");
-ABSL_FLAG(double, learning_rate, 1e-3, "Server's Adam learning rate.");
-ABSL_FLAG(uint64_t, target_update_frequency, 300, "Applied minibatches between target snapshots.");
-ABSL_FLAG(double, min_epsilon, 0.1, "Epsilon floor.");
-ABSL_FLAG(double, per_iter_epsilon_reduction, 0.003, "Epsilon decrease per applied update.");
-ABSL_FLAG(double, max_epoch_runtime_sec, 30.0, "Episode time limit, simulation seconds.");
+ABSL_FLAG(int, batch_size, convoy::LocalClusterOptions{}.batch_size, "Minibatch size.");
+ABSL_FLAG(int, batch_update_frequency, convoy::LocalClusterOptions{}.batch_update_frequency,
+          "Minibatches per push.");
+ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
+          "Replay capacity per agent, transitions.");
+ABSL_FLAG(uint64_t, min_replay_size, convoy::LocalClusterOptions{}.min_replay_size,
+          "Transitions before learning starts.");
+ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
+          "Sampled transitions per environment step.");
+ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
+          "Server's Adam learning rate.");
+ABSL_FLAG(uint64_t, target_update_frequency, convoy::LocalClusterOptions{}.target_update_frequency,
+          "Applied minibatches between target snapshots.");
+ABSL_FLAG(double, min_epsilon, convoy::LocalClusterOptions{}.min_epsilon, "Epsilon floor.");
+ABSL_FLAG(double, per_iter_epsilon_reduction,
+          convoy::LocalClusterOptions{}.per_iter_epsilon_reduction,
+          "Epsilon decrease per applied update.");
+ABSL_FLAG(double, max_epoch_runtime_sec, convoy::LocalClusterOptions{}.max_epoch_runtime_sec,
+          "Episode time limit, simulation seconds.");
 ABSL_FLAG(double, report_seconds, 5, "Seconds between merged progress lines.");
 
 namespace convoy {
@@ -64,7 +76,8 @@ void PrintMerged(const ClusterTotals& totals, size_t agents, absl::Duration elap
 
 int Run() {
   std::string name = absl::GetFlag(FLAGS_name);
-  if (name.empty()) name = absl::FormatTime("train-%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
+  if (name.empty())
+    name = absl::FormatTime("train-%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
   const std::string run = absl::StrCat(absl::GetFlag(FLAGS_runs_dir), "/", name);
   std::filesystem::create_directories(run);
   const std::string model = absl::GetFlag(FLAGS_model);
@@ -160,9 +173,10 @@ int Run() {
 }  // namespace convoy
 
 int main(int argc, char** argv) {
-  convoy::InitProcess(argc, argv,
-                      "convoy_train: trains on this machine: convoy_ps + N agents, then evaluates.\n"
-                      "Usage: convoy_train [--minutes=10] [--agents=2] [--name=NAME]");
+  convoy::InitProcess(
+      argc, argv,
+      "convoy_train: trains on this machine: convoy_ps + N agents, then evaluates.\n"
+      "Usage: convoy_train [--minutes=10] [--agents=2] [--name=NAME]");
   struct sigaction action = {};
   action.sa_handler = [](int) { convoy::g_stop = true; };
   sigaction(SIGINT, &action, nullptr);

@@ -1,5 +1,5 @@
-// The agent loop for real: the embedded simulator, a real parameter server over loopback, restarts of the
-// server and of an AirSim-protocol simulator under a running agent.
+// The agent loop for real: the embedded simulator, a real parameter server over loopback, restarts
+// of the server and of an AirSim-protocol simulator under a running agent.
 #include "agent/agent.h"
 
 #include <signal.h>
@@ -78,7 +78,8 @@ TEST_CASE("An agent alone acts and learns and logs CSV and TensorBoard and saves
   CHECK(stats.train_steps == 100);
   const std::string episodes = ReadWholeFile(dir + "/episodes.csv");
   CHECK(episodes.rfind("episode,env_steps,return", 0) == 0);
-  CHECK(std::count(episodes.begin(), episodes.end(), '\n') == static_cast<long>(stats.episodes) + 1);
+  CHECK(std::count(episodes.begin(), episodes.end(), '\n') ==
+        static_cast<long>(stats.episodes) + 1);
   CHECK_FALSE(ReadWholeFile(dir + "/intervals.csv").empty());
   bool has_events = false;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -114,7 +115,8 @@ TEST_CASE("An agent pushes to and pulls from a real parameter server", "[agent]"
   CHECK(stats.epsilon == Approx(1.0 - 0.003 * status.updates_applied()).margin(1e-9));
 }
 
-TEST_CASE("An agent pushing weight deltas moves a delta-rule server to its own weights", "[agent]") {
+TEST_CASE("An agent pushing weight deltas moves a delta-rule server to its own weights",
+          "[agent]") {
   ParameterServerOptions ps_options;
   ps_options.model = "compact";
   ps_options.optimizer.name = "delta";
@@ -167,11 +169,15 @@ TEST_CASE("An agent rides out a parameter server killed and restarted", "[agent]
   const std::string port_file = dir + "/port";
   auto start_ps = [&](int port, bool resume) {
     std::filesystem::remove(port_file);
-    std::vector<std::string> argv = {CONVOY_PS_BINARY, "--model=compact", "--bind=127.0.0.1",
-                                     absl::StrCat("--port=", port), "--port_file=" + port_file,
+    std::vector<std::string> argv = {CONVOY_PS_BINARY,
+                                     "--model=compact",
+                                     "--bind=127.0.0.1",
+                                     absl::StrCat("--port=", port),
+                                     "--port_file=" + port_file,
                                      "--checkpoint_dir=" + dir + "/ckpt",
                                      "--checkpoint_every_updates=5",
-                                     "--checkpoint_every_seconds=0"};
+                                     "--checkpoint_every_seconds=0",
+                                     "--insecure"};
     if (resume) argv.push_back("--resume");
     absl::StatusOr<Subprocess> ps = Subprocess::Start(argv, dir + "/ps.log");
     REQUIRE(ps.ok());

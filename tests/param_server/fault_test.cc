@@ -1,5 +1,6 @@
-// Fault injection with real processes: convoy_ps killed and restarted under running agents, an agent killed in
-// the middle of a push, a checkpoint disk that fills up, and many concurrent clients for a bounded time.
+// Fault injection with real processes: convoy_ps killed and restarted under running agents, an
+// agent killed in the middle of a push, a checkpoint disk that fills up, and many concurrent
+// clients for a bounded time.
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/ps_client.h"
 #include "common/model_registry.h"
+#include "common/security.h"
 #include "param_server/checkpointer.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
@@ -28,6 +30,8 @@ using testing::Subprocess;
 using testing::WaitForFileLine;
 using testing::WaitUntil;
 
+// convoy_ps as a cluster runs it: TLS and a bearer token from `convoy_ps --write_credentials`,
+// which the first Start runs; clients dial 127.0.0.1 and check the certificate's name convoy-ps.
 struct PsUnderTest {
   std::string dir;
   std::string model = "compact";
@@ -35,13 +39,34 @@ struct PsUnderTest {
   std::optional<Subprocess> process;
   int port = 0;
 
+  std::string auth_dir() const { return dir + "/auth"; }
+
+  // The flags a client process needs besides --ps.
+  std::vector<std::string> ClientFlags() const {
+    return {"--tls_ca=" + auth_dir() + "/tls.crt", "--tls_server_name=convoy-ps",
+            "--auth_token_file=" + auth_dir() + "/auth_token"};
+  }
+
   void Start(bool resume) {
+    if (!fs::exists(auth_dir() + "/auth_token")) {
+      absl::StatusOr<Subprocess> writer = Subprocess::Start(
+          {CONVOY_PS_BINARY, "--write_credentials=" + auth_dir()}, dir + "/credentials.log");
+      REQUIRE(writer.ok());
+      INFO(ReadWholeFile(dir + "/credentials.log"));
+      REQUIRE(writer->Wait(absl::Seconds(60)) == 0);
+    }
     const std::string port_file = dir + "/port";
     fs::remove(port_file);
-    std::vector<std::string> argv = {CONVOY_PS_BINARY, "--model=" + model, "--bind=127.0.0.1",
-                                     absl::StrCat("--port=", port), "--port_file=" + port_file,
+    std::vector<std::string> argv = {CONVOY_PS_BINARY,
+                                     "--model=" + model,
+                                     "--bind=127.0.0.1",
+                                     absl::StrCat("--port=", port),
+                                     "--port_file=" + port_file,
                                      "--checkpoint_dir=" + dir + "/ckpt",
-                                     "--checkpoint_every_seconds=0"};
+                                     "--checkpoint_every_seconds=0",
+                                     "--tls_cert=" + auth_dir() + "/tls.crt",
+                                     "--tls_key=" + auth_dir() + "/tls.key",
+                                     "--auth_token_file=" + auth_dir() + "/auth_token"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (resume) argv.push_back("--resume");
     absl::StatusOr<Subprocess> started = Subprocess::Start(argv, dir + "/ps.log");
@@ -55,14 +80,20 @@ struct PsUnderTest {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port); }
 
-  PsClient Client(const std::string& id) const {
+  std::unique_ptr<PsClient> Client(const std::string& id) const {
     PsClientOptions o;
     o.address = address();
     o.agent_id = id;
     o.model_fingerprint = DescribeModel(model)->fingerprint;
     o.retry_for = absl::Seconds(30);
     o.backoff.max = absl::Milliseconds(300);
-    return PsClient(o);
+    o.security.insecure = false;
+    o.security.tls_ca_file = auth_dir() + "/tls.crt";
+    o.security.tls_server_name = "convoy-ps";
+    o.security.auth_token = *ReadAuthToken(auth_dir() + "/auth_token");
+    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(o);
+    REQUIRE(client.ok());
+    return *std::move(client);
   }
 };
 
@@ -89,18 +120,26 @@ TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no c
   ps.Start(false);
   std::vector<Subprocess> agents;
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<Subprocess> agent = Subprocess::Start(
-        {CONVOY_AGENT_BINARY, "--ps=" + ps.address(), absl::StrCat("--agent_id=agent-", i),
-         absl::StrCat("--agent_index=", i), absl::StrCat("--seed=", 1 + i), "--model=compact",
-         "--min_replay_size=100", "--replay_memory_size=5000", "--torch_threads=1",
-         "--max_minutes=20", "--report_seconds=2"},
-        absl::StrCat(ps.dir, "/agent-", i, ".log"));
+    std::vector<std::string> argv = {CONVOY_AGENT_BINARY,
+                                     "--ps=" + ps.address(),
+                                     absl::StrCat("--agent_id=agent-", i),
+                                     absl::StrCat("--agent_index=", i),
+                                     absl::StrCat("--seed=", 1 + i),
+                                     "--model=compact",
+                                     "--min_replay_size=100",
+                                     "--replay_memory_size=5000",
+                                     "--torch_threads=1",
+                                     "--max_minutes=20",
+                                     "--report_seconds=2"};
+    for (const std::string& flag : ps.ClientFlags()) argv.push_back(flag);
+    absl::StatusOr<Subprocess> agent =
+        Subprocess::Start(argv, absl::StrCat(ps.dir, "/agent-", i, ".log"));
     REQUIRE(agent.ok());
     agents.push_back(*std::move(agent));
   }
-  PsClient status_client = ps.Client("observer");
+  std::unique_ptr<PsClient> status_client = ps.Client("observer");
   auto version = [&]() -> uint64_t {
-    absl::StatusOr<v1::StatusResponse> s = status_client.Status();
+    absl::StatusOr<v1::StatusResponse> s = status_client->Status();
     return s.ok() ? s->version() : 0;
   };
   uint64_t last_resumed = 0;
@@ -141,24 +180,25 @@ TEST_CASE("An agent killed in the middle of a push leaves no partial update", "[
   ps.model = "cookbook";  // Four chunks per push.
   ps.Start(false);
   const std::string log = ps.dir + "/stalled.log";
-  absl::StatusOr<Subprocess> stalled = Subprocess::Start(
-      {CONVOY_SYNTHETIC_AGENT_BINARY, "--ps=" + ps.address(), "--model=cookbook",
-       "--agent_id=stalled", "--stall_after_chunks=2"},
-      log);
+  std::vector<std::string> argv = {CONVOY_SYNTHETIC_AGENT_BINARY, "--ps=" + ps.address(),
+                                   "--model=cookbook", "--agent_id=stalled",
+                                   "--stall_after_chunks=2"};
+  for (const std::string& flag : ps.ClientFlags()) argv.push_back(flag);
+  absl::StatusOr<Subprocess> stalled = Subprocess::Start(argv, log);
   REQUIRE(stalled.ok());
   REQUIRE(WaitUntil([&] { return ReadWholeFile(log).find("STALLED") != std::string::npos; },
-                  absl::Seconds(60)));
-  PsClient other = ps.Client("other");
+                    absl::Seconds(60)));
+  std::unique_ptr<PsClient> other = ps.Client("other");
   const std::vector<float> before = [&] {
     std::vector<float> w;
-    REQUIRE(other.Pull(0, 0, v1::NETWORK_ONLINE, &w).ok());
+    REQUIRE(other->Pull(0, 0, v1::NETWORK_ONLINE, &w).ok());
     return w;
   }();
   stalled->Signal(SIGKILL);
   REQUIRE(stalled->Wait(absl::Seconds(10)).has_value());
   // The half-sent push is counted as a rejection and nothing was applied.
   auto rejected = [&]() -> uint64_t {
-    absl::StatusOr<v1::StatusResponse> s = other.Status();
+    absl::StatusOr<v1::StatusResponse> s = other->Status();
     if (!s.ok()) return 0;
     uint64_t n = 0;
     for (const auto& [reason, count] : s->rejections()) n += count;
@@ -166,12 +206,12 @@ TEST_CASE("An agent killed in the middle of a push leaves no partial update", "[
   };
   CHECK(WaitUntil([&] { return rejected() == 1; }, absl::Seconds(30)));
   std::vector<float> after;
-  REQUIRE(other.Pull(0, 0, v1::NETWORK_ONLINE, &after).ok());
+  REQUIRE(other->Pull(0, 0, v1::NETWORK_ONLINE, &after).ok());
   CHECK(after == before);
-  CHECK(other.Status()->version() == 0);
+  CHECK(other->Status()->version() == 0);
   // The server keeps serving the others.
   const std::vector<float> g(before.size(), 0.01f);
-  absl::StatusOr<PushResult> pushed = other.Push(g.data(), g.size(), 0, 1);
+  absl::StatusOr<PushResult> pushed = other->Push(g.data(), g.size(), 0, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
   CHECK(pushed->version == 1);
@@ -192,14 +232,15 @@ TEST_CASE("A full checkpoint disk is a clear error and training continues", "[fa
   }
   ps.extra = {"--checkpoint_every_updates=2", "--keep_checkpoints=3"};
   ps.Start(false);
-  PsClient client = ps.Client("a");
+  std::unique_ptr<PsClient> client = ps.Client("a");
   std::vector<float> g(DescribeModel("compact")->parameter_count, 0.01f);
-  for (uint64_t v = 0; v < 2; ++v) REQUIRE(client.Push(g.data(), g.size(), v, 1)->accepted);
-  REQUIRE(WaitUntil([&] { return client.Status()->checkpoints_written() == 1; }, absl::Seconds(30)));
-  for (uint64_t v = 2; v < 6; ++v) REQUIRE(client.Push(g.data(), g.size(), v, 1)->accepted);
-  CHECK(WaitUntil([&] { return client.Status()->checkpoint_failures() >= 1; }, absl::Seconds(30)));
+  for (uint64_t v = 0; v < 2; ++v) REQUIRE(client->Push(g.data(), g.size(), v, 1)->accepted);
+  REQUIRE(
+      WaitUntil([&] { return client->Status()->checkpoints_written() == 1; }, absl::Seconds(30)));
+  for (uint64_t v = 2; v < 6; ++v) REQUIRE(client->Push(g.data(), g.size(), v, 1)->accepted);
+  CHECK(WaitUntil([&] { return client->Status()->checkpoint_failures() >= 1; }, absl::Seconds(30)));
   // Training goes on, the error names the cause, and the first checkpoint is intact.
-  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 6, 1);
+  absl::StatusOr<PushResult> pushed = client->Push(g.data(), g.size(), 6, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->version == 7);
   CHECK_THAT(ReadWholeFile(ps.dir + "/ps.log"), Catch::Contains("No space left on device"));

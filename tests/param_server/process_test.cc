@@ -37,7 +37,8 @@ struct PsProcess {
                                      absl::StrCat("--port=", requested_port),
                                      absl::StrCat("--port_file=", port_file),
                                      absl::StrCat("--checkpoint_dir=", dir, "/ckpt"),
-                                     "--checkpoint_every_seconds=0"};
+                                     "--checkpoint_every_seconds=0",
+                                     "--insecure"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     absl::StatusOr<Subprocess> started = Subprocess::Start(argv, log);
     REQUIRE(started.ok());
@@ -73,12 +74,12 @@ TEST_CASE("convoy_ps --help documents its flags", "[process]") {
   const std::optional<int> code = help->Wait(absl::Seconds(30));
   REQUIRE(code.has_value());
   const std::string out = ReadWholeFile(dir + "/out");
-  for (const char* flag : {"--port", "--bind", "--model", "--checkpoint_dir", "--resume",
-                           "--keep_checkpoints", "--checkpoint_every_updates",
-                           "--checkpoint_every_seconds", "--optimizer", "--learning_rate",
-                           "--max_grad_norm", "--max_staleness", "--staleness_lr_scaling",
-                           "--target_update_frequency", "--exploration", "--min_epsilon",
-                           "--per_iter_epsilon_reduction", "--init_checkpoint", "--seed"}) {
+  for (const char* flag :
+       {"--port", "--bind", "--model", "--checkpoint_dir", "--resume", "--keep_checkpoints",
+        "--checkpoint_every_updates", "--checkpoint_every_seconds", "--optimizer",
+        "--learning_rate", "--max_grad_norm", "--max_staleness", "--staleness_lr_scaling",
+        "--target_update_frequency", "--exploration", "--min_epsilon",
+        "--per_iter_epsilon_reduction", "--init_checkpoint", "--seed"}) {
     INFO(flag);
     CHECK_THAT(out, Catch::Contains(std::string(flag) + ")") || Catch::Contains(flag));
   }
@@ -87,13 +88,14 @@ TEST_CASE("convoy_ps --help documents its flags", "[process]") {
 TEST_CASE("convoy_ps refuses bad flags with a clear error", "[process]") {
   PsProcess ps = NewPs();
   absl::StatusOr<Subprocess> bad =
-      Subprocess::Start({CONVOY_PS_BINARY, "--model=resnet", "--port=0"}, ps.log);
+      Subprocess::Start({CONVOY_PS_BINARY, "--model=resnet", "--port=0", "--insecure"}, ps.log);
   REQUIRE(bad.ok());
   CHECK(bad->Wait(absl::Seconds(30)) == 1);
   CHECK_THAT(ReadWholeFile(ps.log), Catch::Contains("unknown model 'resnet'"));
 }
 
-TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server continues the version", "[process]") {
+TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server continues the version",
+          "[process]") {
   PsProcess ps = NewPs();
   ps.Start(0);
   {

@@ -1,11 +1,13 @@
 // TLS, mutual TLS and bearer tokens on a real parameter server over loopback.
+#include "common/security.h"
+
 #include <signal.h>
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 
-#include "common/security.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
@@ -92,7 +94,8 @@ TEST_CASE("Every call without the right bearer token is refused and counted", "[
   std::vector<float> w(ps.server->core().model().parameter_count, 0.1f);
   CHECK(wrong->Pull(0, 0, v1::NETWORK_ONLINE, &w).status().code() ==
         absl::StatusCode::kUnauthenticated);
-  CHECK(wrong->Push(w.data(), w.size(), 0, 1).status().code() == absl::StatusCode::kUnauthenticated);
+  CHECK(wrong->Push(w.data(), w.size(), 0, 1).status().code() ==
+        absl::StatusCode::kUnauthenticated);
   CHECK(wrong->Status().status().code() == absl::StatusCode::kUnauthenticated);
   // Health checks need the token too.
   auto channel = grpc::CreateChannel(ps.address, *MakeChannelCredentials(client));
@@ -159,8 +162,8 @@ TEST_CASE("convoy_ps never logs its token", "[security][process]") {
   const std::string token = GenerateAuthToken();
   std::ofstream(dir + "/token") << token;
   absl::StatusOr<testing::Subprocess> ps = testing::Subprocess::Start(
-      {CONVOY_PS_BINARY, "--model=tiny", "--port=0", "--bind=127.0.0.1", "--port_file=" + dir + "/port",
-       "--auth_token_file=" + dir + "/token"},
+      {CONVOY_PS_BINARY, "--model=tiny", "--port=0", "--bind=127.0.0.1",
+       "--port_file=" + dir + "/port", "--auth_token_file=" + dir + "/token", "--insecure"},
       dir + "/log");
   REQUIRE(ps.ok());
   REQUIRE(testing::WaitForFileLine(dir + "/port", absl::Seconds(60)).ok());
@@ -169,6 +172,89 @@ TEST_CASE("convoy_ps never logs its token", "[security][process]") {
   const std::string log = testing::ReadWholeFile(dir + "/log");
   CHECK_THAT(log, Catch::Contains("bearer token"));
   CHECK(log.find(token) == std::string::npos);
+}
+
+TEST_CASE("convoy_ps and convoy_agent refuse plaintext unless --insecure is given",
+          "[security][process]") {
+  const std::string dir = MakeTempDir("plaintext_refused");
+  absl::StatusOr<testing::Subprocess> ps = testing::Subprocess::Start(
+      {CONVOY_PS_BINARY, "--model=tiny", "--port=0", "--bind=127.0.0.1",
+       "--port_file=" + dir + "/port", "--checkpoint_dir=" + dir + "/ckpt"},
+      dir + "/ps.log");
+  REQUIRE(ps.ok());
+  CHECK(ps->Wait(absl::Seconds(30)) == 2);
+  const std::string ps_log = testing::ReadWholeFile(dir + "/ps.log");
+  CHECK_THAT(ps_log, Catch::Contains("--tls_cert") && Catch::Contains("--insecure"));
+  // Nothing was started or written.
+  CHECK_FALSE(std::filesystem::exists(dir + "/port"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/ckpt"));
+
+  absl::StatusOr<testing::Subprocess> agent = testing::Subprocess::Start(
+      {CONVOY_AGENT_BINARY, "--ps=127.0.0.1:1", "--max_steps=10", "--log_dir=" + dir + "/agent"},
+      dir + "/agent.log");
+  REQUIRE(agent.ok());
+  CHECK(agent->Wait(absl::Seconds(60)) == 2);
+  CHECK_THAT(testing::ReadWholeFile(dir + "/agent.log"),
+             Catch::Contains("--tls_ca") && Catch::Contains("--insecure"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/agent"));
+}
+
+TEST_CASE("convoy_ps --write_credentials makes a working TLS pair and token and keeps them",
+          "[security][process]") {
+  const std::string dir = MakeTempDir("credentials");
+  const std::string auth = dir + "/auth";
+  auto write = [&] {
+    absl::StatusOr<testing::Subprocess> writer = testing::Subprocess::Start(
+        {CONVOY_PS_BINARY, "--write_credentials=" + auth}, dir + "/write.log");
+    REQUIRE(writer.ok());
+    INFO(testing::ReadWholeFile(dir + "/write.log"));
+    REQUIRE(writer->Wait(absl::Seconds(30)) == 0);
+  };
+  write();
+  namespace fs = std::filesystem;
+  const std::string cert = testing::ReadWholeFile(auth + "/tls.crt");
+  const std::string token = *ReadAuthToken(auth + "/auth_token");
+  CHECK(token.size() == 64);
+  for (const char* secret : {"/tls.key", "/auth_token"}) {
+    INFO(secret);
+    CHECK((fs::status(auth + secret).permissions() &
+           (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+  }
+  write();  // A second call (a requeued job) keeps what is there.
+  CHECK(testing::ReadWholeFile(auth + "/tls.crt") == cert);
+  CHECK(*ReadAuthToken(auth + "/auth_token") == token);
+
+  // Only half a pair is an error that names the directory, and changes nothing.
+  fs::remove(auth + "/tls.key");
+  absl::StatusOr<testing::Subprocess> half = testing::Subprocess::Start(
+      {CONVOY_PS_BINARY, "--write_credentials=" + auth}, dir + "/half.log");
+  REQUIRE(half.ok());
+  CHECK(half->Wait(absl::Seconds(30)) == 1);
+  CHECK_THAT(testing::ReadWholeFile(dir + "/half.log"),
+             Catch::Contains("only one of tls.crt and tls.key"));
+  CHECK(testing::ReadWholeFile(auth + "/tls.crt") == cert);
+  CHECK_FALSE(fs::exists(auth + "/tls.key"));
+  fs::remove(auth + "/tls.crt");
+  write();
+
+  // A server with them takes clients that trust the certificate under the name convoy-ps and bring
+  // the token.
+  ServerSecurity server;
+  server.tls_cert_file = auth + "/tls.crt";
+  server.tls_key_file = auth + "/tls.key";
+  server.auth_token = *ReadAuthToken(auth + "/auth_token");
+  LoopbackServer ps(Tiny(), server);
+  ClientSecurity client;
+  client.tls_ca_file = auth + "/tls.crt";
+  client.tls_server_name = "convoy-ps";
+  client.auth_token = server.auth_token;
+  CHECK(JoinWith(ps, client) == absl::StatusCode::kOk);
+  client.tls_server_name = "someone-else";
+  CHECK(JoinWith(ps, client) == absl::StatusCode::kUnavailable);
+  CHECK(server.auth_token == token);  // The token outlived the certificate's rewrite.
+  client.tls_server_name = "convoy-ps";
+  client.auth_token.clear();
+  CHECK(JoinWith(ps, client) == absl::StatusCode::kUnauthenticated);
 }
 
 }  // namespace
