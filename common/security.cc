@@ -208,6 +208,14 @@ absl::Status WriteClusterCredentials(const std::string& dir, const std::string& 
       return absl::PermissionDeniedError(
           absl::StrCat("cannot write ", cert, ": ", error.message()));
   }
+  const std::string ca = dir + "/ca.crt";
+  if (!std::filesystem::exists(ca)) {
+    std::filesystem::copy_file(cert, ca + ".tmp", std::filesystem::copy_options::overwrite_existing,
+                               error);
+    if (!error) std::filesystem::rename(ca + ".tmp", ca, error);
+    if (error)
+      return absl::PermissionDeniedError(absl::StrCat("cannot write ", ca, ": ", error.message()));
+  }
   if (!std::filesystem::exists(token)) {
     const std::string temp = token + ".tmp";
     FILE* f = std::fopen(temp.c_str(), "w");

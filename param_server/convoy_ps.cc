@@ -70,13 +70,12 @@ ABSL_FLAG(
     bool, insecure, false,
     "Serve plaintext (no --tls_cert; logs a warning). Off by default: without TLS files the server "
     "refuses to start unless this is given.");
-ABSL_FLAG(std::string, write_credentials, "",
-          "Write DIR/tls.crt, DIR/tls.key and DIR/auth_token for a cluster run (keeping any "
-          "already there), "
-          "then exit. Serve with --tls_cert=DIR/tls.crt --tls_key=DIR/tls.key "
-          "--auth_token_file=DIR/auth_token; "
-          "clients take --tls_ca=DIR/tls.crt --tls_server_name=<--credentials_server_name> "
-          "--auth_token_file=DIR/auth_token.");
+ABSL_FLAG(
+    std::string, write_credentials, "",
+    "Write DIR/tls.crt, DIR/tls.key, DIR/ca.crt and DIR/auth_token for a cluster run (keeping "
+    "any already there), then exit. Serve with --tls_cert=DIR/tls.crt --tls_key=DIR/tls.key "
+    "--auth_token_file=DIR/auth_token; clients take --tls_ca=DIR/ca.crt "
+    "--tls_server_name=<--credentials_server_name> --auth_token_file=DIR/auth_token.");
 ABSL_FLAG(
     std::string, credentials_server_name, "convoy-ps",
     "DNS name the --write_credentials certificate is valid for (besides localhost and 127.0.0.1).");
@@ -129,8 +128,8 @@ int WriteCredentials(const std::string& dir) {
     LOG(ERROR) << "--write_credentials: " << written;
     return 1;
   }
-  std::printf("credentials in %s: tls.crt, tls.key, auth_token (valid for %s)\n", dir.c_str(),
-              absl::GetFlag(FLAGS_credentials_server_name).c_str());
+  std::printf("credentials in %s: tls.crt, tls.key, ca.crt, auth_token (valid for %s)\n",
+              dir.c_str(), absl::GetFlag(FLAGS_credentials_server_name).c_str());
   return 0;
 }
 

@@ -43,7 +43,7 @@ struct PsUnderTest {
 
   // The flags a client process needs besides --ps.
   std::vector<std::string> ClientFlags() const {
-    return {"--tls_ca=" + auth_dir() + "/tls.crt", "--tls_server_name=convoy-ps",
+    return {"--tls_ca=" + auth_dir() + "/ca.crt", "--tls_server_name=convoy-ps",
             "--auth_token_file=" + auth_dir() + "/auth_token"};
   }
 
@@ -88,7 +88,7 @@ struct PsUnderTest {
     o.retry_for = absl::Seconds(30);
     o.backoff.max = absl::Milliseconds(300);
     o.security.insecure = false;
-    o.security.tls_ca_file = auth_dir() + "/tls.crt";
+    o.security.tls_ca_file = auth_dir() + "/ca.crt";
     o.security.tls_server_name = "convoy-ps";
     o.security.auth_token = *ReadAuthToken(auth_dir() + "/auth_token");
     absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(o);

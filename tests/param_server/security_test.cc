@@ -235,6 +235,7 @@ TEST_CASE("convoy_ps --write_credentials makes a working TLS pair and token and 
   CHECK(testing::ReadWholeFile(auth + "/tls.crt") == cert);
   CHECK_FALSE(fs::exists(auth + "/tls.key"));
   fs::remove(auth + "/tls.crt");
+  fs::remove(auth + "/ca.crt");
   write();
 
   // A server with them takes clients that trust the certificate under the name convoy-ps and bring
@@ -245,7 +246,7 @@ TEST_CASE("convoy_ps --write_credentials makes a working TLS pair and token and 
   server.auth_token = *ReadAuthToken(auth + "/auth_token");
   LoopbackServer ps(Tiny(), server);
   ClientSecurity client;
-  client.tls_ca_file = auth + "/tls.crt";
+  client.tls_ca_file = auth + "/ca.crt";
   client.tls_server_name = "convoy-ps";
   client.auth_token = server.auth_token;
   CHECK(JoinWith(ps, client) == absl::StatusCode::kOk);
