@@ -6,9 +6,13 @@
 Every manifest parses; each overlay renders, with a small built-in kustomize (the features the manifests use:
 resources, images, strategic-merge patches) and, where `kubectl kustomize` is available, with kubectl too, and the
 two renderings must agree. In each rendered overlay the pieces must fit together: the Service the agents' address
-names, its selector and ports, the StatefulSet and its volumes, the gRPC health probes, the Secret and ConfigMap
-keys the pods use, $(VAR) references, and every flag passed to convoy_ps and convoy_agent, which must be one the
-binaries accept (their --help). Needs PyYAML (Debian: python3-yaml).
+names, its selector and ports, the StatefulSet and its volumes, the gRPC health probes, the ConfigMap keys the pods
+use, $(VAR) references, and every flag passed to convoy_ps and convoy_agent, which must be one the binaries accept
+(their --help). Security: the PS serves TLS and requires the bearer token, the agents verify its certificate (by a
+name the certificate of convoy_ps --write_credentials carries) and send the token, neither runs --insecure, and
+every file they read comes from the Secret convoy-auth under the keys convoy_ps --write_credentials writes; that
+Secret is created by hand and is no rendered object (applying must never replace it). Needs PyYAML (Debian:
+python3-yaml).
 """
 
 import copy
@@ -16,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -29,6 +34,13 @@ except ImportError:
 
 OVERLAYS = ("cpu", "gpu")
 
+# The Secret the pods mount, created by hand (docs/deploy.md), and its keys: the files convoy_ps --write_credentials
+# writes. Each security flag reads the file under one key.
+AUTH_SECRET = "convoy-auth"
+AUTH_KEYS = {"auth_token", "ca.crt", "tls.crt", "tls.key"}
+PS_AUTH_FLAGS = {"tls_cert": "tls.crt", "tls_key": "tls.key", "auth_token_file": "auth_token"}
+AGENT_AUTH_FLAGS = {"tls_ca": "ca.crt", "auth_token_file": "auth_token"}
+
 # Strategic-merge keys of the lists the manifests patch (Kubernetes' patchMergeKey for each field name).
 MERGE_KEYS = {
     "containers": "name",
@@ -38,6 +50,27 @@ MERGE_KEYS = {
     "volumeMounts": "mountPath",
     "ports": "containerPort",
 }
+
+
+def written_credentials(convoy_ps: Path):
+    """convoy_ps --write_credentials into a fresh directory: the names of the files it writes, and the DNS names
+    and addresses in its certificate (None without openssl)."""
+    with tempfile.TemporaryDirectory() as d:
+        auth = Path(d) / "auth"
+        r = subprocess.run([str(convoy_ps), f"--write_credentials={auth}"], capture_output=True, text=True,
+                           timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError(f"convoy_ps --write_credentials failed ({r.returncode}): {r.stderr.strip()[:500]}")
+        files = {f.name for f in auth.iterdir()}
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            return files, None
+        x = subprocess.run([openssl, "x509", "-in", str(auth / "tls.crt"), "-noout", "-ext", "subjectAltName"],
+                           capture_output=True, text=True, timeout=60)
+        if x.returncode != 0:
+            raise RuntimeError(f"openssl cannot read the written tls.crt: {x.stderr.strip()[:500]}")
+        names = set(re.findall(r"(?:DNS|IP Address):([^,\s]+)", x.stdout))
+        return files, names
 
 
 def load_docs(path: Path):
@@ -161,20 +194,38 @@ def labels_match(selector: dict, labels: dict):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
-def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str):
+def secret_file(path: str, pod: dict, container: dict):
+    """The (Secret name, key) a file path in the container comes from, or None when no Secret volume provides it."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for m in container.get("volumeMounts", []):
+        mount = m["mountPath"].rstrip("/") + "/"
+        v = volumes.get(m["name"], {})
+        if "secret" not in v or not path.startswith(mount):
+            continue
+        rel = path[len(mount):]
+        items = v["secret"].get("items")
+        key = next((i["key"] for i in items if i["path"] == rel), None) if items is not None else rel
+        if key is not None:
+            return v["secret"]["secretName"], key
+    return None
+
+
+def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_names):
     o = by_kind(docs)
     where = f"overlay {name} ({renderer})"
     for d in docs:
         t.check(all(k in d for k in ("apiVersion", "kind", "metadata")), f"{where}: {d.get('kind')} lacks a field")
 
     cm = o.get(("ConfigMap", "convoy-config"))
-    secret = o.get(("Secret", "convoy-auth"))
     svcs = [d for d in docs if d["kind"] == "Service"]
     stss = [d for d in docs if d["kind"] == "StatefulSet"]
     jobs = [d for d in docs if d["kind"] == "Job"]
-    if not t.check(cm and secret and len(svcs) == 1 and len(stss) == 1 and len(jobs) == 1,
-                   f"{where}: expected the ConfigMap, the Secret, one Service, one StatefulSet and one Job"):
+    if not t.check(cm and len(svcs) == 1 and len(stss) == 1 and len(jobs) == 1,
+                   f"{where}: expected the ConfigMap, one Service, one StatefulSet and one Job"):
         return
+    # The credentials are the user's: `kubectl apply -k` must not create or overwrite them.
+    t.check(not any(d["kind"] == "Secret" for d in docs),
+            f"{where}: renders a Secret; the auth Secret is created by hand and applying would replace it")
     svc, sts, job = svcs[0], stss[0], jobs[0]
     data = cm["data"]
 
@@ -264,7 +315,7 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str):
             f"{where}: AGENT_INDEX does not come from the Job's completion index")
     t.check(aga.get("agent_index") == "0", f"{where}: --agent_index is not the completion index")
 
-    # Volumes: every mount names a volume; Secret volumes name the Secret's keys.
+    # Volumes: every mount names a volume; Secret volumes name the auth Secret and only its documented keys.
     for owner, pod in (("PS", sts_spec["template"]["spec"]), ("agents", jspec["template"]["spec"])):
         volumes = {v["name"]: v for v in pod.get("volumes", [])}
         for c in pod["containers"]:
@@ -273,15 +324,39 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str):
                         f"{where}: {owner} mount {m['name']} has no volume")
         for v in volumes.values():
             if "secret" in v:
-                s = o.get(("Secret", v["secret"]["secretName"]))
-                if t.check(s is not None, f"{where}: {owner} volume {v['name']} names a missing Secret"):
-                    keys = set(s.get("data", {})) | set(s.get("stringData", {}))
-                    for item in v["secret"].get("items", []):
-                        t.check(item["key"] in keys, f"{where}: Secret {s['metadata']['name']} lacks key {item['key']}")
-        t.check(any("secret" in v and v["secret"]["secretName"] == "convoy-auth" for v in volumes.values()),
+                t.check(v["secret"]["secretName"] == AUTH_SECRET,
+                        f"{where}: {owner} volume {v['name']} names Secret {v['secret']['secretName']}, "
+                        f"not {AUTH_SECRET}")
+                t.check(not v["secret"].get("optional", False),
+                        f"{where}: {owner} volume {v['name']} is optional: the pods would start without credentials")
+                items = v["secret"].get("items")
+                if t.check(items is not None, f"{where}: {owner} volume {v['name']} lists no items"):
+                    for item in items:
+                        t.check(item["key"] in AUTH_KEYS,
+                                f"{where}: {owner} volume {v['name']} uses key {item['key']}, not one of "
+                                f"{sorted(AUTH_KEYS)}")
+        t.check(any("secret" in v and v["secret"]["secretName"] == AUTH_SECRET for v in volumes.values()),
                 f"{where}: the {owner} pods do not mount the auth Secret")
-    for key in ("auth_token", "tls.crt", "tls.key", "ca.crt"):
-        t.check(key in secret.get("stringData", {}) or key in secret.get("data", {}), f"{where}: Secret lacks {key}")
+
+    # Security: TLS and the token on both sides, each file from its key of the auth Secret; never --insecure.
+    agent_c = jspec["template"]["spec"]["containers"][0]
+    for owner, pod, c, args, wanted in (
+            ("PS", sts_spec["template"]["spec"], ps, psa, PS_AUTH_FLAGS),
+            ("agents", jspec["template"]["spec"], agent_c, aga, AGENT_AUTH_FLAGS)):
+        t.check("insecure" not in args, f"{where}: the {owner} args include --insecure")
+        for flag, key in wanted.items():
+            if t.check(bool(args.get(flag)), f"{where}: the {owner} args lack --{flag}"):
+                t.check(secret_file(args[flag], pod, c) == (AUTH_SECRET, key),
+                        f"{where}: {owner} --{flag}={args[flag]} is not key {key} of Secret {AUTH_SECRET} "
+                        f"(it is {secret_file(args[flag], pod, c)})")
+    t.check("health_without_auth" in psa and psa["health_without_auth"] in ("true", "1"),
+            f"{where}: convoy_ps runs without --health_without_auth; the kubelet's gRPC probes carry no token")
+    server_name = aga.get("tls_server_name") or host
+    t.check(bool(server_name), f"{where}: the agents check no name in the PS's certificate")
+    if cert_names is not None:
+        t.check(server_name in cert_names,
+                f"{where}: the agents check {server_name!r}, which the certificate of convoy_ps --write_credentials "
+                f"does not carry ({sorted(cert_names)})")
 
     # NetworkPolicy: the PS port, open to the agents' pods.
     for npol in (d for d in docs if d["kind"] == "NetworkPolicy"):
@@ -317,6 +392,11 @@ def main():
     root = repo / "deploy" / "kubernetes"
     t = Checks("kubernetes")
     flags = {b: accepted_flags(bindir / b) for b in ("convoy_ps", "convoy_agent")}
+    written, cert_names = written_credentials(bindir / "convoy_ps")
+    t.check(written == AUTH_KEYS, f"convoy_ps --write_credentials writes {sorted(written)}, not the Secret's keys "
+                                  f"{sorted(AUTH_KEYS)}")
+    if cert_names is None:
+        print("openssl not found: the name the agents check is not compared with the written certificate")
 
     files = sorted(root.rglob("*.yaml"))
     t.check(len(files) >= 8, f"found only {len(files)} manifests under {root}")
@@ -330,19 +410,20 @@ def main():
             t.check(False, f"{f}: does not parse: {e}")
 
     base_kinds = {d["kind"] for d in render(root / "base")}
-    t.check({"ConfigMap", "Secret", "Service", "StatefulSet", "Job"} <= base_kinds, "base lacks a resource kind")
+    t.check({"ConfigMap", "Service", "StatefulSet", "Job"} <= base_kinds, "base lacks a resource kind")
+    t.check("Secret" not in base_kinds, "base renders a Secret; the auth Secret is created by hand")
 
     for name in OVERLAYS:
         directory = root / "overlays" / name
         ours = render(directory)
-        check_overlay(name, ours, flags, t, "built-in renderer")
+        check_overlay(name, ours, flags, t, "built-in renderer", cert_names)
         theirs, why = kubectl_render(directory)
         if theirs is None:
             print(f"overlay {name}: {why}; checked with the built-in renderer only")
         else:
             t.check(normalized(ours) == normalized(theirs),
                     f"overlay {name}: kubectl kustomize renders differently from the built-in renderer")
-            check_overlay(name, theirs, flags, t, "kubectl kustomize")
+            check_overlay(name, theirs, flags, t, "kubectl kustomize", cert_names)
             print(f"overlay {name}: kubectl kustomize agrees with the built-in renderer")
     return t.finish()
 
