@@ -8,11 +8,19 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 
 namespace convoy {
 
 std::vector<std::string> InitProcess(int argc, char** argv, const char* usage) {
   absl::SetProgramUsageMessage(usage);
+  // --help lists every convoy flag the binary has, also those defined beside main's file (such as the
+  // client security flags), and leaves out Abseil's own.
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) { return !absl::StrContains(file, "absl/"); };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

@@ -4,7 +4,8 @@
 # From Slurm's environment: SLURM_PROCID (the task's rank in the step) becomes --agent_index and the seed offset;
 # SLURM_LOCALID (its rank on the node) becomes LOCAL_RANK, which --device=auto maps to a GPU (with
 # --gpus-per-task=1 each task sees only its own GPU, and the agent uses it). From convoy.sbatch: CONVOY_BIN,
-# CONVOY_RUN_DIR, CONVOY_MODEL, CONVOY_PS_ADDRESS.
+# CONVOY_RUN_DIR, CONVOY_MODEL, CONVOY_PS_ADDRESS, and the PS's security: CONVOY_AUTH_DIR (ca.crt, auth_token),
+# CONVOY_TLS_SERVER_NAME, CONVOY_INSECURE, CONVOY_AUTH_TOKEN (when set, read by convoy_agent itself).
 #
 # The simulator, per agent (CONVOY_SIM):
 #   embedded    in-process (the default)
@@ -67,8 +68,19 @@ AGENT_ARGS=(
   --torch_threads="${SLURM_CPUS_PER_TASK:-0}"
   --log_dir="$AGENT_DIR"
 )
+if [ "${CONVOY_INSECURE:-0}" = 1 ]; then
+  AGENT_SECURITY=(
+    --insecure
+  )
+else
+  AGENT_SECURITY=(
+    --tls_ca="$CONVOY_AUTH_DIR/ca.crt"
+    --tls_server_name="${CONVOY_TLS_SERVER_NAME:-convoy-ps}"
+  )
+  [ -n "${CONVOY_AUTH_TOKEN:-}" ] || AGENT_SECURITY+=(--auth_token_file="$CONVOY_AUTH_DIR/auth_token")
+fi
 log "node $(hostname), LOCAL_RANK=$LOCAL_RANK, CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}, sim $SIM"
-"$CONVOY_BIN/convoy_agent" "${AGENT_ARGS[@]}" "${EXTRA_AGENT[@]}" &
+"$CONVOY_BIN/convoy_agent" "${AGENT_ARGS[@]}" "${AGENT_SECURITY[@]}" "${EXTRA_AGENT[@]}" &
 AGENT_PID=$!
 trap 'kill -TERM "$AGENT_PID" 2>/dev/null' TERM INT
 while true; do

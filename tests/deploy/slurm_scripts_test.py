@@ -5,7 +5,9 @@
 
 The scripts parse (bash -n) and are executable; the batch script asks for --requeue and a warning signal; every
 flag they pass to convoy_ps, convoy_agent and convoy_sim, and every flag docs/deploy.md hands them through
-CONVOY_PS_FLAGS / CONVOY_AGENT_FLAGS, is one the binary accepts (its --help).
+CONVOY_PS_FLAGS / CONVOY_AGENT_FLAGS, is one the binary accepts (its --help); against stand-ins for srun and
+scontrol, the batch script lays out the steps for each job shape and starts the PS with TLS and a token (credentials
+generated in the run directory) unless CONVOY_INSECURE=1.
 """
 
 import os
@@ -20,11 +22,11 @@ from deploy_checks import Checks, accepted_flags, die, flag_name  # noqa: E402
 
 
 def array_flags(text: str, name: str):
-    """The --flags of a bash array literal NAME=( ... )."""
-    m = re.search(rf"^\s*{name}=\((.*?)^\s*\)", text, re.M | re.S)
-    if m is None:
+    """The --flags of the bash array literals NAME=( ... ) (every one, where branches set it differently)."""
+    found = list(re.finditer(rf"^\s*{name}=\((.*?)^\s*\)", text, re.M | re.S))
+    if not found:
         return None
-    return [f for f in (flag_name(w) for w in m.group(1).split()) if f]
+    return [f for m in found for f in (flag_name(w) for w in m.group(1).split()) if f]
 
 
 def command_flags(text: str, binary: str):
@@ -80,6 +82,13 @@ LAYOUTS = [
     ("heterogeneous", {"SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST": "n[0-2]", "STUB_HOSTS": "n0",
                        "SLURM_JOB_NODELIST_HET_GROUP_0": "n0", "SLURM_NTASKS_HET_GROUP_1": "8"},
      "--het-group=0 --ntasks=1", "--het-group=1 --ntasks=8"),
+    ("one node, plaintext", {"SLURM_JOB_NODELIST": "n0", "STUB_HOSTS": "n0", "SLURM_TASKS_PER_NODE": "2",
+                             "SLURM_NTASKS": "2", "CONVOY_INSECURE": "1"},
+     "--nodes=1 --ntasks=1 --relative=0 --overlap", "--nodes=1 --ntasks=2 --relative=0"),
+    ("one node, token from the environment", {"SLURM_JOB_NODELIST": "n0", "STUB_HOSTS": "n0",
+                                              "SLURM_TASKS_PER_NODE": "2", "SLURM_NTASKS": "2",
+                                              "CONVOY_AUTH_TOKEN": "layout-test-token"},
+     "--nodes=1 --ntasks=1 --relative=0 --overlap", "--nodes=1 --ntasks=2 --relative=0"),
 ]
 
 
@@ -97,7 +106,7 @@ def check_layouts(repo: Path, t: Checks):
             fake_bin = d / "convoy-bin"
             fake_bin.mkdir()
             for b in ("convoy_ps", "convoy_agent"):
-                (fake_bin / b).write_text("#!/bin/sh\n")
+                (fake_bin / b).write_text(f'#!/bin/sh\necho "{b} $*" >>"$STUB_DIR/calls"\n')
                 (fake_bin / b).chmod(0o755)
             env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
             env.update(env_extra)
@@ -116,6 +125,21 @@ def check_layouts(repo: Path, t: Checks):
             t.check("agents see CONVOY_PS_ADDRESS=10.0.0.1:43210" in calls,
                     f"layout {what}: the agents do not get the PS's NodeAddr and published port: {calls}")
             t.check("scancel --signal=TERM 7.0" in calls, f"layout {what}: convoy_ps is not stopped with SIGTERM")
+            # Security: TLS and a token with credentials generated in the run directory, unless CONVOY_INSECURE=1.
+            auth = d / "run" / "auth"
+            if env_extra.get("CONVOY_INSECURE") == "1":
+                t.check(ps and "--insecure" in ps[0] and "--tls_cert" not in ps[0],
+                        f"layout {what}: the PS is not started plaintext with --insecure: {ps}")
+                t.check("--write_credentials" not in calls, f"layout {what}: credentials written for plaintext")
+            else:
+                t.check(f"convoy_ps --write_credentials={auth} --credentials_server_name=convoy-ps" in calls,
+                        f"layout {what}: no credentials written to {auth}: {calls}")
+                t.check(ps and f"--tls_cert={auth}/tls.crt --tls_key={auth}/tls.key" in ps[0]
+                        and "--insecure" not in ps[0], f"layout {what}: the PS is not started with TLS: {ps}")
+                from_env = "CONVOY_AUTH_TOKEN" in env_extra
+                t.check(bool(ps) and (f"--auth_token_file={auth}/auth_token" in ps[0]) != from_env,
+                        f"layout {what}: the PS's token source is wrong (CONVOY_AUTH_TOKEN set: {from_env}): {ps}")
+                t.check("layout-test-token" not in r.stderr + calls, f"layout {what}: the token was logged")
 
 
 def main():
@@ -144,6 +168,8 @@ def main():
     uses = [
         ("convoy_ps", array_flags(text, "PS_ARGS"), "PS_ARGS in convoy.sbatch"),
         ("convoy_agent", array_flags(task.read_text(), "AGENT_ARGS"), "AGENT_ARGS in agent_task.sh"),
+        ("convoy_ps", array_flags(text, "PS_SECURITY"), "PS_SECURITY in convoy.sbatch"),
+        ("convoy_agent", array_flags(task.read_text(), "AGENT_SECURITY"), "AGENT_SECURITY in agent_task.sh"),
         ("convoy_sim", command_flags(task.read_text(), "convoy_sim"), "convoy_sim in agent_task.sh"),
     ]
     t.check("--resume" in text and "resume" in (uses[0][1] or []), "the batch script does not start the PS with --resume")

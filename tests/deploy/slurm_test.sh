@@ -7,7 +7,7 @@
 # with a configuration of their own in a temporary directory (their own ports, key, socket, spool and state), and:
 #   1. submits the batch script with `sbatch --wait` for a short run with 2 agents, each with its own convoy_sim
 #      (CONVOY_SIM=convoy_sim, the AirSim path): the job succeeds, convoy_ps wrote checkpoints, each agent
-#      logged its run and its metrics;
+#      logged its run and its metrics, and everything ran over TLS with a generated token that no log shows;
 #   2. submits it again (embedded simulators, a bearer token in CONVOY_AUTH_TOKEN) on the same run directory and
 #      requeues it while it trains (`scontrol requeue`, the way a preemption stops a job): convoy_ps requires
 #      the token and writes a checkpoint on SIGTERM, both starts resume (--resume) from the newest checkpoint,
@@ -183,7 +183,15 @@ for i in 0 1; do
   [ -s "$RUN/agents/agent-$i/episodes.csv" ] || fail "agent $i wrote no episodes.csv"
   grep -q "agent agent-$i (index $i) joined" "$RUN/logs/ps.log" || fail "agent $i never joined the PS"
 done
-say "job 1: checkpoints up to version $V1, both agents ran 300 steps on their simulators and logged them"
+# Secure by default: the batch script generated a certificate and a token in the run directory, and the PS served
+# TLS and required the token; the token never reached a log.
+for f in tls.crt tls.key ca.crt auth_token; do [ -s "$RUN/auth/$f" ] || fail "no $f in $RUN/auth"; done
+for f in tls.key auth_token; do
+  [ "$(stat -c %a "$RUN/auth/$f")" = 600 ] || fail "$RUN/auth/$f is mode $(stat -c %a "$RUN/auth/$f"), not 600"
+done
+grep -q '(TLS, bearer token)$' "$RUN/logs/ps.log" || fail "job 1's convoy_ps did not serve TLS with a token"
+if grep -rqF "$(cat "$RUN/auth/auth_token")" "$RUN/logs" "$T/job1.out"; then fail "the token appears in a log"; fi
+say "job 1: checkpoints up to version $V1, both agents ran 300 steps on their simulators over TLS and logged them"
 
 # 2. The same run directory again, requeued mid-run like a preempted job.
 # The bearer token reaches the PS and every agent through the job's environment.
@@ -219,7 +227,10 @@ done
 [ "$state" = COMPLETED ] || fail "job 2 ended $state"
 say "job 2 finished in $((SECONDS - start)) s"
 
-[ "$(grep -c 'bearer token)$' "$RUN/logs/ps.log")" -eq 2 ] || fail "job 2's convoy_ps starts did not require the token"
+# Job 1's start and job 2's two starts, all TLS with a token (job 2's from CONVOY_AUTH_TOKEN).
+[ "$(grep -c '(TLS, bearer token)$' "$RUN/logs/ps.log")" -eq 3 ] || fail "job 2's convoy_ps starts did not serve TLS with the token"
+grep -q 'the bearer token from CONVOY_AUTH_TOKEN' "$T/job2.out" || fail "job 2 did not take its token from CONVOY_AUTH_TOKEN"
+if grep -rqF "${TOKEN_ENV#CONVOY_AUTH_TOKEN=}" "$RUN/logs" "$T/job2.out"; then fail "job 2's token appears in a log"; fi
 restarts="$(grep -c 'resumed from' "$RUN/logs/ps.log")"
 [ "$restarts" -ge 2 ] || fail "convoy_ps resumed $restarts times; expected job 2's first start and its requeued start"
 grep -q 'start 2 (SLURM_RESTART_COUNT=1)' "$T/job2.out" || fail "job 2 did not restart after the requeue"
