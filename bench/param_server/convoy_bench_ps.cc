@@ -40,6 +40,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/client_security_flags.h"
 #include "agent/ps_client.h"
 #include "common/init.h"
 #include "common/model_registry.h"
@@ -217,14 +218,22 @@ struct CycleResult {
   uint64_t rejected = 0;
 };
 
+// The clients' TLS and token: plaintext for the in-process server, the security flags for --ps.
+ClientSecurity g_security;
+
 std::shared_ptr<grpc::Channel> DistinctChannel(const std::string& address) {
   grpc::ChannelArguments args;
+  if (!g_security.tls_server_name.empty())
+    args.SetSslTargetNameOverride(g_security.tls_server_name);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A channel argument unique to this channel makes its subchannel (its TCP connection) its own.
   args.SetInt("convoy.bench.channel_id", next_channel_id.fetch_add(1));
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(g_security);
+  CHECK(credentials.ok()) << credentials.status();  // Checked when g_security was set.
+  return grpc::CreateCustomChannel(address, *credentials, args);
 }
 
 // Nearest-rank percentile of sorted values.
@@ -255,6 +264,7 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
     options.agent_index = static_cast<uint32_t>(index);
     options.model_fingerprint = model.fingerprint;
     options.push_encoding = encoding;
+    options.security = g_security;
     PsClient client(options, DistinctChannel(address));
     std::vector<float> gradient(model.parameter_count);
     FillGradient(static_cast<uint64_t>(index) + 1, &gradient);
@@ -371,6 +381,17 @@ std::string KeyPrefix(TensorEncoding encoding) {
 }
 
 int Run() {
+  // Security first: a misconfigured --ps fails before any measurement.
+  if (absl::GetFlag(FLAGS_ps).empty()) {
+    g_security.insecure = true;
+  } else {
+    absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+    if (!security.ok()) {
+      LOG(ERROR) << security.status();
+      return 2;
+    }
+    g_security = *std::move(security);
+  }
   absl::StatusOr<std::vector<int>> client_counts = ParseClientCounts(absl::GetFlag(FLAGS_clients));
   absl::StatusOr<std::vector<TensorEncoding>> encodings =
       ParseEncodings(absl::GetFlag(FLAGS_encodings));
