@@ -81,6 +81,9 @@ ABSL_FLAG(
     "DNS name the --write_credentials certificate is valid for (besides localhost and 127.0.0.1).");
 ABSL_FLAG(int, credentials_days, 365, "Validity of the --write_credentials certificate, days.");
 ABSL_FLAG(bool, health_without_auth, false, "Answer health checks without the bearer token.");
+ABSL_FLAG(double, stream_idle_timeout_seconds, 60,
+          "Cancel a push stream that sends no chunk for this long, so a stalled client frees its "
+          "handler thread and buffer (0: never).");
 
 namespace convoy {
 namespace {
@@ -179,7 +182,8 @@ int Run() {
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_bind), ":", absl::GetFlag(FLAGS_port));
   absl::StatusOr<std::unique_ptr<GrpcParameterServer>> server =
-      GrpcParameterServer::Start(*std::move(core), address, security);
+      GrpcParameterServer::Start(*std::move(core), address, security,
+                                 absl::Seconds(absl::GetFlag(FLAGS_stream_idle_timeout_seconds)));
   if (!server.ok()) {
     LOG(ERROR) << server.status();
     return 1;

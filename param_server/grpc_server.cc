@@ -11,24 +11,25 @@ namespace convoy {
 namespace {
 // Room for a chunk's header fields around its payload.
 constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkPayloadBytes) + 1024;
-// Handler threads, and so concurrent RPCs, the server allows; each in-flight push holds one model-sized
-// buffer, so this bounds the server's memory.
+// Handler threads, and so concurrent RPCs, the server allows; each in-flight push holds one
+// model-sized buffer, so this bounds the server's memory.
 constexpr int kMaxHandlerThreads = 256;
-// Concurrent streams one client connection may hold open (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS), so one
-// misbehaving client cannot take every handler thread. An agent needs one at a time.
+// Concurrent streams one client connection may hold open (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS),
+// so one misbehaving client cannot take every handler thread. An agent needs one at a time.
 constexpr int kMaxStreamsPerConnection = 8;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
     std::unique_ptr<ParameterServer> server, const std::string& address,
-    const ServerSecurity& security) {
+    const ServerSecurity& security, absl::Duration stream_idle_timeout) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       MakeServerCredentials(security);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<GrpcParameterServer> self(new GrpcParameterServer());
   self->core_ = std::move(server);
   ParameterServer* core = self->core_.get();
-  self->service_ = std::make_unique<ParameterServerService>(core, security.auth_token);
+  self->service_ =
+      std::make_unique<ParameterServerService>(core, security.auth_token, stream_idle_timeout);
   self->health_ = std::make_unique<HealthService>(
       std::vector<std::string>{kParameterServerServiceName}, security.auth_token,
       security.health_without_auth, [core] { core->CountUnauthenticated(); });

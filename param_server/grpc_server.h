@@ -1,5 +1,5 @@
-// GrpcParameterServer: a ParameterServer served over gRPC with the standard health service, started and
-// stopped in the order a clean shutdown needs. Used by convoy_ps and by the tests.
+// GrpcParameterServer: a ParameterServer served over gRPC with the standard health service, started
+// and stopped in the order a clean shutdown needs. Used by convoy_ps and by the tests.
 #ifndef CONVOY_PARAM_SERVER_GRPC_SERVER_H_
 #define CONVOY_PARAM_SERVER_GRPC_SERVER_H_
 
@@ -25,14 +25,16 @@ class GrpcParameterServer {
   // Listens on `address` ("host:port"; port 0 picks a free one) with `security` (TLS or explicit
   // plaintext, bearer token) and reports SERVING. Errors: the credentials' (a missing TLS file, TLS
   // neither given nor waived with insecure); UNAVAILABLE when the address cannot be bound.
+  // A push stream idle for `stream_idle_timeout` (zero: never) is cancelled and counted as a
+  // rejection.
   static absl::StatusOr<std::unique_ptr<GrpcParameterServer>> Start(
       std::unique_ptr<ParameterServer> server, const std::string& address,
-      const ServerSecurity& security);
+      const ServerSecurity& security, absl::Duration stream_idle_timeout = absl::Seconds(60));
   ~GrpcParameterServer();
 
-  // The clean stop: NOT_SERVING, refuse new pushes, let in-flight RPCs finish (cancelling those still running
-  // after `grace`), then write a final checkpoint when checkpoints are on. Idempotent. Returns the final
-  // checkpoint's status (OK when checkpoints are off).
+  // The clean stop: NOT_SERVING, refuse new pushes, let in-flight RPCs finish (cancelling those
+  // still running after `grace`), then write a final checkpoint when checkpoints are on.
+  // Idempotent. Returns the final checkpoint's status (OK when checkpoints are off).
   absl::Status Shutdown(absl::Duration grace = absl::Seconds(10));
 
   int port() const { return port_; }

@@ -17,6 +17,65 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+// Registers a push stream with the service's watchdog for its lifetime and records its progress.
+class PushStreamWatch {
+ public:
+  PushStreamWatch(ParameterServerService* service, grpc::ServerContext* context)
+      : service_(service), context_(context) {
+    absl::MutexLock lock(&service_->streams_mu_);
+    service_->streams_[context_] = {absl::Now(), false};
+  }
+  ~PushStreamWatch() {
+    absl::MutexLock lock(&service_->streams_mu_);
+    service_->streams_.erase(context_);
+  }
+  PushStreamWatch(const PushStreamWatch&) = delete;
+  PushStreamWatch& operator=(const PushStreamWatch&) = delete;
+
+  void Touch() {
+    absl::MutexLock lock(&service_->streams_mu_);
+    service_->streams_[context_].last_chunk = absl::Now();
+  }
+  bool timed_out() {
+    absl::MutexLock lock(&service_->streams_mu_);
+    return service_->streams_[context_].timed_out;
+  }
+
+ private:
+  ParameterServerService* service_;
+  grpc::ServerContext* context_;
+};
+
+ParameterServerService::ParameterServerService(ParameterServer* server, std::string auth_token,
+                                               absl::Duration stream_idle_timeout)
+    : server_(server),
+      auth_token_(std::move(auth_token)),
+      stream_idle_timeout_(stream_idle_timeout) {
+  if (stream_idle_timeout_ > absl::ZeroDuration()) watchdog_ = std::thread([this] { Watchdog(); });
+}
+
+ParameterServerService::~ParameterServerService() {
+  {
+    absl::MutexLock lock(&streams_mu_);
+    stopping_ = true;
+  }
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void ParameterServerService::Watchdog() {
+  const absl::Duration check_every = std::min(absl::Seconds(1), stream_idle_timeout_ / 4);
+  absl::MutexLock lock(&streams_mu_);
+  while (!streams_mu_.AwaitWithTimeout(absl::Condition(&stopping_), check_every)) {
+    const absl::Time now = absl::Now();
+    for (auto& [context, state] : streams_) {
+      if (!state.timed_out && now - state.last_chunk > stream_idle_timeout_) {
+        state.timed_out = true;
+        context->TryCancel();  // The handler's Read() returns false; it rejects and unregisters.
+      }
+    }
+  }
+}
+
 grpc::Status ParameterServerService::Authorize(const grpc::ServerContext& context) {
   if (CallAuthorized(context, auth_token_)) return grpc::Status::OK;
   server_->CountUnauthenticated();
@@ -109,14 +168,23 @@ grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
     return reject(v1::REJECT_REASON_SHUTTING_DOWN,
                   absl::UnavailableError("parameter server is shutting down"));
   }
+  PushStreamWatch watch(this, context);
   while (reader->Read(&chunk)) {
+    watch.Touch();
     bytes_in += chunk.ByteSizeLong();
     if (absl::Status s = assembler.Add(chunk); !s.ok()) return reject(assembler.reason(), s);
   }
   // Read() returning false means either a half-close after the last chunk, or a broken stream.
-  if (context->IsCancelled()) {
+  if (watch.timed_out()) {
     return reject(v1::REJECT_REASON_CANCELLED,
-                  absl::CancelledError("push stream cancelled before it completed; nothing applied"));
+                  absl::DeadlineExceededError(absl::StrCat(
+                      "push stream sent no chunk for ", absl::FormatDuration(stream_idle_timeout_),
+                      "; cancelled, nothing applied")));
+  }
+  if (context->IsCancelled()) {
+    return reject(
+        v1::REJECT_REASON_CANCELLED,
+        absl::CancelledError("push stream cancelled before it completed; nothing applied"));
   }
   if (absl::Status s = assembler.Finish(); !s.ok()) return reject(assembler.reason(), s);
   if (draining_.load()) {

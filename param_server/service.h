@@ -1,12 +1,17 @@
-// ParameterServerService: the gRPC edge of the parameter server. Translates wire messages to the core's calls
-// and absl::Status to grpc::Status, once, here.
+// ParameterServerService: the gRPC edge of the parameter server. Translates wire messages to the
+// core's calls and absl::Status to grpc::Status, once, here.
 #ifndef CONVOY_PARAM_SERVER_SERVICE_H_
 #define CONVOY_PARAM_SERVER_SERVICE_H_
 
 #include <atomic>
 #include <string>
+#include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "convoy/v1/parameter_server.grpc.pb.h"
 #include "param_server/parameter_server.h"
 
@@ -15,11 +20,17 @@ namespace convoy {
 // Thread-safe; every handler may run concurrently with every other.
 class ParameterServerService final : public v1::ParameterServer::Service {
  public:
-  // Every call must carry `auth_token` as a bearer token (an empty token accepts every call).
-  ParameterServerService(ParameterServer* server, std::string auth_token)
-      : server_(server), auth_token_(std::move(auth_token)) {}
+  // Every call must carry `auth_token` as a bearer token (an empty token accepts every call). A
+  // push stream that sends no chunk for `stream_idle_timeout` (zero: never) is cancelled, so a
+  // stalled client cannot hold a handler thread and a model-sized buffer for good.
+  ParameterServerService(ParameterServer* server, std::string auth_token,
+                         absl::Duration stream_idle_timeout = absl::ZeroDuration());
+  ~ParameterServerService() override;
+  ParameterServerService(const ParameterServerService&) = delete;
+  ParameterServerService& operator=(const ParameterServerService&) = delete;
 
-  // From now on pushes are refused with UNAVAILABLE (SHUTTING_DOWN); pushes already being applied finish.
+  // From now on pushes are refused with UNAVAILABLE (SHUTTING_DOWN); pushes already being applied
+  // finish.
   void StopAcceptingPushes() { draining_.store(true); }
 
   grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
@@ -36,9 +47,23 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // UNAUTHENTICATED (and counted) unless the call carries the token.
   grpc::Status Authorize(const grpc::ServerContext& context);
 
+  struct StreamState {
+    absl::Time last_chunk;
+    bool timed_out = false;  // Cancelled by the watchdog.
+  };
+  friend class PushStreamWatch;
+
+  // Cancels push streams idle for longer than stream_idle_timeout_, until the service is destroyed.
+  void Watchdog();
+
   ParameterServer* server_;
   const std::string auth_token_;
+  const absl::Duration stream_idle_timeout_;
   std::atomic<bool> draining_{false};
+  absl::Mutex streams_mu_;
+  absl::flat_hash_map<grpc::ServerContext*, StreamState> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool stopping_ ABSL_GUARDED_BY(streams_mu_) = false;
+  std::thread watchdog_;
 };
 
 // absl::Status -> grpc::Status with the same code and message.

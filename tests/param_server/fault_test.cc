@@ -217,6 +217,44 @@ TEST_CASE("An agent killed in the middle of a push leaves no partial update", "[
   CHECK(pushed->version == 1);
 }
 
+TEST_CASE("A stalled push stream is cancelled after the idle timeout and nothing is applied",
+          "[faults]") {
+  PsUnderTest ps;
+  ps.dir = MakeTempDir("stalled_push");
+  ps.model = "cookbook";  // Four chunks per push.
+  ps.extra = {"--stream_idle_timeout_seconds=2"};
+  ps.Start(false);
+  const std::string log = ps.dir + "/stalled.log";
+  std::vector<std::string> argv = {CONVOY_SYNTHETIC_AGENT_BINARY, "--ps=" + ps.address(),
+                                   "--model=cookbook", "--agent_id=stalled",
+                                   "--stall_after_chunks=2"};
+  for (const std::string& flag : ps.ClientFlags()) argv.push_back(flag);
+  absl::StatusOr<Subprocess> stalled = Subprocess::Start(argv, log);
+  REQUIRE(stalled.ok());
+  REQUIRE(WaitUntil([&] { return ReadWholeFile(log).find("STALLED") != std::string::npos; },
+                    absl::Seconds(60)));
+  std::unique_ptr<PsClient> other = ps.Client("other");
+  // The stalled client is still alive and holds its stream open; the server gives up on it.
+  auto cancelled = [&]() -> uint64_t {
+    absl::StatusOr<v1::StatusResponse> s = other->Status();
+    if (!s.ok()) return 0;
+    auto it = s->rejections().find("REJECT_REASON_CANCELLED");
+    return it == s->rejections().end() ? 0 : it->second;
+  };
+  CHECK(WaitUntil([&] { return cancelled() == 1; }, absl::Seconds(30)));
+  CHECK(stalled->running());
+  CHECK(other->Status()->version() == 0);
+  const std::vector<float> g(DescribeModel("cookbook")->parameter_count, 0.01f);
+  absl::StatusOr<PushResult> pushed = other->Push(g.data(), g.size(), 0, 1);
+  REQUIRE(pushed.ok());
+  CHECK(pushed->accepted);
+  CHECK(pushed->version == 1);
+  stalled->Signal(SIGKILL);
+  stalled->Wait(absl::Seconds(10));
+  ps.process->Signal(SIGTERM);
+  CHECK(ps.process->Wait(absl::Seconds(30)) == 0);
+}
+
 TEST_CASE("A full checkpoint disk is a clear error and training continues", "[faults]") {
   if (::geteuid() != 0) {
     WARN("skipped: mounting a small tmpfs for the checkpoint directory needs root");
