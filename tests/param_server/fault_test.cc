@@ -97,6 +97,21 @@ struct PsUnderTest {
   }
 };
 
+// A client that sends the first two chunks of a push and then neither sends nor closes (the
+// cookbook model's push has four), started once it has stalled.
+std::optional<Subprocess> StartStalledPush(const PsUnderTest& ps) {
+  const std::string log = ps.dir + "/stalled.log";
+  std::vector<std::string> argv = {CONVOY_SYNTHETIC_AGENT_BINARY, "--ps=" + ps.address(),
+                                   "--model=cookbook", "--agent_id=stalled",
+                                   "--stall_after_chunks=2"};
+  for (const std::string& flag : ps.ClientFlags()) argv.push_back(flag);
+  absl::StatusOr<Subprocess> stalled = Subprocess::Start(argv, log);
+  REQUIRE(stalled.ok());
+  REQUIRE(WaitUntil([&] { return ReadWholeFile(log).find("STALLED") != std::string::npos; },
+                    absl::Seconds(60)));
+  return *std::move(stalled);
+}
+
 // Every checkpoint directory verifies; returns the newest version (0 when none).
 uint64_t VerifyAllCheckpoints(const std::string& dir) {
   uint64_t newest = 0;
@@ -179,15 +194,7 @@ TEST_CASE("An agent killed in the middle of a push leaves no partial update", "[
   ps.dir = MakeTempDir("agent_kill");
   ps.model = "cookbook";  // Four chunks per push.
   ps.Start(false);
-  const std::string log = ps.dir + "/stalled.log";
-  std::vector<std::string> argv = {CONVOY_SYNTHETIC_AGENT_BINARY, "--ps=" + ps.address(),
-                                   "--model=cookbook", "--agent_id=stalled",
-                                   "--stall_after_chunks=2"};
-  for (const std::string& flag : ps.ClientFlags()) argv.push_back(flag);
-  absl::StatusOr<Subprocess> stalled = Subprocess::Start(argv, log);
-  REQUIRE(stalled.ok());
-  REQUIRE(WaitUntil([&] { return ReadWholeFile(log).find("STALLED") != std::string::npos; },
-                    absl::Seconds(60)));
+  std::optional<Subprocess> stalled = StartStalledPush(ps);
   std::unique_ptr<PsClient> other = ps.Client("other");
   const std::vector<float> before = [&] {
     std::vector<float> w;
@@ -224,15 +231,7 @@ TEST_CASE("A stalled push stream is cancelled after the idle timeout and nothing
   ps.model = "cookbook";  // Four chunks per push.
   ps.extra = {"--stream_idle_timeout_seconds=2"};
   ps.Start(false);
-  const std::string log = ps.dir + "/stalled.log";
-  std::vector<std::string> argv = {CONVOY_SYNTHETIC_AGENT_BINARY, "--ps=" + ps.address(),
-                                   "--model=cookbook", "--agent_id=stalled",
-                                   "--stall_after_chunks=2"};
-  for (const std::string& flag : ps.ClientFlags()) argv.push_back(flag);
-  absl::StatusOr<Subprocess> stalled = Subprocess::Start(argv, log);
-  REQUIRE(stalled.ok());
-  REQUIRE(WaitUntil([&] { return ReadWholeFile(log).find("STALLED") != std::string::npos; },
-                    absl::Seconds(60)));
+  std::optional<Subprocess> stalled = StartStalledPush(ps);
   std::unique_ptr<PsClient> other = ps.Client("other");
   // The stalled client is still alive and holds its stream open; the server gives up on it.
   auto cancelled = [&]() -> uint64_t {
