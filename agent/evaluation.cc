@@ -6,17 +6,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/learner.h"
+#include "common/weights_file.h"
 
 namespace convoy {
 namespace {
-// Far from the seeds agents train on (seed * 1000003 + episode).
+// Far from the seeds agents train on (seed * 1000003 + episode), and from each other.
 constexpr uint64_t kFirstEvaluationSeed = 900000000001ull;
+constexpr uint64_t kFirstValidationSeed = 700000000003ull;
 }  // namespace
 
 std::vector<uint64_t> EvaluationSeeds(int episodes) {
   std::vector<uint64_t> seeds;
   for (int i = 0; i < episodes; ++i) seeds.push_back(kFirstEvaluationSeed + 7919ull * i);
   return seeds;
+}
+
+std::vector<uint64_t> ValidationSeeds(int episodes) {
+  std::vector<uint64_t> seeds;
+  for (int i = 0; i < episodes; ++i) seeds.push_back(kFirstValidationSeed + 7919ull * i);
+  return seeds;
+}
+
+bool BetterPolicy(const EvalSummary& a, const EvalSummary& b) {
+  if (a.full_episodes != b.full_episodes) return a.full_episodes > b.full_episodes;
+  return a.mean_return > b.mean_return;
 }
 
 absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preprocess, int frame_stack,
@@ -97,6 +110,11 @@ GreedyEvaluator::~GreedyEvaluator() = default;
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& weights,
                                                     int episodes) {
+  return Greedy(weights, EvaluationSeeds(episodes));
+}
+
+absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& weights,
+                                                    const std::vector<uint64_t>& seeds) {
   if (weights.size() != learner_->model().parameter_count) {
     return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.size(),
                                                    " elements, the model ",
@@ -106,13 +124,46 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& we
   DqnLearner* learner = learner_.get();
   return Evaluate(
       *environment_->env, preprocess_, frame_stack_,
-      [learner](const uint8_t* obs) { return learner->GreedyAction(obs); },
-      EvaluationSeeds(episodes));
+      [learner](const uint8_t* obs) { return learner->GreedyAction(obs); }, seeds);
 }
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Random(int episodes) {
   return Evaluate(*environment_->env, preprocess_, frame_stack_,
                   RandomPolicy(environment_->env->num_actions(), 12345), EvaluationSeeds(episodes));
+}
+
+absl::StatusOr<std::unique_ptr<BestPolicy>> BestPolicy::Create(const std::string& model,
+                                                               const EnvironmentSpec& spec,
+                                                               int episodes, std::string path) {
+  absl::StatusOr<ModelInfo> info = DescribeModel(model);
+  if (!info.ok()) return info.status();
+  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator = GreedyEvaluator::Create(model, spec);
+  if (!evaluator.ok()) return evaluator.status();
+  return std::unique_ptr<BestPolicy>(new BestPolicy(
+      *std::move(evaluator), ValidationSeeds(episodes), std::move(path), info->layout));
+}
+
+BestPolicy::BestPolicy(std::unique_ptr<GreedyEvaluator> evaluator, std::vector<uint64_t> seeds,
+                       std::string path, std::vector<ParameterSlot> layout)
+    : evaluator_(std::move(evaluator)),
+      seeds_(std::move(seeds)),
+      path_(std::move(path)),
+      layout_(std::move(layout)) {}
+
+absl::StatusOr<bool> BestPolicy::Consider(uint64_t version, const std::vector<float>& weights) {
+  absl::StatusOr<EvalSummary> summary = evaluator_->Greedy(weights, seeds_);
+  if (!summary.ok()) return summary.status();
+  ++considered_;
+  last_ = *summary;
+  if (has_best_ && !BetterPolicy(*summary, summary_)) return false;
+  has_best_ = true;
+  version_ = version;
+  summary_ = *std::move(summary);
+  weights_ = weights;
+  if (!path_.empty()) {
+    if (absl::Status s = WriteWeightsFile(path_, weights_.data(), layout_); !s.ok()) return s;
+  }
+  return true;
 }
 
 absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
@@ -128,9 +179,8 @@ absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
 }
 
 std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random) {
-  std::string out = absl::StrFormat(
-      "\n%-16s %12s %18s %12s %16s\n", "policy", "mean return", "mean distance (m)", "collisions",
-      "full episodes");
+  std::string out = absl::StrFormat("\n%-16s %12s %18s %12s %16s\n", "policy", "mean return",
+                                    "mean distance (m)", "collisions", "full episodes");
   auto row = [&](const char* name, const EvalSummary& s) {
     absl::StrAppendFormat(&out, "%-16s %12.2f %18.1f %9d/%-2d %13d/%-2d\n", name, s.mean_return,
                           s.mean_distance_m, s.collisions, static_cast<int>(s.episodes.size()),

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "agent/environment.h"
 #include "agent/preprocess.h"
+#include "common/model_registry.h"
 
 namespace convoy {
 
@@ -41,6 +42,14 @@ using Policy = std::function<int(const uint8_t* observation)>;
 // The seeds every evaluation uses, so greedy and random policies meet the same starts.
 std::vector<uint64_t> EvaluationSeeds(int episodes);
 
+// Seeds for choosing between policies during a run, disjoint from EvaluationSeeds (and from the
+// agents' training episodes), so that the final evaluation judges a choice on episodes it was not
+// made on.
+std::vector<uint64_t> ValidationSeeds(int episodes);
+
+// Whether `a` drives better than `b`: more full episodes, then (on a tie) a higher mean return.
+bool BetterPolicy(const EvalSummary& a, const EvalSummary& b);
+
 // Runs one episode per seed. `frame_stack` frames of `preprocess`'s output make one observation.
 absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preprocess, int frame_stack,
                                      const Policy& policy, const std::vector<uint64_t>& seeds);
@@ -57,9 +66,12 @@ class GreedyEvaluator {
                                                                  const EnvironmentSpec& spec);
   ~GreedyEvaluator();
 
-  // The greedy policy of `weights` on the first `episodes` EvaluationSeeds. INVALID_ARGUMENT for weights
-  // of another size.
+  // The greedy policy of `weights` on the first `episodes` EvaluationSeeds. INVALID_ARGUMENT for
+  // weights of another size.
   absl::StatusOr<EvalSummary> Greedy(const std::vector<float>& weights, int episodes);
+  // The same on the given seeds.
+  absl::StatusOr<EvalSummary> Greedy(const std::vector<float>& weights,
+                                     const std::vector<uint64_t>& seeds);
   // A uniformly random policy (fixed seed) on the same seeds: the baseline.
   absl::StatusOr<EvalSummary> Random(int episodes);
 
@@ -75,13 +87,52 @@ class GreedyEvaluator {
   int frame_stack_;
 };
 
-// The greedy policy of `weights` (model `model`) and a random policy, on the same `episodes` seeds of a fresh
-// environment built from `spec`. Errors as GreedyEvaluator's.
+// The best policy of a run: Consider() drives the greedy policy of a weight version over `episodes`
+// ValidationSeeds and keeps the weights (in memory, and as `path`, a weights.pt, when given) if
+// they beat every version considered before. DQN's policy swings while it learns; the kept one is
+// what a run hands over besides its last weights. Not thread-safe.
+class BestPolicy {
+ public:
+  // Errors: GreedyEvaluator::Create's.
+  static absl::StatusOr<std::unique_ptr<BestPolicy>> Create(const std::string& model,
+                                                            const EnvironmentSpec& spec,
+                                                            int episodes, std::string path);
+
+  // Returns whether `weights` (server version `version`) became the best. Errors: INVALID_ARGUMENT
+  // for weights of another size; the weights file's write errors (the best is still updated).
+  absl::StatusOr<bool> Consider(uint64_t version, const std::vector<float>& weights);
+
+  bool has_best() const { return has_best_; }
+  uint64_t version() const { return version_; }
+  const EvalSummary& summary() const { return summary_; }  // On the validation seeds.
+  const EvalSummary& last() const { return last_; }        // Of the latest Consider().
+  const std::vector<float>& weights() const { return weights_; }
+  int considered() const { return considered_; }
+
+ private:
+  BestPolicy(std::unique_ptr<GreedyEvaluator> evaluator, std::vector<uint64_t> seeds,
+             std::string path, std::vector<ParameterSlot> layout);
+
+  std::unique_ptr<GreedyEvaluator> evaluator_;
+  std::vector<uint64_t> seeds_;
+  std::string path_;
+  std::vector<ParameterSlot> layout_;
+  bool has_best_ = false;
+  uint64_t version_ = 0;
+  EvalSummary summary_;
+  EvalSummary last_;
+  std::vector<float> weights_;
+  int considered_ = 0;
+};
+
+// The greedy policy of `weights` (model `model`) and a random policy, on the same `episodes` seeds
+// of a fresh environment built from `spec`. Errors as GreedyEvaluator's.
 struct Comparison {
   EvalSummary greedy;
   EvalSummary random;
 };
-absl::StatusOr<Comparison> CompareWithRandom(const std::string& model, const std::vector<float>& weights,
+absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
+                                             const std::vector<float>& weights,
                                              const EnvironmentSpec& spec, int episodes);
 
 // The table convoy_train and convoy_eval print: greedy beside random, then RESULT lines.

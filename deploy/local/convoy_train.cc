@@ -13,14 +13,17 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
 #include "common/init.h"
 #include "common/model_registry.h"
+#include "common/weights_file.h"
 #include "deploy/local/local_cluster.h"
 
 ABSL_FLAG(double, minutes, 10, "Training time.");
@@ -45,6 +48,7 @@ ABSL_FLAG(uint64_t, min_replay_size, convoy::LocalClusterOptions{}.min_replay_si
           "Transitions before learning starts.");
 ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
           "Sampled transitions per environment step.");
+ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
 ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
           "Server's Adam learning rate.");
 ABSL_FLAG(uint64_t, target_update_frequency, convoy::LocalClusterOptions{}.target_update_frequency,
@@ -56,6 +60,12 @@ ABSL_FLAG(double, per_iter_epsilon_reduction,
 ABSL_FLAG(double, max_epoch_runtime_sec, convoy::LocalClusterOptions{}.max_epoch_runtime_sec,
           "Episode time limit, simulation seconds.");
 ABSL_FLAG(double, report_seconds, 5, "Seconds between merged progress lines.");
+ABSL_FLAG(
+    double, validate_every_seconds, 60,
+    "Seconds between validations of the server's weights, which keep the best policy of the run "
+    "(0: hand over the last weights).");
+ABSL_FLAG(int, validation_episodes, 10,
+          "Episodes per validation, on seeds disjoint from the final evaluation's.");
 
 namespace convoy {
 namespace {
@@ -104,6 +114,7 @@ int Run() {
   options.min_replay_size = absl::GetFlag(FLAGS_min_replay_size);
   options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  options.n_step = absl::GetFlag(FLAGS_n_step);
   options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
   options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
   options.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
@@ -117,9 +128,44 @@ int Run() {
     return 1;
   }
 
+  EnvironmentSpec spec;
+  spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  const absl::Duration validate_every = absl::Seconds(absl::GetFlag(FLAGS_validate_every_seconds));
+  std::unique_ptr<BestPolicy> best;
+  if (validate_every > absl::ZeroDuration()) {
+    absl::StatusOr<std::unique_ptr<BestPolicy>> created = BestPolicy::Create(
+        model, spec, absl::GetFlag(FLAGS_validation_episodes), run + "/best/weights.pt");
+    if (!created.ok()) {
+      LOG(ERROR) << created.status();
+      return 1;
+    }
+    best = *std::move(created);
+  }
+  std::filesystem::create_directories(run + "/best");
+  // Drives the greedy policy of `weights` over the validation seeds and keeps it when it is the
+  // best yet.
+  auto validate = [&](uint64_t version, const std::vector<float>& weights) {
+    if (best == nullptr) return;
+    absl::StatusOr<bool> better = best->Consider(version, weights);
+    if (!better.ok()) {
+      LOG(WARNING) << "validation of version " << version << " failed: " << better.status();
+      return;
+    }
+    std::fprintf(
+        stderr,
+        "convoy_train: validation of v%llu: %d/%zu full, return %.1f%s (best v%llu: %d full, "
+        "return %.1f)\n",
+        static_cast<unsigned long long>(version), best->last().full_episodes,
+        best->last().episodes.size(), best->last().mean_return, *better ? ", the best yet" : "",
+        static_cast<unsigned long long>(best->version()), best->summary().full_episodes,
+        best->summary().mean_return);
+  };
+
   const absl::Time start = absl::Now();
   absl::Time next_report = start + options.report_every;
+  absl::Time next_validation = start + validate_every;
   bool interrupted = false;
+  std::vector<float> weights;
   while (true) {
     if ((*cluster)->Poll(absl::Milliseconds(200)) == 0) break;
     if (g_stop.load() && !interrupted) {
@@ -132,9 +178,15 @@ int Run() {
                   (*cluster)->PsVersion());
       next_report += options.report_every;
     }
+    if (best != nullptr && !interrupted && absl::Now() >= next_validation) {
+      // Validation runs here, between polls: the agents' output waits in their pipes meanwhile.
+      if (absl::StatusOr<PullResult> now = (*cluster)->PullWeights(&weights); now.ok()) {
+        validate(now->version, weights);
+      }
+      next_validation = absl::Now() + validate_every;
+    }
   }
   const int failed_agents = (*cluster)->WaitForAgents(absl::Seconds(5));
-  std::vector<float> weights;
   absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&weights);
   const std::optional<int> ps_code = (*cluster)->Stop(absl::Seconds(60));
   std::fprintf(stderr, "convoy_train: convoy_ps stopped (%s); checkpoints in %s/checkpoints\n",
@@ -145,18 +197,47 @@ int Run() {
   }
   if (interrupted) return 130;
 
+  const int episodes = absl::GetFlag(FLAGS_eval_episodes);
+  // The run hands over the best validated policy (the last weights when they validate best, or when
+  // validation is off); both are evaluated on the evaluation seeds, which no choice was made on.
+  validate(pulled->version, weights);
+  const bool chose_earlier =
+      best != nullptr && best->has_best() && best->version() != pulled->version;
+  std::optional<EvalSummary> last;
+  if (chose_earlier) {
+    absl::StatusOr<Comparison> last_result = CompareWithRandom(model, weights, spec, episodes);
+    if (!last_result.ok()) {
+      LOG(ERROR) << "evaluation failed: " << last_result.status();
+      return 1;
+    }
+    last = last_result->greedy;
+    weights = best->weights();
+  } else if (best == nullptr || !best->has_best()) {  // No validation: the last weights it is.
+    if (absl::Status s = WriteWeightsFile(run + "/best/weights.pt", weights.data(), info->layout);
+        !s.ok()) {
+      LOG(WARNING) << s;
+    }
+  }
+  const uint64_t chosen = chose_earlier ? best->version() : pulled->version;
   std::fprintf(
-      stderr, "convoy_train: evaluating the greedy policy at version %llu on %d episodes\n",
-      static_cast<unsigned long long>(pulled->version), absl::GetFlag(FLAGS_eval_episodes));
-  EnvironmentSpec spec;
-  spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
-  absl::StatusOr<Comparison> result =
-      CompareWithRandom(model, weights, spec, absl::GetFlag(FLAGS_eval_episodes));
+      stderr,
+      "convoy_train: evaluating the greedy policy of version %llu (%s) on %d episodes; its "
+      "weights: %s/best/weights.pt\n",
+      static_cast<unsigned long long>(chosen),
+      chose_earlier ? "the best validated, not the last" : "the last", episodes, run.c_str());
+  absl::StatusOr<Comparison> result = CompareWithRandom(model, weights, spec, episodes);
   if (!result.ok()) {
     LOG(ERROR) << "evaluation failed: " << result.status();
     return 1;
   }
-  const std::string table = FormatComparison(result->greedy, result->random);
+  std::string table = FormatComparison(result->greedy, result->random);
+  const EvalSummary& last_summary = last.has_value() ? *last : result->greedy;
+  absl::StrAppendFormat(&table,
+                        "RESULT policy_version=%llu\nRESULT last_version=%llu\n"
+                        "RESULT last_mean_return=%.3f\nRESULT last_full_episodes=%d\n",
+                        static_cast<unsigned long long>(chosen),
+                        static_cast<unsigned long long>(pulled->version), last_summary.mean_return,
+                        last_summary.full_episodes);
   std::printf("%s", table.c_str());
   std::ofstream(run + "/evaluation.txt") << table;
   absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment(spec);
