@@ -55,6 +55,7 @@ ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
           "Sampled transitions per environment step.");
 ABSL_FLAG(int, batch_update_frequency, convoy::LocalClusterOptions{}.batch_update_frequency,
           "Minibatches per push.");
+ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
           "Replay capacity per agent, transitions.");
 
@@ -75,7 +76,8 @@ struct EvalPoint {
 struct RunResult {
   int agents = 0;
   std::vector<EvalPoint> points;  // The last one is the final evaluation.
-  double training_seconds = 0;    // Agents started to the last agent stopped.
+  EvalPoint best;  // The best validated weights (maybe the last), on the final evaluation's seeds.
+  double training_seconds = 0;  // Agents started to the last agent stopped.
   double env_steps = 0, train_steps = 0;
   double eval_seconds = 0;  // Spent evaluating during the run (competing with training).
   int failed_agents = 0;
@@ -93,8 +95,10 @@ double MinutesToFullMajority(const RunResult& r) {
   return -1;
 }
 
+// Pulls the server's weights. With `best`, validates them (validation seeds), keeping the best;
+// else drives them over `episodes` evaluation seeds.
 absl::StatusOr<EvalPoint> EvaluateNow(LocalCluster& cluster, GreedyEvaluator& evaluator,
-                                      absl::Time start, int episodes) {
+                                      BestPolicy* best, absl::Time start, int episodes) {
   EvalPoint point;
   point.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   const ClusterTotals totals = cluster.Totals();
@@ -105,10 +109,16 @@ absl::StatusOr<EvalPoint> EvaluateNow(LocalCluster& cluster, GreedyEvaluator& ev
   if (!pulled.ok()) return pulled.status();
   point.version = pulled->version;
   const absl::Time eval_start = absl::Now();
-  absl::StatusOr<EvalSummary> summary = evaluator.Greedy(weights, episodes);
-  if (!summary.ok()) return summary.status();
+  if (best != nullptr) {
+    absl::StatusOr<bool> considered = best->Consider(point.version, weights);
+    if (!considered.ok()) return considered.status();
+    point.summary = best->last();
+  } else {
+    absl::StatusOr<EvalSummary> summary = evaluator.Greedy(weights, episodes);
+    if (!summary.ok()) return summary.status();
+    point.summary = *std::move(summary);
+  }
   point.eval_seconds = absl::ToDoubleSeconds(absl::Now() - eval_start);
-  point.summary = *std::move(summary);
   return point;
 }
 
@@ -144,11 +154,17 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
   options.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
   options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
+  options.n_step = absl::GetFlag(FLAGS_n_step);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return cluster.status();
   std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,
                absl::GetFlag(FLAGS_minutes), run_dir.c_str());
 
+  EnvironmentSpec spec;
+  spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  absl::StatusOr<std::unique_ptr<BestPolicy>> best = BestPolicy::Create(
+      options.model, spec, absl::GetFlag(FLAGS_eval_episodes), run_dir + "/best_weights.pt");
+  if (!best.ok()) return best.status();
   RunResult result;
   result.agents = agents;
   const absl::Duration eval_every = absl::Seconds(absl::GetFlag(FLAGS_eval_every_seconds));
@@ -162,7 +178,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
     }
     if (!interrupted && absl::Now() >= next_eval) {
       absl::StatusOr<EvalPoint> point =
-          EvaluateNow(**cluster, evaluator, start, absl::GetFlag(FLAGS_eval_episodes));
+          EvaluateNow(**cluster, evaluator, best->get(), start, absl::GetFlag(FLAGS_eval_episodes));
       if (!point.ok()) return point.status();
       PrintPoint(agents, *point);
       result.eval_seconds += point->eval_seconds;
@@ -177,14 +193,41 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   const ClusterTotals totals = (*cluster)->Totals();
   result.env_steps = totals.env_steps;
   result.train_steps = totals.train_steps;
+  const int final_episodes = absl::GetFlag(FLAGS_final_eval_episodes);
   absl::StatusOr<EvalPoint> final_point =
-      EvaluateNow(**cluster, evaluator, start, absl::GetFlag(FLAGS_final_eval_episodes));
+      EvaluateNow(**cluster, evaluator, nullptr, start, final_episodes);
+  // The last weights take part in the choice too.
+  std::vector<float> last_weights;
+  absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&last_weights);
   (*cluster)->Stop();
   if (interrupted) return absl::CancelledError("interrupted");
   if (!final_point.ok()) return final_point.status();
+  if (!pulled.ok()) return pulled.status();
+  if (absl::StatusOr<bool> last = (*best)->Consider(pulled->version, last_weights); !last.ok()) {
+    return last.status();
+  }
   // The final weights are those at the end of training, not at the end of the evaluation.
   final_point->wall_seconds = result.training_seconds;
   PrintPoint(agents, *final_point);
+  result.best = *final_point;
+  if ((*best)->version() != final_point->version) {
+    absl::StatusOr<EvalSummary> summary = evaluator.Greedy((*best)->weights(), final_episodes);
+    if (!summary.ok()) return summary.status();
+    result.best.version = (*best)->version();
+    result.best.summary = *std::move(summary);
+    for (const EvalPoint& p : result.points) {
+      if (p.version == result.best.version) {
+        result.best.wall_seconds = p.wall_seconds;
+        result.best.env_steps = p.env_steps;
+        result.best.train_steps = p.train_steps;
+      }
+    }
+  }
+  std::fprintf(stderr,
+               "[%d agents] best validated weights: v%llu, on the %d evaluation seeds return %.1f, "
+               "full %d\n",
+               agents, static_cast<unsigned long long>(result.best.version), final_episodes,
+               result.best.summary.mean_return, result.best.summary.full_episodes);
   result.points.push_back(*std::move(final_point));
   return result;
 }
@@ -213,9 +256,14 @@ void PrintTable(const RunResult& r, const EvalSummary& random) {
         absl::StrFormat("%.1f%s", p.wall_seconds / 60, i + 1 == r.points.size() ? "*" : "");
     row(minutes.c_str(), p.env_steps, p.train_steps, absl::StrCat(p.version), p.summary);
   }
+  const std::string best_minutes = absl::StrFormat("best %.1f", r.best.wall_seconds / 60);
+  row(best_minutes.c_str(), r.best.env_steps, r.best.train_steps, absl::StrCat(r.best.version),
+      r.best.summary);
   row("random", 0, 0, "-", random);
-  std::printf("(* the final evaluation, on %d seeds; the others on the first %d)\n",
-              absl::GetFlag(FLAGS_final_eval_episodes), absl::GetFlag(FLAGS_eval_episodes));
+  std::printf(
+      "(* the last weights and \"best\" the best validated ones, on the %d evaluation seeds; the "
+      "others on %d validation seeds, which choose the best)\n",
+      absl::GetFlag(FLAGS_final_eval_episodes), absl::GetFlag(FLAGS_eval_episodes));
 }
 
 void PrintResults(const RunResult& r) {
@@ -226,6 +274,12 @@ void PrintResults(const RunResult& r) {
   std::printf("RESULT full_episodes_agents_%d=%d\n", n, last.full_episodes);
   std::printf("RESULT collisions_agents_%d=%d\n", n, last.collisions);
   std::printf("RESULT minutes_to_full_majority_agents_%d=%.2f\n", n, MinutesToFullMajority(r));
+  std::printf("RESULT best_version_agents_%d=%llu\n", n,
+              static_cast<unsigned long long>(r.best.version));
+  std::printf("RESULT best_return_agents_%d=%.3f\n", n, r.best.summary.mean_return);
+  std::printf("RESULT best_distance_m_agents_%d=%.2f\n", n, r.best.summary.mean_distance_m);
+  std::printf("RESULT best_full_episodes_agents_%d=%d\n", n, r.best.summary.full_episodes);
+  std::printf("RESULT best_collisions_agents_%d=%d\n", n, r.best.summary.collisions);
   std::printf("RESULT env_steps_agents_%d=%.0f\n", n, r.env_steps);
   std::printf("RESULT train_steps_agents_%d=%.0f\n", n, r.train_steps);
   std::printf("RESULT env_steps_per_s_agents_%d=%.2f\n", n, r.env_steps / r.training_seconds);

@@ -57,7 +57,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   std::filesystem::create_directories(options.run_dir);
   const std::string port_file = options.run_dir + "/ps.port";
   std::filesystem::remove(port_file);
-  // A throwaway certificate and token for this run: local runs are TLS and authenticated like clusters.
+  // A throwaway certificate and token for this run: local runs are TLS and authenticated like
+  // clusters.
   const std::string tls_dir = options.run_dir + "/tls";
   std::filesystem::create_directories(tls_dir);
   Credentials credentials;
@@ -138,20 +139,28 @@ absl::Status LocalCluster::StartAgents() {
     child.log_path = log_dir + "/agent.log";
     child.pipe_stdout = true;
     absl::StatusOr<ChildProcess> agent = ChildProcess::Start(
-        {bin + "/convoy_agent", "--ps=" + address_, absl::StrCat("--agent_id=agent-", i),
-         absl::StrCat("--agent_index=", i), absl::StrCat("--seed=", options_.seed + i),
-         "--model=" + options_.model, "--device=" + options_.device,
+        {bin + "/convoy_agent",
+         "--ps=" + address_,
+         absl::StrCat("--agent_id=agent-", i),
+         absl::StrCat("--agent_index=", i),
+         absl::StrCat("--seed=", options_.seed + i),
+         "--model=" + options_.model,
+         "--device=" + options_.device,
          absl::StrCat("--torch_threads=", torch_threads),
          absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
-         absl::StrCat("--max_steps=", options_.max_steps_per_agent), "--log_dir=" + log_dir,
-         "--machine_progress", absl::StrCat("--batch_size=", options_.batch_size),
+         absl::StrCat("--max_steps=", options_.max_steps_per_agent),
+         "--log_dir=" + log_dir,
+         "--machine_progress",
+         absl::StrCat("--batch_size=", options_.batch_size),
          absl::StrCat("--batch_update_frequency=", options_.batch_update_frequency),
          absl::StrCat("--replay_memory_size=", options_.replay_memory_size),
          absl::StrCat("--min_replay_size=", options_.min_replay_size),
          absl::StrCat("--replay_ratio=", options_.replay_ratio),
+         absl::StrCat("--n_step=", options_.n_step),
          absl::StrCat("--max_epoch_runtime_sec=", options_.max_epoch_runtime_sec),
          absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
-         "--tls_ca=" + credentials_.cert, "--auth_token_file=" + credentials_.token_file},
+         "--tls_ca=" + credentials_.cert,
+         "--auth_token_file=" + credentials_.token_file},
         child);
     if (!agent.ok()) return agent.status();
     agents_.push_back(*std::move(agent));

@@ -40,6 +40,7 @@ struct LocalClusterOptions {
   uint64_t min_replay_size = 1000;
   double replay_ratio = 8.0;
   double learning_rate = 1e-3;
+  int n_step = 3;  // Agents' n-step returns: 3 holds the policy steady (docs/benchmarks.md).
   uint64_t target_update_frequency = 300;
   double min_epsilon = 0.1;
   double per_iter_epsilon_reduction = 0.003;
