@@ -202,19 +202,21 @@ absl::Status WriteClusterCredentials(const std::string& dir, const std::string& 
         !s.ok()) {
       return s;
     }
+    // The self-signed certificate is its own CA: ca.crt is a copy of it, replacing any older ca.crt
+    // (which trusted a pair that is gone). tls.crt comes last, so a tls.crt means the set is
+    // complete.
+    const std::string ca = dir + "/ca.crt";
     std::filesystem::rename(temp_key, key, error);
-    if (!error) std::filesystem::rename(temp_cert, cert, error);
-    if (error)
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot write ", cert, ": ", error.message()));
-  }
-  const std::string ca = dir + "/ca.crt";
-  if (!std::filesystem::exists(ca)) {
-    std::filesystem::copy_file(cert, ca + ".tmp", std::filesystem::copy_options::overwrite_existing,
-                               error);
+    if (!error) {
+      std::filesystem::copy_file(temp_cert, ca + ".tmp",
+                                 std::filesystem::copy_options::overwrite_existing, error);
+    }
     if (!error) std::filesystem::rename(ca + ".tmp", ca, error);
-    if (error)
-      return absl::PermissionDeniedError(absl::StrCat("cannot write ", ca, ": ", error.message()));
+    if (!error) std::filesystem::rename(temp_cert, cert, error);
+    if (error) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot write the certificate in ", dir, ": ", error.message()));
+    }
   }
   if (!std::filesystem::exists(token)) {
     const std::string temp = token + ".tmp";

@@ -67,12 +67,12 @@ absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std:
                                         const std::vector<std::string>& dns_names = {});
 
 // The credentials of a cluster run, written by `convoy_ps --write_credentials=DIR`: DIR/tls.crt,
-// DIR/tls.key (0600), DIR/ca.crt (what clients trust: here a copy of the self-signed tls.crt) and
+// DIR/tls.key (0600), DIR/ca.crt (what clients trust: a copy of the self-signed tls.crt) and
 // DIR/auth_token (0600), the certificate valid for `days` and for `server_name`. Files already
-// there are kept, so a requeued job or a second call changes nothing, and a site's own certificate,
-// key and CA put there are used as they are; a certificate is written only together with its key.
-// Errors: PERMISSION_DENIED naming what could not be written; FAILED_PRECONDITION when only one of
-// tls.crt and tls.key exists.
+// there are kept, so a requeued job or a second call changes nothing, and a site's own tls.crt,
+// tls.key, ca.crt and token put there are used as they are; ca.crt is written only with a generated
+// pair. Errors: PERMISSION_DENIED naming what could not be written; FAILED_PRECONDITION when only
+// one of tls.crt and tls.key exists.
 absl::Status WriteClusterCredentials(const std::string& dir, const std::string& server_name,
                                      int days);
 

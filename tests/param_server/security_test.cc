@@ -215,6 +215,7 @@ TEST_CASE("convoy_ps --write_credentials makes a working TLS pair and token and 
   const std::string cert = testing::ReadWholeFile(auth + "/tls.crt");
   const std::string token = *ReadAuthToken(auth + "/auth_token");
   CHECK(token.size() == 64);
+  CHECK(testing::ReadWholeFile(auth + "/ca.crt") == cert);  // Self-signed: its own CA.
   for (const char* secret : {"/tls.key", "/auth_token"}) {
     INFO(secret);
     CHECK((fs::status(auth + secret).permissions() &
@@ -235,8 +236,9 @@ TEST_CASE("convoy_ps --write_credentials makes a working TLS pair and token and 
   CHECK(testing::ReadWholeFile(auth + "/tls.crt") == cert);
   CHECK_FALSE(fs::exists(auth + "/tls.key"));
   fs::remove(auth + "/tls.crt");
-  fs::remove(auth + "/ca.crt");
-  write();
+  write();  // A new pair, and ca.crt with it.
+  CHECK(testing::ReadWholeFile(auth + "/tls.crt") != cert);
+  CHECK(testing::ReadWholeFile(auth + "/ca.crt") == testing::ReadWholeFile(auth + "/tls.crt"));
 
   // A server with them takes clients that trust the certificate under the name convoy-ps and bring
   // the token.
