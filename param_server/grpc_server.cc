@@ -43,8 +43,14 @@ absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
   quota.SetMaxThreads(kMaxHandlerThreads);
   builder.SetResourceQuota(quota);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
+  // No SO_REUSEPORT: a second server on the same port (a stale PS still running, or another process
+  // that took the port while this one restarted) must fail to start, not silently take half the
+  // agents.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   self->server_ = builder.BuildAndStart();
   if (self->server_ == nullptr || self->port_ == 0) {
+    // Nothing was served: no drain, and no final checkpoint (a failed start changes no state).
+    self->stopped_ = true;
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
   self->health_->SetServing(true);

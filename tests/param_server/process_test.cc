@@ -94,6 +94,22 @@ TEST_CASE("convoy_ps refuses bad flags with a clear error", "[process]") {
   CHECK_THAT(ReadWholeFile(ps.log), Catch::Contains("unknown model 'resnet'"));
 }
 
+TEST_CASE("A second convoy_ps on a port in use fails instead of sharing it", "[process]") {
+  PsProcess first = NewPs();
+  first.Start(0);
+  PsProcess second = NewPs();
+  absl::StatusOr<Subprocess> clash =
+      Subprocess::Start({CONVOY_PS_BINARY, "--model=tiny", "--bind=127.0.0.1",
+                         absl::StrCat("--port=", first.port), "--insecure"},
+                        second.log);
+  REQUIRE(clash.ok());
+  CHECK(clash->Wait(absl::Seconds(30)) == 1);
+  CHECK_THAT(ReadWholeFile(second.log), Catch::Contains("cannot listen on"));
+  // The first one still serves.
+  PsClient client(first.ClientOptions("a"));
+  CHECK(client.Join().ok());
+}
+
 TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server continues the version",
           "[process]") {
   PsProcess ps = NewPs();
