@@ -220,9 +220,11 @@ absl::Status Agent::Impl::Init() {
     PsClientOptions training = ps_->options();
     training.retry_for = kPsRetryWhileTraining;
     ps_ = *PsClient::Create(training);  // The same credentials just worked.
-    // Rejoin attempts during an outage try once and return, so acting never waits on them.
+    // Rejoin attempts during an outage try once and return, so acting waits on them only as long as a
+    // reachable but busy server takes to answer (a refused connection fails at once). One second was
+    // too short on a loaded machine: the server took the Join and the answer came after the deadline.
     training.retry_for = absl::ZeroDuration();
-    training.call_timeout = absl::Seconds(1);
+    training.call_timeout = absl::Seconds(3);
     rejoin_ = *PsClient::Create(training);
   }
   learner_->GetWeights(&weights_at_sync_);
