@@ -5,14 +5,15 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "common/run_defaults.h"
 
 namespace convoy {
 
 struct ExplorationOptions {
   bool apex = false;  // false: the cookbook's global epsilon; true: Ape-X per-agent epsilons.
   double start_epsilon = 1.0;
-  double min_epsilon = 0.1;
-  double per_iter_epsilon_reduction = 0.003;  // Subtracted per applied update.
+  double min_epsilon = run_defaults::kMinEpsilon;
+  double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;  // Per applied update.
   // Ape-X: agent i of N explores with base^(1 + alpha * i / (N - 1)).
   double apex_base_epsilon = 0.4;
   double apex_alpha = 7.0;

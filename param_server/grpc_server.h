@@ -39,6 +39,7 @@ class GrpcParameterServer {
 
   int port() const { return port_; }
   ParameterServer& core() { return *core_; }
+  ParameterServerService& service() { return *service_; }
 
  private:
   GrpcParameterServer() = default;

@@ -8,12 +8,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/run_defaults.h"
 
 namespace convoy {
 
 struct OptimizerOptions {
   std::string name = "adam";  // adam | adamw | rmsprop | sgd | delta
-  double learning_rate = 1e-3;
+  double learning_rate = run_defaults::kLearningRate;
   double beta1 = 0.9;          // Adam's first-moment decay.
   double beta2 = 0.999;        // Adam's second-moment decay.
   double eps = 1e-8;

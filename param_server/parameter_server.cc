@@ -44,6 +44,10 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
       {"batch_size", absl::StrCat(o.batch_size)},
       {"batch_update_frequency", absl::StrCat(o.batch_update_frequency)},
       {"gamma", absl::StrCat(o.gamma)},
+      {"n_step", absl::StrCat(o.n_step)},
+      {"double_dqn", o.double_dqn ? "true" : "false"},
+      {"learner_max_grad_norm", absl::StrCat(o.learner_max_grad_norm)},
+      {"prioritized", o.prioritized ? "true" : "false"},
       {"seed", absl::StrCat(o.seed)},
   };
 }
@@ -59,6 +63,16 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   }
   if (options.resume && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+  }
+  if (options.batch_size == 0 || options.batch_update_frequency == 0 || options.n_step == 0) {
+    return absl::InvalidArgumentError("batch_size, batch_update_frequency and n_step must be at least 1");
+  }
+  if (!(options.gamma >= 0 && options.gamma <= 1) || !(options.learner_max_grad_norm >= 0)) {
+    return absl::InvalidArgumentError("gamma must be in [0, 1] and learner_max_grad_norm >= 0");
+  }
+  if (!options.checkpoint_dir.empty() && !options.resume) {
+    // Another run's checkpoints: refused before anything is read or written.
+    if (absl::Status s = Checkpointer::CheckUnused(options.checkpoint_dir); !s.ok()) return s;
   }
   absl::StatusOr<ModelInfo> model = DescribeModel(options.model, options.num_actions);
   if (!model.ok()) return model.status();
@@ -95,6 +109,7 @@ absl::Status ParameterServer::Initialise() {
     absl::StatusOr<LoadedCheckpoint> loaded = checkpointer_->LoadNewest();
     if (loaded.ok()) {
       resumed = *std::move(loaded);
+      checkpointer_->AdoptRun(resumed->manifest);
     } else if (loaded.status().code() == absl::StatusCode::kFailedPrecondition) {
       return loaded.status();
     } else {
@@ -116,6 +131,12 @@ absl::Status ParameterServer::Initialise() {
   }
 
   const uint64_t version = resumed ? resumed->manifest.version() : 0;
+  run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
+  if (resumed) {
+    absl::MutexLock writer(&checkpoint_mu_);
+    checkpointed_version_ = version;
+    checkpointed_path_ = resumed->path;
+  }
   absl::MutexLock lock(&apply_mu_);
   version_ = version;
   store_ = std::make_unique<WeightStore>(std::move(initial), version);
@@ -151,7 +172,7 @@ absl::Status ParameterServer::Initialise() {
       v1::RejectReason reason;
       if (v1::RejectReason_Parse(name, &reason)) rejections_[reason] = count;
     }
-    LOG(INFO) << "resumed from " << resumed->path << " at version " << version;
+    LOG(INFO) << "resumed run " << run_id_ << " from " << resumed->path << " at version " << version;
   } else {
     absl::MutexLock t(&target_mu_);
     target_ = store_->Snapshot();
@@ -181,6 +202,10 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
   config.set_per_iter_epsilon_reduction(options_.exploration.per_iter_epsilon_reduction);
   config.set_max_chunk_bytes(static_cast<uint32_t>(kMaxChunkPayloadBytes));
   config.set_seed(options_.seed);
+  config.set_n_step(options_.n_step);
+  config.set_double_dqn(options_.double_dqn);
+  config.set_learner_max_grad_norm(options_.learner_max_grad_norm);
+  config.set_prioritized(options_.prioritized);
   return config;
 }
 
@@ -219,6 +244,16 @@ absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& re
 
 PushOutcome ParameterServer::Apply(const std::string& agent_id, uint64_t base_version,
                                    uint32_t minibatch_count, std::vector<float>& values) {
+  PushHeader header;
+  header.agent_id = agent_id;
+  header.base_version = base_version;
+  header.minibatch_count = minibatch_count;
+  return Apply(header, values);
+}
+
+PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>& values) {
+  const std::string& agent_id = header.agent_id;
+  const uint32_t minibatch_count = header.minibatch_count;
   PushOutcome outcome;
   bool refresh_target = false;
   uint32_t agent_index = 0;
@@ -228,9 +263,34 @@ PushOutcome ParameterServer::Apply(const std::string& agent_id, uint64_t base_ve
   }
   {
     absl::MutexLock lock(&apply_mu_);
-    const StalenessDecision decision = staleness_.Decide(version_, base_version);
+    // Repeat detection and the apply are one step under the writer's lock, so two attempts of one push
+    // that arrive together still apply once.
+    LastPush* last = nullptr;
+    if (header.sequence != 0) {
+      last = &last_push_[agent_id];
+      if (last->push_session != header.push_session) *last = LastPush{header.push_session, 0, {}};
+      if (header.sequence <= last->sequence) {
+        PushOutcome again = last->outcome;
+        if (header.sequence < last->sequence) {
+          again = PushOutcome{};
+          again.reason = v1::REJECT_REASON_SUPERSEDED;
+          again.version = version_;
+          again.epsilon = exploration_->EpsilonFor(agent_index);
+        }
+        again.repeated = true;
+        absl::MutexLock stats(&stats_mu_);
+        ++counters_.repeated_pushes;
+        if (!again.accepted) ++rejections_[again.reason];
+        again.target_version = counters_.target_version;
+        return again;
+      }
+    }
+    const StalenessDecision decision = staleness_.Decide(version_, header.base_version);
     outcome.staleness = decision.staleness;
-    if (decision.kind == StalenessDecision::Kind::kApply) {
+    if (header.base_incarnation != 0 && header.base_incarnation != incarnation_) {
+      outcome.reason = v1::REJECT_REASON_WRONG_INCARNATION;
+      outcome.staleness = 0;
+    } else if (decision.kind == StalenessDecision::Kind::kApply) {
       optimizer_->Apply(values.data(), decision.lr_scale);
       ++version_;
       exploration_->OnUpdateApplied();
@@ -243,6 +303,10 @@ PushOutcome ParameterServer::Apply(const std::string& agent_id, uint64_t base_ve
     }
     outcome.version = version_;
     outcome.epsilon = exploration_->EpsilonFor(agent_index);
+    if (last != nullptr) {
+      last->sequence = header.sequence;
+      last->outcome = outcome;
+    }
 
     absl::MutexLock stats(&stats_mu_);
     AgentRecord& record = agents_[agent_id];
@@ -327,6 +391,8 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_pulls_not_newer(counters_.pulls_not_newer);
   status.set_checkpoints_written(counters_.checkpoints_written);
   status.set_checkpoint_failures(counters_.checkpoint_failures);
+  status.set_repeated_pushes(counters_.repeated_pushes);
+  status.set_run_id(run_id_);
   for (const auto& [reason, count] : rejections_) {
     (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
   }
@@ -360,6 +426,7 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   {
     // A consistent cut: weights, optimizer state and counters of one version.
     absl::MutexLock lock(&apply_mu_);
+    if (version_ == checkpointed_version_) return checkpointed_path_;  // Nothing new since.
     data.weights = store_->Snapshot();
     absl::StatusOr<std::string> optimizer_state = optimizer_->SaveState();
     if (!optimizer_state.ok()) return optimizer_state.status();
@@ -387,6 +454,10 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   m.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
 
   absl::StatusOr<std::string> path = checkpointer_->Write(data);
+  if (path.ok()) {
+    checkpointed_version_ = m.version();
+    checkpointed_path_ = *path;
+  }
   absl::MutexLock stats(&stats_mu_);
   if (path.ok()) {
     ++counters_.checkpoints_written;
@@ -423,7 +494,7 @@ void ParameterServer::CheckpointLoop() {
       updates_since_checkpoint_ = 0;
     }
     last = absl::Now();
-    // A checkpoint of an unchanged version is a no-op in the Checkpointer.
+    // A checkpoint of an unchanged version writes nothing (Checkpoint() returns the last one's path).
     absl::StatusOr<std::string> path = Checkpoint();
     if (path.ok()) {
       VLOG(1) << "checkpoint " << *path;

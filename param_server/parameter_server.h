@@ -18,34 +18,44 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/model_registry.h"
+#include "common/run_defaults.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "param_server/checkpointer.h"
 #include "param_server/exploration.h"
 #include "param_server/optimizer.h"
+#include "param_server/push_assembler.h"
 #include "param_server/staleness_policy.h"
 #include "param_server/weight_store.h"
 
 namespace convoy {
 
+// Every default here is the one its convoy_ps flag shows (the flags are declared from this struct).
 struct ParameterServerOptions {
-  std::string model = "cookbook";
+  std::string model = run_defaults::kServerModel;
   int num_actions = kDefaultNumActions;
   uint64_t seed = 1;
   std::string init_checkpoint;  // A checkpoint directory to take the initial weights from.
   std::string checkpoint_dir;   // Empty: no checkpoints.
-  bool resume = false;          // Start from the newest valid checkpoint in checkpoint_dir, if any.
+  // Start from the newest valid checkpoint in checkpoint_dir, if any. Without it, a checkpoint_dir that
+  // holds checkpoints is refused (FAILED_PRECONDITION): they belong to another run.
+  bool resume = false;
   int keep_checkpoints = 5;
   uint64_t checkpoint_every_updates = 0;             // 0: off.
-  absl::Duration checkpoint_every = absl::ZeroDuration();  // 0: off.
+  absl::Duration checkpoint_every = absl::Seconds(60);  // 0: off.
   OptimizerOptions optimizer;
   int64_t max_staleness = -1;  // < 0: accept any.
   bool staleness_lr_scaling = false;
-  uint64_t target_update_frequency = 300;  // Applied minibatches between target snapshots.
+  // Applied minibatches between target snapshots.
+  uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
   ExplorationOptions exploration;
-  // Hyper-parameters the server hands to agents.
-  uint32_t batch_size = 32;
-  uint32_t batch_update_frequency = 4;
-  double gamma = 0.99;
+  // The learner's settings the server hands to agents (RunConfig); agents adopt them on Join.
+  uint32_t batch_size = run_defaults::kBatchSize;
+  uint32_t batch_update_frequency = run_defaults::kBatchUpdateFrequency;
+  double gamma = run_defaults::kGamma;
+  uint32_t n_step = run_defaults::kNStep;
+  bool double_dqn = run_defaults::kDoubleDqn;
+  double learner_max_grad_norm = run_defaults::kLearnerMaxGradNorm;
+  bool prioritized = run_defaults::kPrioritized;
 };
 
 // The result of a push that passed validation.
@@ -56,6 +66,7 @@ struct PushOutcome {
   uint64_t staleness = 0;
   uint64_t target_version = 0;
   double epsilon = 0;
+  bool repeated = false;  // A retry of a push already answered: this is that answer, nothing applied.
 };
 
 // Thread-safe. Applies are serialised (one writer); snapshots and status never wait for an apply.
@@ -71,7 +82,14 @@ class ParameterServer {
   // Registers an agent. Errors: FAILED_PRECONDITION naming both fingerprints on a model mismatch.
   absl::StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& request);
 
-  // Applies a validated, complete push (the values are consumed), or rejects it by policy (STALE, AHEAD).
+  // Applies a validated, complete push (the values are consumed), or rejects it by policy: WRONG_INCARNATION
+  // when header.base_incarnation is set and not this server's; STALE or AHEAD by version. Exactly once:
+  // with a sequence, a push of the (agent_id, push_session, sequence) last answered gets that answer again
+  // (repeated=true) and one older than it is SUPERSEDED; neither applies anything. A new push_session of
+  // an agent (a new client, a restarted process) starts its sequence space afresh. Join changes nothing
+  // here, so a push retried across a rejoin is still recognised.
+  PushOutcome Apply(const PushHeader& header, std::vector<float>& values);
+  // An older client's push: no incarnation, no sequence.
   PushOutcome Apply(const std::string& agent_id, uint64_t base_version, uint32_t minibatch_count,
                     std::vector<float>& values);
 
@@ -86,8 +104,10 @@ class ParameterServer {
 
   v1::StatusResponse Status() const;
 
-  // Writes a checkpoint of a consistent state now. Errors: FAILED_PRECONDITION without --checkpoint_dir;
-  // the file error otherwise (the previous checkpoints stay intact, training goes on).
+  // Writes a checkpoint of a consistent state now and returns its path; when this run already holds a
+  // checkpoint of the current version, that one's path, and nothing is written or counted. Errors:
+  // FAILED_PRECONDITION without --checkpoint_dir, or when another run's checkpoint holds the version; the
+  // file error otherwise (the previous checkpoints stay intact, training goes on).
   absl::StatusOr<std::string> Checkpoint();
 
   // Starts the background thread that checkpoints every N updates and/or every T seconds.
@@ -95,6 +115,8 @@ class ParameterServer {
 
   const ModelInfo& model() const { return model_; }
   uint64_t incarnation() const { return incarnation_; }
+  // The run the checkpoints belong to: new at a first start, the resumed checkpoint's with --resume.
+  const std::string& run_id() const { return run_id_; }
   uint64_t version() const { return store_->version(); }
   const ParameterServerOptions& options() const { return options_; }
   v1::RunConfig RunConfigFor(uint32_t agent_index) const;
@@ -119,6 +141,13 @@ class ParameterServer {
     uint64_t pulls_not_newer = 0;
     uint64_t checkpoints_written = 0;
     uint64_t checkpoint_failures = 0;
+    uint64_t repeated_pushes = 0;
+  };
+  // The newest push answered for an agent, for repeat detection.
+  struct LastPush {
+    uint64_t push_session = 0;
+    uint64_t sequence = 0;
+    PushOutcome outcome;
   };
 
   ParameterServer(const ParameterServerOptions& options, ModelInfo model);
@@ -129,6 +158,7 @@ class ParameterServer {
   const ParameterServerOptions options_;
   const ModelInfo model_;
   const uint64_t incarnation_;
+  std::string run_id_;  // Set once by Initialise.
   const absl::Time started_;
   StalenessPolicy staleness_;
   std::unique_ptr<WeightStore> store_;
@@ -139,6 +169,7 @@ class ParameterServer {
   std::unique_ptr<FlatOptimizer> optimizer_ ABSL_GUARDED_BY(apply_mu_);
   std::unique_ptr<ExplorationSchedule> exploration_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t version_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  std::map<std::string, LastPush> last_push_ ABSL_GUARDED_BY(apply_mu_);
 
   mutable absl::Mutex target_mu_;
   std::shared_ptr<const WeightSnapshot> target_ ABSL_GUARDED_BY(target_mu_);
@@ -153,6 +184,9 @@ class ParameterServer {
   std::atomic<uint64_t> unauthenticated_{0};
 
   absl::Mutex checkpoint_mu_;  // One checkpoint write at a time.
+  // The version and path of the newest checkpoint this run wrote or resumed from.
+  uint64_t checkpointed_version_ ABSL_GUARDED_BY(checkpoint_mu_) = UINT64_MAX;
+  std::string checkpointed_path_ ABSL_GUARDED_BY(checkpoint_mu_);
   absl::Mutex loop_mu_;
   bool stopping_ ABSL_GUARDED_BY(loop_mu_) = false;
   uint64_t updates_since_checkpoint_ ABSL_GUARDED_BY(loop_mu_) = 0;

@@ -47,10 +47,17 @@ absl::Status PushAssembler::ReadHeader(const v1::GradientChunk& chunk) {
     return Fail(v1::REJECT_REASON_INVALID,
                 absl::InvalidArgumentError("minibatch_count must be at least 1"));
   }
+  if (chunk.sequence() != 0 && chunk.push_session() == 0) {
+    return Fail(v1::REJECT_REASON_INVALID,
+                absl::InvalidArgumentError("sequence is set but push_session is 0"));
+  }
   wire_encoding_ = chunk.encoding();
-  agent_id_ = chunk.agent_id();
-  base_version_ = chunk.base_version();
-  minibatch_count_ = chunk.minibatch_count();
+  header_.agent_id = chunk.agent_id();
+  header_.base_version = chunk.base_version();
+  header_.minibatch_count = chunk.minibatch_count();
+  header_.base_incarnation = chunk.base_incarnation();
+  header_.push_session = chunk.push_session();
+  header_.sequence = chunk.sequence();
   values_.resize(parameter_count_);
   return absl::OkStatus();
 }
@@ -68,8 +75,12 @@ absl::Status PushAssembler::Add(const v1::GradientChunk& chunk) {
     if (differs(chunk.model_fingerprint(), fingerprint_) ||
         differs(chunk.encoding(), wire_encoding_) ||
         differs(chunk.total_elements(), static_cast<uint64_t>(parameter_count_)) ||
-        differs(chunk.agent_id(), agent_id_) || differs(chunk.base_version(), base_version_) ||
-        differs(chunk.minibatch_count(), minibatch_count_)) {
+        differs(chunk.agent_id(), header_.agent_id) ||
+        differs(chunk.base_version(), header_.base_version) ||
+        differs(chunk.minibatch_count(), header_.minibatch_count) ||
+        differs(chunk.base_incarnation(), header_.base_incarnation) ||
+        differs(chunk.push_session(), header_.push_session) ||
+        differs(chunk.sequence(), header_.sequence)) {
       return Fail(v1::REJECT_REASON_INVALID,
                   absl::InvalidArgumentError(
                       absl::StrCat("chunk ", chunks_, " changes a header field of the push")));

@@ -12,6 +12,16 @@
 
 namespace convoy {
 
+// What a push says about itself besides its tensor: the header of its first GradientChunk.
+struct PushHeader {
+  std::string agent_id;
+  uint64_t base_version = 0;
+  uint32_t minibatch_count = 1;
+  uint64_t base_incarnation = 0;  // The incarnation base_version belongs to; 0: unknown, not checked.
+  uint64_t push_session = 0;      // Names the sequence space; 0 with sequence 0 (an older client).
+  uint64_t sequence = 0;          // Per push_session, the same on every retry; 0: no repeat detection.
+};
+
 // One per stream; not thread-safe. Memory is bounded by the model: the tensor is allocated only after the
 // first chunk's header proved the push is for this model and of its size.
 class PushAssembler {
@@ -21,7 +31,8 @@ class PushAssembler {
   // Validates and decodes one chunk. Errors (and reason() afterwards):
   //   FAILED_PRECONDITION  FINGERPRINT_MISMATCH, naming both fingerprints;
   //   INVALID_ARGUMENT     UNKNOWN_ENCODING, WRONG_SIZE, BAD_CHUNKS (overlap, gap, oversized, ragged bytes),
-  //                        INVALID (a header field that changes between chunks, minibatch_count 0).
+  //                        INVALID (a header field that changes between chunks, minibatch_count 0,
+  //                        a sequence without a push_session).
   // After an error the assembler accepts nothing more.
   absl::Status Add(const v1::GradientChunk& chunk);
 
@@ -29,9 +40,10 @@ class PushAssembler {
   absl::Status Finish();
 
   v1::RejectReason reason() const { return reason_; }
-  const std::string& agent_id() const { return agent_id_; }
-  uint64_t base_version() const { return base_version_; }
-  uint32_t minibatch_count() const { return minibatch_count_; }
+  const PushHeader& header() const { return header_; }
+  const std::string& agent_id() const { return header_.agent_id; }
+  uint64_t base_version() const { return header_.base_version; }
+  uint32_t minibatch_count() const { return header_.minibatch_count; }
   size_t chunks() const { return chunks_; }
   // The decoded tensor, complete once Finish() succeeded.
   std::vector<float>& values() { return values_; }
@@ -45,9 +57,7 @@ class PushAssembler {
   v1::RejectReason reason_ = v1::REJECT_REASON_UNSPECIFIED;
   bool failed_ = false;
   size_t chunks_ = 0;
-  std::string agent_id_;
-  uint64_t base_version_ = 0;
-  uint32_t minibatch_count_ = 0;
+  PushHeader header_;
   v1::Encoding wire_encoding_ = v1::ENCODING_UNSPECIFIED;
   TensorEncoding encoding_ = TensorEncoding::kFp32;
   size_t next_offset_ = 0;

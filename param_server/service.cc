@@ -191,8 +191,13 @@ grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
     return reject(v1::REJECT_REASON_SHUTTING_DOWN,
                   absl::UnavailableError("parameter server is shutting down"));
   }
-  const PushOutcome outcome = server_->Apply(assembler.agent_id(), assembler.base_version(),
-                                             assembler.minibatch_count(), assembler.values());
+  const PushOutcome outcome = server_->Apply(assembler.header(), assembler.values());
+  if (has_hook_.load()) {
+    absl::MutexLock lock(&hook_mu_);
+    if (after_apply_) {
+      if (grpc::Status replaced = after_apply_(outcome); !replaced.ok()) return replaced;
+    }
+  }
   response->set_accepted(outcome.accepted);
   response->set_reason(outcome.reason);
   response->set_version(outcome.version);
@@ -200,7 +205,17 @@ grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
   response->set_epsilon(outcome.epsilon);
   response->set_target_version(outcome.target_version);
   response->set_incarnation(server_->incarnation());
-  if (outcome.reason == v1::REJECT_REASON_STALE) {
+  response->set_repeated(outcome.repeated);
+  if (outcome.repeated) {
+    response->set_message(
+        outcome.reason == v1::REJECT_REASON_SUPERSEDED
+            ? "a late repeat of a push older than this session's newest; nothing applied"
+            : "a repeat of a push already answered: its first answer, nothing applied again");
+  } else if (outcome.reason == v1::REJECT_REASON_WRONG_INCARNATION) {
+    response->set_message(absl::StrCat(
+        "base_incarnation ", assembler.header().base_incarnation, " is not this server's ",
+        server_->incarnation(), " (the server restarted); pull, then push again"));
+  } else if (outcome.reason == v1::REJECT_REASON_STALE) {
     response->set_message(absl::StrCat("gradient is ", outcome.staleness,
                                        " versions old, over --max_staleness; pull and recompute"));
   } else if (outcome.reason == v1::REJECT_REASON_AHEAD) {

@@ -4,6 +4,7 @@
 #define CONVOY_PARAM_SERVER_SERVICE_H_
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -33,6 +34,16 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // finish.
   void StopAcceptingPushes() { draining_.store(true); }
 
+  // For tests of what a client sees when a push's reply is lost: called after each push was applied or
+  // rejected by policy; a non-OK status it returns is sent instead of the PushResponse (as a connection
+  // that drops after the apply would look to the client). Set before pushes arrive.
+  using AfterApplyHook = std::function<grpc::Status(const PushOutcome&)>;
+  void SetAfterApplyHookForTesting(AfterApplyHook hook) {
+    absl::MutexLock lock(&hook_mu_);
+    has_hook_.store(static_cast<bool>(hook));
+    after_apply_ = std::move(hook);
+  }
+
   grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
                     v1::JoinResponse* response) override;
   grpc::Status PullWeights(grpc::ServerContext* context, const v1::PullRequest* request,
@@ -60,6 +71,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   const std::string auth_token_;
   const absl::Duration stream_idle_timeout_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> has_hook_{false};  // Pushes take hook_mu_ only when a hook is set.
+  absl::Mutex hook_mu_;
+  AfterApplyHook after_apply_ ABSL_GUARDED_BY(hook_mu_);
   absl::Mutex streams_mu_;
   absl::flat_hash_map<grpc::ServerContext*, StreamState> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool stopping_ ABSL_GUARDED_BY(streams_mu_) = false;

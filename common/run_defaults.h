@@ -1,0 +1,27 @@
+// The defaults of the settings a run's parameter server owns and hands to every agent on Join (RunConfig):
+// written once here, read by ParameterServerOptions, AgentOptions (an agent training alone uses the same
+// values) and the launchers' options, and through them by every flag that fills those structs.
+#ifndef CONVOY_COMMON_RUN_DEFAULTS_H_
+#define CONVOY_COMMON_RUN_DEFAULTS_H_
+
+#include <cstdint>
+
+namespace convoy::run_defaults {
+
+inline constexpr char kServerModel[] = "cookbook";  // convoy_ps: the cookbook's network.
+inline constexpr char kLocalModel[] = "compact";    // An agent alone, and convoy_train: fast on a CPU.
+inline constexpr int kBatchSize = 32;
+inline constexpr int kBatchUpdateFrequency = 4;  // Minibatches per push (the cookbook's name).
+inline constexpr double kGamma = 0.99;
+inline constexpr int kNStep = 1;
+inline constexpr uint64_t kTargetUpdateFrequency = 300;  // Minibatches between target-network copies.
+inline constexpr bool kDoubleDqn = true;
+inline constexpr double kLearnerMaxGradNorm = 10.0;  // The agent learner's clip of each update.
+inline constexpr double kLearningRate = 1e-3;
+inline constexpr bool kPrioritized = false;
+inline constexpr double kMinEpsilon = 0.1;
+inline constexpr double kPerIterEpsilonReduction = 0.003;
+
+}  // namespace convoy::run_defaults
+
+#endif  // CONVOY_COMMON_RUN_DEFAULTS_H_
