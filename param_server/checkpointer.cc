@@ -16,8 +16,11 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/sha256.h"
 #include "common/weights_file.h"
 
@@ -86,18 +89,77 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return std::move(out).str();
 }
 
+// A checkpoint's directory name: the prefix and the decimal version, which fits 64 bits.
 bool ParseCheckpointVersion(const std::string& name, uint64_t* version) {
   if (!absl::StartsWith(name, kCheckpointPrefix)) return false;
   const std::string digits = name.substr(sizeof(kCheckpointPrefix) - 1);
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
-  *version = std::stoull(digits);
-  return true;
+  return absl::SimpleAtoi(digits, version);
 }
 
 }  // namespace
 
-Checkpointer::Checkpointer(std::string directory, int keep, ModelInfo model)
-    : directory_(std::move(directory)), keep_(std::max(1, keep)), model_(std::move(model)) {}
+Checkpointer::Checkpointer(std::string directory, int keep, ModelInfo model, std::string run_id)
+    : directory_(std::move(directory)),
+      keep_(std::max(1, keep)),
+      model_(std::move(model)),
+      run_id_(std::move(run_id)) {}
+
+std::string Checkpointer::NewRunId() {
+  absl::BitGen rng;
+  return absl::StrCat(absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone()), "-",
+                      absl::Hex(absl::Uniform<uint64_t>(rng), absl::kZeroPad16));
+}
+
+std::vector<Checkpointer::Found> Checkpointer::Scan(const std::string& directory, bool warn) {
+  std::vector<Found> found;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::StartsWith(name, kCheckpointPrefix)) continue;
+    uint64_t name_version = 0;
+    std::error_code type_ec;
+    if (!ParseCheckpointVersion(name, &name_version) || !entry.is_directory(type_ec)) {
+      LOG_IF(WARNING, warn) << "skipping " << entry.path().string()
+                            << ": not a checkpoint (expected a directory ckpt-<64-bit version>)";
+      continue;
+    }
+    absl::StatusOr<std::string> text = ReadFile((entry.path() / kManifestName).string());
+    absl::StatusOr<v1::CheckpointManifest> manifest =
+        text.ok() ? ParseManifest(*text) : absl::StatusOr<v1::CheckpointManifest>(text.status());
+    if (!manifest.ok()) {
+      LOG_IF(WARNING, warn) << "skipping checkpoint " << entry.path().string() << ": "
+                            << manifest.status().message();
+      continue;
+    }
+    found.push_back({manifest->version(), entry.path().string(), manifest->run_id()});
+  }
+  std::sort(found.begin(), found.end(), std::greater<>());
+  return found;
+}
+
+absl::Status Checkpointer::CheckUnused(const std::string& directory) {
+  const std::vector<Found> found = Scan(directory, /*warn=*/false);
+  if (found.empty()) return absl::OkStatus();
+  const Found& newest = found.front();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint directory ", directory, " already holds ", found.size(),
+      found.size() == 1 ? " checkpoint" : " checkpoints", " (newest: ", newest.path, ", version ",
+      newest.version, ", run ", newest.run_id.empty() ? "(unnamed)" : newest.run_id,
+      "): pass --resume to continue that run from it, or choose another directory for a new run"));
+}
+
+void Checkpointer::AdoptRun(const v1::CheckpointManifest& resumed) {
+  if (resumed.run_id().empty()) {
+    legacy_is_ours_ = true;
+  } else {
+    run_id_ = resumed.run_id();
+  }
+}
+
+bool Checkpointer::Ours(const std::string& run_id) const {
+  return run_id == run_id_ || (legacy_is_ours_ && run_id.empty());
+}
 
 absl::StatusOr<v1::CheckpointManifest> Checkpointer::ParseManifest(const std::string& text) {
   v1::CheckpointManifest manifest;
@@ -181,7 +243,18 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   const uint64_t version = data.manifest.version();
   const std::string final_path =
       absl::StrCat(directory_, "/", kCheckpointPrefix, absl::StrFormat("%020d", version));
-  if (fs::exists(final_path / fs::path(kManifestName), ec)) return final_path;
+  if (fs::exists(final_path, ec)) {
+    // Ours already: nothing to do. Another run's: never taken over. Torn or corrupt: replaced below.
+    absl::StatusOr<v1::CheckpointManifest> existing = VerifyManifest(final_path);
+    if (existing.ok() && Ours(existing->run_id())) return final_path;
+    if (existing.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          final_path, " is a checkpoint of run ", existing->run_id(), ", not of this run ",
+          run_id_, "; not overwritten"));
+    }
+    LOG(WARNING) << "replacing damaged checkpoint " << final_path << ": "
+                 << existing.status().message();
+  }
 
   absl::BitGen rng;
   const std::string temp_path =
@@ -199,6 +272,7 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
 
   v1::CheckpointManifest manifest = data.manifest;
   manifest.set_format_version(kFormatVersion);
+  manifest.set_run_id(run_id_);
   manifest.clear_files();
   const std::pair<const char*, std::string> files[] = {
       {kWeightsName, EncodeWeights(data.weights->values.data(), model_.layout)},
@@ -229,34 +303,16 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   return final_path;
 }
 
-std::vector<std::pair<uint64_t, std::string>> Checkpointer::ValidCheckpoints() const {
-  std::vector<std::pair<uint64_t, std::string>> found;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(directory_, ec)) {
-    uint64_t name_version = 0;
-    if (!entry.is_directory() ||
-        !ParseCheckpointVersion(entry.path().filename().string(), &name_version)) {
-      continue;
-    }
-    absl::StatusOr<std::string> text = ReadFile((entry.path() / kManifestName).string());
-    if (!text.ok()) continue;
-    absl::StatusOr<v1::CheckpointManifest> manifest = ParseManifest(*text);
-    if (!manifest.ok()) continue;
-    found.emplace_back(manifest->version(), entry.path().string());
-  }
-  std::sort(found.begin(), found.end(), std::greater<>());
-  return found;
-}
-
 void Checkpointer::Prune() const {
-  std::vector<std::pair<uint64_t, std::string>> valid = ValidCheckpoints();
+  std::vector<Found> ours = Scan(directory_, /*warn=*/false);
+  ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const Found& f) { return !Ours(f.run_id); }),
+             ours.end());
   std::error_code ec;
-  for (size_t i = static_cast<size_t>(keep_); i < valid.size(); ++i) {
-    const std::string doomed = absl::StrCat(directory_, "/", kDeletingPrefix, valid[i].first, "-",
+  for (size_t i = static_cast<size_t>(keep_); i < ours.size(); ++i) {
+    const std::string doomed = absl::StrCat(directory_, "/", kDeletingPrefix, ours[i].version, "-",
                                             ::getpid());
-    if (::rename(valid[i].second.c_str(), doomed.c_str()) != 0) {
-      LOG(WARNING) << "cannot remove old checkpoint " << valid[i].second << ": "
-                   << std::strerror(errno);
+    if (::rename(ours[i].path.c_str(), doomed.c_str()) != 0) {
+      LOG(WARNING) << "cannot remove old checkpoint " << ours[i].path << ": " << std::strerror(errno);
     }
   }
   // Checkpoints being deleted, and temporary directories of writes that died half-way.
@@ -274,31 +330,15 @@ void Checkpointer::Prune() const {
 
 absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadNewest() const {
   std::error_code ec;
-  std::vector<std::pair<uint64_t, std::string>> candidates;
-  // Order by the version each manifest records. A directory that looks like a checkpoint but has no
-  // readable manifest is reported, not silently ignored.
-  for (const fs::directory_entry& entry : fs::directory_iterator(directory_, ec)) {
-    uint64_t name_version = 0;
-    if (!entry.is_directory() ||
-        !ParseCheckpointVersion(entry.path().filename().string(), &name_version)) {
-      continue;
-    }
-    absl::StatusOr<std::string> text = ReadFile((entry.path() / kManifestName).string());
-    absl::StatusOr<v1::CheckpointManifest> manifest =
-        text.ok() ? ParseManifest(*text) : absl::StatusOr<v1::CheckpointManifest>(text.status());
-    if (!manifest.ok()) {
-      LOG(WARNING) << "skipping checkpoint " << entry.path().string() << ": "
-                   << manifest.status().message();
-      continue;
-    }
-    candidates.emplace_back(manifest->version(), entry.path().string());
-  }
+  fs::directory_iterator readable(directory_, ec);
   if (ec) {
     return absl::NotFoundError(
         absl::StrCat("cannot read checkpoint directory ", directory_, ": ", ec.message()));
   }
-  std::sort(candidates.begin(), candidates.end(), std::greater<>());
-  for (const auto& [version, path] : candidates) {
+  // Order by the version each manifest records. A directory that looks like a checkpoint but has no
+  // readable manifest is reported, not silently ignored.
+  for (const Found& candidate : Scan(directory_, /*warn=*/true)) {
+    const std::string& path = candidate.path;
     absl::StatusOr<LoadedCheckpoint> loaded = Load(path, model_);
     // Another model's checkpoint is a misconfiguration, not damage: refuse rather than start fresh.
     if (loaded.ok() || loaded.status().code() == absl::StatusCode::kFailedPrecondition) return loaded;

@@ -10,6 +10,11 @@
 // It is written to a hidden temporary directory (files fsynced, MANIFEST last), renamed into place, and the
 // parent directory fsynced, so a crash leaves either the whole checkpoint or none. The newest checkpoint is
 // the valid manifest with the highest version; file times are never consulted.
+//
+// A checkpoint directory belongs to one run: every manifest names its run (run_id, made at the run's first
+// start and kept across --resume). A Checkpointer writes, prunes and replaces only its own run's
+// checkpoints; names in the directory that are not checkpoints (`ckpt-x`, a version past 64 bits, files)
+// are skipped.
 #ifndef CONVOY_PARAM_SERVER_CHECKPOINTER_H_
 #define CONVOY_PARAM_SERVER_CHECKPOINTER_H_
 
@@ -43,17 +48,34 @@ struct LoadedCheckpoint {
 // Thread-compatible: one writer at a time (the parameter server serialises checkpoints).
 class Checkpointer {
  public:
-  // `keep` >= 1 newest checkpoints are kept; older ones are deleted after each successful write. `model` is
-  // the model every checkpoint here must hold.
-  Checkpointer(std::string directory, int keep, ModelInfo model);
+  // `keep` >= 1 newest checkpoints of this run are kept; older ones of this run are deleted after each
+  // successful write. `model` is the model every checkpoint here must hold. `run_id` names the run that
+  // writes (a new one by default; see AdoptRun).
+  Checkpointer(std::string directory, int keep, ModelInfo model, std::string run_id = NewRunId());
 
-  // Writes `data` atomically and returns the checkpoint's path. A checkpoint of the same version that already
-  // exists is left as it is. Errors: the failing file operation with its path and errno text; the previous
-  // checkpoints stay intact.
+  // A new run id: the start time and 64 random bits, e.g. 20261201T093000Z-1f2e3d4c5b6a7988.
+  static std::string NewRunId();
+
+  // For a run that has not started yet in `directory`: OK when the directory is missing or holds no
+  // valid checkpoint; else FAILED_PRECONDITION naming the newest checkpoint (path, version, run) and the
+  // two ways on (--resume, or another directory). Reads only.
+  static absl::Status CheckUnused(const std::string& directory);
+
+  // Continues the run of a resumed checkpoint: its run id becomes this writer's. A checkpoint written
+  // before run ids existed (none in its manifest) keeps this writer's new id, and the directory's other
+  // checkpoints without one count as this run's from then on.
+  void AdoptRun(const v1::CheckpointManifest& resumed);
+  const std::string& run_id() const { return run_id_; }
+
+  // Writes `data` atomically as this run's and returns the checkpoint's path. When this run already wrote
+  // this version, it is left as it is and its path returned. A torn or corrupt directory of the version
+  // is replaced. Errors: FAILED_PRECONDITION when another run's valid checkpoint holds the version
+  // (nothing is written or removed); the failing file operation with its path and errno text, the previous
+  // checkpoints intact.
   absl::StatusOr<std::string> Write(const CheckpointData& data);
 
-  // The newest checkpoint whose manifest parses and whose files match their checksums. A torn or corrupt one
-  // is skipped with a warning naming it. NOT_FOUND when there is none; FAILED_PRECONDITION, naming both
+  // The newest checkpoint (of any run) whose manifest parses and whose files match their checksums. A torn
+  // or corrupt one, and a name that is not a checkpoint's, is skipped with a warning naming it. NOT_FOUND when there is none; FAILED_PRECONDITION, naming both
   // fingerprints, when it holds another model.
   absl::StatusOr<LoadedCheckpoint> LoadNewest() const;
 
@@ -71,13 +93,23 @@ class Checkpointer {
   const std::string& directory() const { return directory_; }
 
  private:
-  // (version, path) of every checkpoint directory with a valid manifest, newest first.
-  std::vector<std::pair<uint64_t, std::string>> ValidCheckpoints() const;
+  struct Found {
+    uint64_t version = 0;
+    std::string path;
+    std::string run_id;
+    bool operator>(const Found& other) const { return version > other.version; }
+  };
+  // Every checkpoint directory of `directory` with a parsable manifest, newest first; with `warn`, names
+  // that look like a checkpoint's but are not, and manifests that do not parse, are logged.
+  static std::vector<Found> Scan(const std::string& directory, bool warn);
+  bool Ours(const std::string& run_id) const;
   void Prune() const;
 
   std::string directory_;
   int keep_;
   ModelInfo model_;
+  std::string run_id_;
+  bool legacy_is_ours_ = false;  // Checkpoints without a run id belong to this run (resumed from one).
 };
 
 }  // namespace convoy

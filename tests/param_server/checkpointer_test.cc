@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "param_server/parameter_server.h"
 #include "tests/support/subprocess.h"
@@ -226,6 +227,154 @@ TEST_CASE("A checkpoint directory that cannot be written fails the write, not th
   PushN(*server, 1);  // Training goes on, and so do checkpoints.
   CHECK(server->version() == 3);
   CHECK(server->Checkpoint().ok());
+}
+
+// Every file under `dir` with its bytes, to show that a refused start changed nothing.
+std::map<std::string, std::string> Contents(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[e.path().string()] = testing::ReadWholeFile(e.path().string());
+  }
+  return files;
+}
+
+TEST_CASE("A new run in a directory holding checkpoints is refused and touches nothing",
+          "[checkpoint][run]") {
+  const std::string dir = MakeTempDir("ckpt");
+  std::string run;
+  {
+    auto server = *ParameterServer::Create(TinyOptions(dir));
+    run = server->run_id();
+    PushN(*server, 2);
+    REQUIRE(server->Checkpoint().ok());
+  }
+  const auto before = Contents(dir);
+  absl::StatusOr<std::unique_ptr<ParameterServer>> again = ParameterServer::Create(TinyOptions(dir));
+  REQUIRE(again.status().code() == absl::StatusCode::kFailedPrecondition);
+  const std::string message(again.status().message());
+  CHECK_THAT(message, Catch::Contains("ckpt-00000000000000000002") && Catch::Contains(run) &&
+                          Catch::Contains("--resume") && Catch::Contains("another directory"));
+  CHECK(Contents(dir) == before);
+  // A directory without checkpoints (missing, empty, or only names that are not checkpoints) is free.
+  CHECK(Checkpointer::CheckUnused(dir + "/missing").ok());
+  const std::string junk = MakeTempDir("ckpt");
+  fs::create_directory(junk + "/ckpt-x");
+  std::ofstream(junk + "/notes.txt") << "mine";
+  CHECK(Checkpointer::CheckUnused(junk).ok());
+}
+
+TEST_CASE("A resumed run keeps its run id and prunes only its own checkpoints", "[checkpoint][run]") {
+  const std::string dir = MakeTempDir("ckpt");
+  const ModelInfo tiny = *DescribeModel("tiny");
+  // Another run's checkpoints at versions 1-3, written into the same directory.
+  auto other = *ParameterServer::Create(TinyOptions(MakeTempDir("ckpt")));
+  Checkpointer foreign(dir, 3, tiny, "run-of-someone-else");
+  for (int v = 1; v <= 3; ++v) {
+    PushN(*other, 1);
+    CheckpointData data;
+    data.manifest.set_version(v);
+    data.manifest.set_model_fingerprint(tiny.fingerprint);
+    data.weights = other->Snapshot(v1::NETWORK_ONLINE);
+    data.target = other->Snapshot(v1::NETWORK_TARGET);
+    REQUIRE(foreign.Write(data).ok());
+  }
+  // This run's writer: another run's version is never reported as written, nor overwritten.
+  Checkpointer mine(dir, 2, tiny);
+  CheckpointData data;
+  data.manifest.set_version(2);
+  data.manifest.set_model_fingerprint(tiny.fingerprint);
+  data.weights = other->Snapshot(v1::NETWORK_ONLINE);
+  data.target = other->Snapshot(v1::NETWORK_TARGET);
+  absl::StatusOr<std::string> taken = mine.Write(data);
+  REQUIRE(taken.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(taken.status().message()), Catch::Contains("run-of-someone-else"));
+  CHECK(Checkpointer::VerifyManifest(dir + "/ckpt-00000000000000000002")->run_id() ==
+        "run-of-someone-else");
+  // Its own checkpoints are kept to 2; the other run's three stay.
+  for (int v = 10; v <= 13; ++v) {
+    data.manifest.set_version(v);
+    REQUIRE(mine.Write(data).ok());
+  }
+  CHECK(CheckpointDirs(dir) ==
+        std::vector<std::string>{"ckpt-00000000000000000001", "ckpt-00000000000000000002",
+                                 "ckpt-00000000000000000003", "ckpt-00000000000000000012",
+                                 "ckpt-00000000000000000013"});
+
+  // A server resuming there continues the newest checkpoint's run, under the same id.
+  const std::string run_dir = MakeTempDir("ckpt");
+  std::string run;
+  {
+    auto first = *ParameterServer::Create(TinyOptions(run_dir));
+    run = first->run_id();
+    PushN(*first, 1);
+    REQUIRE(first->Checkpoint().ok());
+  }
+  ParameterServerOptions resume = TinyOptions(run_dir);
+  resume.resume = true;
+  auto resumed = *ParameterServer::Create(resume);
+  CHECK(resumed->run_id() == run);
+  CHECK(resumed->Status().run_id() == run);
+  PushN(*resumed, 1);
+  const std::string path = *resumed->Checkpoint();
+  CHECK(Checkpointer::VerifyManifest(path)->run_id() == run);
+}
+
+TEST_CASE("A checkpoint of an unchanged version is neither written nor counted again",
+          "[checkpoint][run]") {
+  const std::string dir = MakeTempDir("ckpt");
+  auto server = *ParameterServer::Create(TinyOptions(dir));
+  PushN(*server, 1);
+  const std::string first = *server->Checkpoint();
+  const std::string again = *server->Checkpoint();
+  CHECK(again == first);
+  CHECK(server->Status().checkpoints_written() == 1);
+}
+
+TEST_CASE("A torn checkpoint of this run's version is replaced, not taken as written",
+          "[checkpoint][run]") {
+  const std::string dir = MakeTempDir("ckpt");
+  {
+    auto server = *ParameterServer::Create(TinyOptions(dir));
+    for (int i = 0; i < 3; ++i) {
+      PushN(*server, 1);
+      REQUIRE(server->Checkpoint().ok());
+    }
+  }
+  const std::string v3 = dir + "/ckpt-00000000000000000003";
+  FlipByte(v3 + "/weights.pt", 100);
+  ParameterServerOptions resume = TinyOptions(dir);
+  resume.resume = true;
+  auto server = *ParameterServer::Create(resume);
+  REQUIRE(server->version() == 2);
+  PushN(*server, 1);
+  REQUIRE(server->Checkpoint().ok());
+  CHECK(Checkpointer::VerifyManifest(v3).ok());
+  CHECK(server->Status().checkpoints_written() == 1);
+}
+
+TEST_CASE("Names in the directory that are not checkpoints are skipped, never a crash",
+          "[checkpoint][run]") {
+  const std::string dir = MakeTempDir("ckpt");
+  {
+    auto server = *ParameterServer::Create(TinyOptions(dir));
+    PushN(*server, 1);
+    REQUIRE(server->Checkpoint().ok());
+  }
+  fs::create_directory(dir + "/ckpt-x");
+  fs::create_directory(dir + "/ckpt-" + std::string(30, '9'));  // Past 64 bits.
+  fs::create_directory(dir + "/ckpt-");
+  std::ofstream(dir + "/ckpt-00000000000000000009") << "a file, not a checkpoint";
+  ParameterServerOptions resume = TinyOptions(dir);
+  resume.resume = true;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(resume);
+  REQUIRE(server.ok());
+  CHECK((*server)->version() == 1);
+  for (int i = 0; i < 4; ++i) {  // Writes and prunes around them.
+    PushN(**server, 1);
+    REQUIRE((*server)->Checkpoint().ok());
+  }
+  CHECK(fs::exists(dir + "/ckpt-x"));
+  CHECK(fs::exists(dir + "/ckpt-00000000000000000009"));
 }
 
 }  // namespace
