@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -30,6 +31,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
   return grpc::CreateCustomChannel(address, credentials, args);
+}
+
+uint64_t NewPushSession() {
+  absl::BitGen rng;
+  return absl::Uniform<uint64_t>(absl::IntervalClosed, rng, 1, UINT64_MAX);
 }
 
 void Prepare(grpc::ClientContext* context, const PsClientOptions& options) {
@@ -62,7 +68,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions optio
 PsClient::PsClient(PsClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::ParameterServer::NewStub(channel_)) {}
+      stub_(v1::ParameterServer::NewStub(channel_)),
+      push_session_(NewPushSession()) {}
 
 template <typename Call>
 absl::Status PsClient::WithRetries(const char* what, Call call) {
@@ -98,12 +105,45 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join() {
   return response;
 }
 
+namespace {
+
+// No answer came: the server may or may not have applied the push.
+bool Unanswered(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
+
 absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uint64_t base_version,
-                                          uint32_t minibatch_count) {
+                                          uint32_t minibatch_count, uint64_t base_incarnation) {
   if (count == 0) return absl::InvalidArgumentError("nothing to push");
+  const uint64_t sequence = ++pushes_;
+  pending_.reset();  // A newer push supersedes it: the server would refuse it as SUPERSEDED now.
+  absl::StatusOr<PushResult> result =
+      SendPush(values, count, base_version, minibatch_count, base_incarnation, sequence);
+  if (!result.ok() && Unanswered(result.status())) {
+    pending_ = PendingPush{std::vector<float>(values, values + count), base_version, minibatch_count,
+                           base_incarnation, sequence};
+  }
+  return result;
+}
+
+absl::StatusOr<PushResult> PsClient::ResendPendingPush() {
+  if (!pending_.has_value()) return absl::FailedPreconditionError("no push is pending");
+  absl::StatusOr<PushResult> result =
+      SendPush(pending_->values.data(), pending_->values.size(), pending_->base_version,
+               pending_->minibatch_count, pending_->base_incarnation, pending_->sequence);
+  if (result.ok() || !Unanswered(result.status())) pending_.reset();
+  return result;
+}
+
+absl::StatusOr<PushResult> PsClient::SendPush(const float* values, size_t count,
+                                              uint64_t base_version, uint32_t minibatch_count,
+                                              uint64_t base_incarnation, uint64_t sequence) {
   const size_t per_chunk = ElementsPerChunk(options_.push_encoding);
   v1::PushResponse response;
-  absl::Status status = WithRetries("Push", [&] {
+  absl::Status status = WithRetries("Push", [&] {  // Every attempt is this one push.
     grpc::ClientContext context;
     Prepare(&context, options_);
     std::unique_ptr<grpc::ClientWriter<v1::GradientChunk>> writer =
@@ -115,6 +155,9 @@ absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uin
     chunk.set_minibatch_count(minibatch_count);
     chunk.set_model_fingerprint(options_.model_fingerprint);
     chunk.set_total_elements(count);
+    chunk.set_base_incarnation(base_incarnation);
+    chunk.set_push_session(push_session_);
+    chunk.set_sequence(sequence);
     std::string* data = chunk.mutable_data();
     for (size_t offset = 0; offset < count; offset += per_chunk) {
       const size_t n = std::min(per_chunk, count - offset);
@@ -130,6 +173,9 @@ absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uin
         chunk.clear_encoding();
         chunk.clear_minibatch_count();
         chunk.clear_total_elements();
+        chunk.clear_base_incarnation();
+        chunk.clear_push_session();
+        chunk.clear_sequence();
       }
     }
     writer->WritesDone();
@@ -144,6 +190,7 @@ absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uin
   result.epsilon = response.epsilon();
   result.target_version = response.target_version();
   result.incarnation = response.incarnation();
+  result.repeated = response.repeated();
   result.message = response.message();
   return result;
 }

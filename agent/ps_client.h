@@ -3,6 +3,12 @@
 // Every call has a deadline. A call that fails with UNAVAILABLE (the server is down or restarting) is retried
 // with exponential backoff and jitter until `retry_for` has passed, so an agent rides out a PS restart;
 // other errors are returned at once. Thread-compatible: one PsClient per agent thread.
+//
+// Pushes are exactly-once: each PsClient is a push session (a random nonzero id) numbering its pushes 1, 2,
+// 3, ...; every retry of one push carries the same number, so the server applies it at most once and
+// answers a repeat with the first answer. A push that got no answer (UNAVAILABLE after retry_for, or its
+// deadline passed) may or may not have been applied: it is kept, and ResendPendingPush() sends it again
+// under its number once the server is back, so it is applied exactly once either way.
 #ifndef CONVOY_AGENT_PS_CLIENT_H_
 #define CONVOY_AGENT_PS_CLIENT_H_
 
@@ -10,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +56,7 @@ struct PushResult {
   double epsilon = 0;
   uint64_t target_version = 0;
   uint64_t incarnation = 0;
+  bool repeated = false;  // A retry reached a server that had already answered this push.
   std::string message;
 };
 
@@ -71,10 +79,11 @@ class PsClient {
   // Errors: FAILED_PRECONDITION on a model mismatch (naming both fingerprints), UNAVAILABLE after retry_for.
   absl::StatusOr<v1::JoinResponse> Join();
 
-  // Pushes `count` values computed on `base_version`, chunked and encoded per options. A policy rejection
-  // (STALE, AHEAD) is an OK result with accepted=false; malformed input is an error status.
+  // Pushes `count` values computed on `base_version` of `base_incarnation` (0: unknown, not checked),
+  // chunked and encoded per options, as this session's next push. A policy rejection (STALE, AHEAD,
+  // WRONG_INCARNATION, SUPERSEDED) is an OK result with accepted=false; malformed input is an error status.
   absl::StatusOr<PushResult> Push(const float* values, size_t count, uint64_t base_version,
-                                  uint32_t minibatch_count);
+                                  uint32_t minibatch_count, uint64_t base_incarnation = 0);
 
   // Fetches `network`'s weights into `out` unless (have_version, have_incarnation) is already current.
   // A stream cut short is retried whole; `out` is written only with one complete version.
@@ -83,16 +92,42 @@ class PsClient {
 
   absl::StatusOr<v1::StatusResponse> Status();
 
+  // The newest push got no answer and has not been resent successfully since.
+  bool has_pending_push() const { return pending_.has_value(); }
+  // Sends the pending push again, same session and sequence. An answer (also an error status other than
+  // UNAVAILABLE or DEADLINE_EXCEEDED) ends it; otherwise it stays pending. Errors: FAILED_PRECONDITION
+  // when none is pending.
+  absl::StatusOr<PushResult> ResendPendingPush();
+
   const PsClientOptions& options() const { return options_; }
+  // The fingerprint Join and Push send; set once the model is known.
+  void set_model_fingerprint(std::string fingerprint) {
+    options_.model_fingerprint = std::move(fingerprint);
+  }
+  uint64_t push_session() const { return push_session_; }
 
  private:
   template <typename Call>
   absl::Status WithRetries(const char* what, Call call);
 
+  struct PendingPush {
+    std::vector<float> values;
+    uint64_t base_version = 0;
+    uint32_t minibatch_count = 0;
+    uint64_t base_incarnation = 0;
+    uint64_t sequence = 0;
+  };
+  absl::StatusOr<PushResult> SendPush(const float* values, size_t count, uint64_t base_version,
+                                      uint32_t minibatch_count, uint64_t base_incarnation,
+                                      uint64_t sequence);
+
   PsClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
   std::vector<float> pull_buffer_;
+  const uint64_t push_session_;
+  uint64_t pushes_ = 0;  // Sequence of the newest push.
+  std::optional<PendingPush> pending_;
 };
 
 // grpc::Status -> absl::Status with the same code and message.
