@@ -7,9 +7,12 @@
 #include <deque>
 #include <numeric>
 #include <optional>
+#include <set>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "agent/batch_sampler.h"
@@ -20,6 +23,7 @@
 #include "common/backoff.h"
 #include "common/gpu_monitor.h"
 #include "common/metrics.h"
+#include "common/model_registry.h"
 #include "common/weights_file.h"
 
 namespace convoy {
@@ -38,6 +42,46 @@ std::string Hostname() {
   return host;
 }
 
+// Adopts the server's value of one run setting, or refuses it when the user pinned a different one.
+class RunConfigAdopter {
+ public:
+  explicit RunConfigAdopter(const std::set<std::string>& pinned) : pinned_(pinned) {}
+
+  // `flag` is the agent's flag, `server_flag` the convoy_ps flag that sets the server's value.
+  template <typename T, typename U>
+  void Take(const char* flag, const char* server_flag, T* mine, const U& server) {
+    const T theirs = static_cast<T>(server);
+    if (*mine == theirs || !status_.ok()) return;
+    if (pinned_.count(flag) > 0) {
+      status_ = absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, "=", Show(*mine), " disagrees with the parameter server's ", Show(theirs),
+          ": the server owns it for the whole run. Drop --", flag,
+          " (the agent adopts the server's value), or start convoy_ps with --", server_flag, "=",
+          Show(*mine)));
+      return;
+    }
+    adopted_.push_back(absl::StrCat(flag, "=", Show(theirs), " (alone: ", Show(*mine), ")"));
+    *mine = theirs;
+  }
+
+  const absl::Status& status() const { return status_; }
+  const std::vector<std::string>& adopted() const { return adopted_; }
+
+ private:
+  template <typename T>
+  static std::string Show(const T& value) {
+    if constexpr (std::is_same_v<T, bool>) {
+      return value ? "true" : "false";
+    } else {
+      return absl::StrCat(value);
+    }
+  }
+
+  const std::set<std::string>& pinned_;
+  absl::Status status_;
+  std::vector<std::string> adopted_;
+};
+
 }  // namespace
 
 class Agent::Impl {
@@ -51,6 +95,7 @@ class Agent::Impl {
     absl::MutexLock lock(&stats_mu_);
     return stats_;
   }
+  const AgentOptions& options() const { return options_; }
   std::vector<float> Weights() const {
     std::vector<float> flat;
     learner_->GetWeights(&flat);
@@ -62,8 +107,21 @@ class Agent::Impl {
   absl::Status ReconnectSimulator();
   int ChooseAction();
   absl::Status TrainOne();
+  // Joins the parameter server and adopts its run settings (before anything depends on them).
+  absl::Status JoinServer(int num_actions);
   void Sync();
+  // The last sync of a run: whatever was learned since the previous one reaches the server.
+  void FinalSync();
   bool TryJoin();
+  // After an outage: pushes what was learned while the server was away, on the weights held before it.
+  // False when a push got no answer (it stays pending for the next rejoin).
+  bool PushOutageProgress();
+  void Disconnected(const absl::Status& why);
+  void SetConnected(bool connected) {
+    connected_ = connected;
+    absl::MutexLock lock(&stats_mu_);
+    stats_.connected = connected;
+  }
   void PullAfterPush(uint64_t target_version);
   void EndEpisode(const StepResult& last);
   void Report(bool final);
@@ -85,12 +143,16 @@ class Agent::Impl {
 
   std::vector<uint8_t> env_frame_, model_frame_, observation_;
   std::vector<float> gradient_, weights_, weights_at_sync_;
+  // Gradients mode during an outage: the sum of the mean gradients the local optimizer stepped with.
+  std::vector<float> outage_gradient_sum_, step_gradient_;
+  uint64_t outage_minibatches_ = 0;
 
   // Parameter-server state.
   bool connected_ = false;
   uint64_t version_ = 0;
   uint64_t incarnation_ = 0;
   uint64_t target_version_ = 0;
+  uint64_t target_version_at_join_ = 0;
   absl::Time next_rejoin_ = absl::InfinitePast();
 
   // Episode and training state.
@@ -98,6 +160,7 @@ class Agent::Impl {
   double train_credit_ = 0;
   uint64_t minibatches_ = 0;
   uint64_t minibatches_at_target_ = 0;  // Alone: when the target network was last copied.
+  uint64_t minibatches_at_sync_ = 0;    // With a server: minibatches its weights have seen.
   uint64_t episode_seed_ = 0;
   double episode_return_ = 0;
   int episode_length_ = 0;
@@ -130,11 +193,15 @@ absl::Status Agent::Impl::Init() {
   device_ = *device;
   if (options_.torch_threads > 0) torch::set_num_threads(options_.torch_threads);
 
-  absl::StatusOr<ModelSpec> spec = ResolveModel(options_.model);
-  if (!spec.ok()) return spec.status();
   absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);
   if (!environment.ok()) return environment.status();
   environment_ = *std::move(environment);
+  epsilon_ = 1.0;
+  if (!options_.ps_address.empty()) {
+    if (absl::Status s = JoinServer(environment_->env->num_actions()); !s.ok()) return s;
+  }
+  absl::StatusOr<ModelSpec> spec = ResolveModel(options_.model);
+  if (!spec.ok()) return spec.status();
   const std::array<int, 3> env_shape = environment_->env->observation_shape();
   if (spec->channels % env_shape[0] != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -190,33 +257,9 @@ absl::Status Agent::Impl::Init() {
     if (absl::Status s = OpenLogs(); !s.ok()) return s;
   }
 
-  epsilon_ = 1.0;
-  if (!options_.ps_address.empty()) {
-    PsClientOptions ps;
-    ps.address = options_.ps_address;
-    ps.agent_id = options_.agent_id;
-    ps.hostname = Hostname();
-    ps.agent_index = options_.agent_index;
-    ps.model_fingerprint = learner_->model().fingerprint;
-    ps.push_encoding = options_.push_encoding;
-    ps.retry_for = absl::Seconds(60);  // Joining at start waits for a server that is still starting.
-    ps.security = options_.ps_security;
-    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(ps);
-    if (!client.ok()) return client.status();
-    ps_ = *std::move(client);
-    absl::StatusOr<v1::JoinResponse> joined = ps_->Join();
-    if (!joined.ok()) return joined.status();
-    if (joined->config().update_rule() == "delta" && options_.push != "deltas") {
-      return absl::InvalidArgumentError(
-          "the parameter server applies deltas (--optimizer=delta): start agents with --push=deltas");
-    }
-    if (joined->config().update_rule() != "delta" && options_.push == "deltas") {
-      return absl::InvalidArgumentError(
-          "--push=deltas needs a parameter server started with --optimizer=delta");
-    }
-    epsilon_ = joined->config().epsilon();
-    connected_ = true;
-    PullAfterPush(joined->target_version());
+  if (ps_ != nullptr) {
+    CHECK_EQ(learner_->model().fingerprint, ps_->options().model_fingerprint);
+    PullAfterPush(target_version_at_join_);
     PsClientOptions training = ps_->options();
     training.retry_for = kPsRetryWhileTraining;
     ps_ = *PsClient::Create(training);  // The same credentials just worked.
@@ -228,6 +271,78 @@ absl::Status Agent::Impl::Init() {
     rejoin_ = *PsClient::Create(training);
   }
   learner_->GetWeights(&weights_at_sync_);
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::JoinServer(int num_actions) {
+  PsClientOptions ps;
+  ps.address = options_.ps_address;
+  ps.agent_id = options_.agent_id;
+  ps.hostname = Hostname();
+  ps.agent_index = options_.agent_index;
+  ps.push_encoding = options_.push_encoding;
+  ps.retry_for = absl::Seconds(60);  // Joining at start waits for a server that is still starting.
+  ps.security = options_.ps_security;
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(ps);
+  if (!client.ok()) return client.status();
+  ps_ = *std::move(client);
+  // The model first: Join needs its fingerprint.
+  absl::StatusOr<v1::StatusResponse> status = ps_->Status();
+  if (!status.ok()) return status.status();
+  RunConfigAdopter adopt(options_.pinned);
+  if (!status->model_name().empty()) {
+    adopt.Take("model", "model", &options_.model, status->model_name());
+  }
+  if (!adopt.status().ok()) return adopt.status();
+  absl::StatusOr<ModelInfo> model = DescribeModel(options_.model, num_actions);
+  if (!model.ok()) return model.status();
+  ps_->set_model_fingerprint(model->fingerprint);
+  absl::StatusOr<v1::JoinResponse> joined = ps_->Join();
+  if (!joined.ok()) return joined.status();
+  const v1::RunConfig& config = joined->config();
+  if (config.update_rule() == "delta" && options_.push != "deltas") {
+    return absl::InvalidArgumentError(
+        "the parameter server applies deltas (--optimizer=delta): start agents with --push=deltas");
+  }
+  if (config.update_rule() != "delta" && options_.push == "deltas") {
+    return absl::InvalidArgumentError(
+        "--push=deltas needs a parameter server started with --optimizer=delta");
+  }
+  if (config.batch_size() > 0) adopt.Take("batch_size", "batch_size", &options_.batch_size, config.batch_size());
+  if (config.batch_update_frequency() > 0) {
+    adopt.Take("batch_update_frequency", "batch_update_frequency", &options_.batch_update_frequency,
+               config.batch_update_frequency());
+  }
+  adopt.Take("gamma", "gamma", &options_.gamma, config.gamma());
+  if (config.target_update_frequency() > 0) {
+    adopt.Take("target_update_frequency", "target_update_frequency",
+               &options_.target_update_frequency, config.target_update_frequency());
+  }
+  if (config.learning_rate() > 0) {
+    adopt.Take("learning_rate", "learning_rate", &options_.learning_rate, config.learning_rate());
+  }
+  adopt.Take("min_epsilon", "min_epsilon", &options_.min_epsilon, config.min_epsilon());
+  adopt.Take("per_iter_epsilon_reduction", "per_iter_epsilon_reduction",
+             &options_.per_iter_epsilon_reduction, config.per_iter_epsilon_reduction());
+  // Fields a server that predates them does not send: the agent's own values stand.
+  if (config.has_n_step()) adopt.Take("n_step", "n_step", &options_.n_step, config.n_step());
+  if (config.has_double_dqn()) {
+    adopt.Take("double_dqn", "double_dqn", &options_.double_dqn, config.double_dqn());
+  }
+  if (config.has_learner_max_grad_norm()) {
+    adopt.Take("max_grad_norm", "learner_max_grad_norm", &options_.max_grad_norm,
+               config.learner_max_grad_norm());
+  }
+  if (config.has_prioritized()) {
+    adopt.Take("prioritized", "prioritized", &options_.prioritized, config.prioritized());
+  }
+  if (!adopt.status().ok()) return adopt.status();
+  LOG(INFO) << options_.agent_id << ": run settings of the parameter server at " << options_.ps_address
+            << (adopt.adopted().empty() ? ": all equal to this agent's"
+                                         : absl::StrCat(", adopted: ", absl::StrJoin(adopt.adopted(), ", ")));
+  epsilon_ = config.epsilon();
+  SetConnected(true);
+  target_version_at_join_ = joined->target_version();
   return absl::OkStatus();
 }
 
@@ -331,7 +446,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
       SaveWeights();
     }
   }
-  if (learner_->accumulated() > 0) Sync();
+  if (ps_ != nullptr) FinalSync();
   sampler_->Stop();
   Report(true);
   if (!options_.log_dir.empty()) SaveWeights();
@@ -354,11 +469,19 @@ absl::Status Agent::Impl::TrainOne() {
   {
     absl::MutexLock lock(&stats_mu_);
     ++stats_.train_steps;
+    stats_.last_batch_size = static_cast<uint64_t>(batch->actions.size(0));
   }
   const bool deltas = options_.push == "deltas";
-  if (deltas || ps_ == nullptr || !connected_) {
-    // Deltas, training alone, or riding out a server outage: the local optimizer steps every minibatch.
+  if (deltas || ps_ == nullptr) {
+    // Deltas, or training alone: the local optimizer steps every minibatch.
     learner_->StepLocal();
+  } else if (!connected_) {
+    // Riding out a server outage: step locally, and keep the gradients for the server.
+    if (learner_->StepLocal(&step_gradient_)) {
+      outage_gradient_sum_.resize(step_gradient_.size(), 0.0f);
+      for (size_t i = 0; i < step_gradient_.size(); ++i) outage_gradient_sum_[i] += step_gradient_[i];
+      ++outage_minibatches_;
+    }
   }
   if (minibatches_ % options_.batch_update_frequency == 0) Sync();
   return absl::OkStatus();
@@ -371,12 +494,91 @@ bool Agent::Impl::TryJoin() {
   if (!joined.ok()) return false;
   LOG(INFO) << options_.agent_id << ": rejoined the parameter server at version "
             << joined->version();
-  connected_ = true;
   epsilon_ = joined->config().epsilon();
+  if (!PushOutageProgress()) {
+    Disconnected(absl::UnavailableError("the server took the Join but not the pushes"));
+    return false;
+  }
+  SetConnected(true);
   incarnation_ = 0;  // Whatever we hold, take the server's weights.
   PullAfterPush(joined->target_version());
   learner_->GetWeights(&weights_at_sync_);
+  minibatches_at_sync_ = minibatches_;
   return true;
+}
+
+bool Agent::Impl::PushOutageProgress() {
+  if (ps_->has_pending_push()) {
+    absl::StatusOr<PushResult> resent = ps_->ResendPendingPush();
+    LOG(INFO) << options_.agent_id << ": resent the push that got no answer: "
+              << (!resent.ok()        ? resent.status().ToString()
+                  : resent->repeated  ? "the server had applied it already"
+                  : resent->accepted  ? "applied"
+                                      : absl::StrCat("refused, ", resent->message));
+    if (ps_->has_pending_push()) return false;
+  }
+  const bool deltas = options_.push == "deltas";
+  uint64_t minibatches = 0;
+  if (deltas) {
+    minibatches = minibatches_ - minibatches_at_sync_;
+    if (minibatches == 0) return true;
+    learner_->GetWeights(&weights_);
+    gradient_.resize(weights_.size());
+    for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
+  } else {
+    minibatches = outage_minibatches_;
+    if (minibatches == 0) return true;
+    gradient_.resize(outage_gradient_sum_.size());
+    const float scale = 1.0f / static_cast<float>(minibatches);
+    for (size_t i = 0; i < gradient_.size(); ++i) gradient_[i] = outage_gradient_sum_[i] * scale;
+    outage_gradient_sum_.clear();
+    outage_minibatches_ = 0;
+  }
+  absl::StatusOr<PushResult> pushed =
+      ps_->Push(gradient_.data(), gradient_.size(), version_,
+                static_cast<uint32_t>(std::min<uint64_t>(minibatches, UINT32_MAX)), incarnation_);
+  if (!pushed.ok()) {
+    LOG(WARNING) << options_.agent_id << ": the push of " << minibatches
+                 << " minibatches learned while the server was away failed: " << pushed.status();
+    if (ps_->has_pending_push()) {
+      // It goes again, under its number, with the next rejoin; what is learned meanwhile is new.
+      minibatches_at_sync_ = minibatches_;
+      if (deltas) weights_at_sync_ = weights_;
+      return false;
+    }
+    return true;
+  }
+  LOG(INFO) << options_.agent_id << ": pushed " << minibatches
+            << " minibatches learned while the server was away: "
+            << (pushed->accepted ? "applied" : absl::StrCat("refused, ", pushed->message));
+  absl::MutexLock lock(&stats_mu_);
+  ++stats_.pushes;
+  ++stats_.outage_pushes;
+  if (!pushed->accepted) ++stats_.pushes_rejected;
+  return true;
+}
+
+void Agent::Impl::Disconnected(const absl::Status& why) {
+  LOG(WARNING) << options_.agent_id << ": parameter server unreachable (" << why.message()
+               << "); learning locally until it is back";
+  SetConnected(false);
+  next_rejoin_ = absl::Now() + kRejoinEvery;
+}
+
+void Agent::Impl::FinalSync() {
+  const absl::Time give_up = absl::Now() + options_.final_sync_for;
+  while (!connected_ && absl::Now() < give_up) {
+    next_rejoin_ = absl::InfinitePast();
+    if (TryJoin()) break;  // Pushes what the outage learned.
+    absl::SleepFor(std::min(absl::Seconds(1), std::max(absl::ZeroDuration(), give_up - absl::Now())));
+  }
+  if (!connected_) {
+    LOG(WARNING) << options_.agent_id << ": the parameter server stayed away for "
+                 << options_.final_sync_for << "; the last "
+                 << (minibatches_ - minibatches_at_sync_) << " minibatches did not reach it";
+    return;
+  }
+  if (minibatches_ > minibatches_at_sync_) Sync();
 }
 
 void Agent::Impl::Sync() {
@@ -394,27 +596,35 @@ void Agent::Impl::Sync() {
     return;
   }
   const absl::Time push_start = absl::Now();
-  const uint32_t minibatches = static_cast<uint32_t>(options_.batch_update_frequency);
+  const uint32_t minibatches =
+      static_cast<uint32_t>(std::min<uint64_t>(minibatches_ - minibatches_at_sync_, UINT32_MAX));
+  if (minibatches == 0) return;
   if (options_.push == "deltas") {
     learner_->GetWeights(&weights_);
     gradient_.resize(weights_.size());
     for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
   } else if (!learner_->TakeMeanGradient(&gradient_)) {
+    minibatches_at_sync_ = minibatches_;
     return;  // AMP overflow: this update is skipped, as a gradient scaler does.
   }
   absl::StatusOr<PushResult> pushed =
-      ps_->Push(gradient_.data(), gradient_.size(), version_, minibatches);
+      ps_->Push(gradient_.data(), gradient_.size(), version_, minibatches, incarnation_);
   if (!pushed.ok()) {
-    if (pushed.status().code() == absl::StatusCode::kUnavailable) {
-      LOG(WARNING) << options_.agent_id << ": parameter server unreachable ("
-                   << pushed.status().message() << "); learning locally until it is back";
-      connected_ = false;
-      next_rejoin_ = absl::Now() + kRejoinEvery;
-      learner_->GetWeights(&weights_at_sync_);
+    if (ps_->has_pending_push()) {
+      // No answer: the client keeps this push and resends it under its number on rejoin, so the server
+      // applies it once whether or not it already did. What is learned from here on is the outage's.
+      Disconnected(pushed.status());
+      minibatches_at_sync_ = minibatches_;
+      if (options_.push == "deltas") weights_at_sync_ = weights_;
       return;
     }
     LOG(ERROR) << options_.agent_id << ": push refused: " << pushed.status();
+    minibatches_at_sync_ = minibatches_;
     return;
+  }
+  minibatches_at_sync_ = minibatches_;
+  if (!pushed->accepted) {
+    VLOG(1) << options_.agent_id << ": push not applied: " << pushed->message;
   }
   push_ms_sum_ += absl::ToDoubleMilliseconds(absl::Now() - push_start);
   ++push_count_;
@@ -435,7 +645,7 @@ void Agent::Impl::PullAfterPush(uint64_t target_version) {
       ps_->Pull(version_, incarnation_, v1::NETWORK_ONLINE, &weights_);
   if (!pulled.ok()) {
     LOG(WARNING) << options_.agent_id << ": pull failed: " << pulled.status();
-    if (pulled.status().code() == absl::StatusCode::kUnavailable) connected_ = false;
+    if (pulled.status().code() == absl::StatusCode::kUnavailable) SetConnected(false);
     return;
   }
   if (pulled->updated) learner_->SetWeights(weights_);
@@ -567,6 +777,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentOptions& options
 
 absl::Status Agent::Run(const std::atomic<bool>& stop) { return impl_->Run(stop); }
 AgentStats Agent::stats() const { return impl_->stats(); }
+const AgentOptions& Agent::options() const { return impl_->options(); }
 std::vector<float> Agent::Weights() const { return impl_->Weights(); }
 
 }  // namespace convoy

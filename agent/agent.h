@@ -11,14 +11,23 @@
 //   alone:                    the local Adam steps; the target network is copied every
 //                             target_update_frequency minibatches; epsilon decays locally.
 // When the parameter server is unreachable the agent keeps acting and learning locally, retries Join every
-// few seconds, and on success pulls the server's weights and carries on. When an AirSim connection drops it
-// reconnects and restarts the episode.
+// few seconds, and on success pushes what it learned meanwhile (the weight change, or the mean of the
+// gradients it stepped with), pulls the server's weights and carries on. The last steps of a run reach the
+// server too: Run() ends with a sync, rejoining first (for up to final_sync_for) when the server is away.
+// When an AirSim connection drops it reconnects and restarts the episode.
+//
+// With a parameter server, the run's learner settings are the server's (RunConfig, handed over on Join):
+// the model, batch_size, batch_update_frequency, gamma, n_step, target_update_frequency, double_dqn,
+// max_grad_norm, learning_rate, prioritized, min_epsilon and per_iter_epsilon_reduction. The agent adopts
+// each and logs what it adopted; one named in `pinned` (given explicitly) that disagrees with the server
+// is an error at start. Alone, the options below apply as they are.
 #ifndef CONVOY_AGENT_AGENT_H_
 #define CONVOY_AGENT_AGENT_H_
 
 #include <atomic>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +35,7 @@
 #include "absl/time/time.h"
 #include "agent/environment.h"
 #include "agent/preprocess.h"
+#include "common/run_defaults.h"
 #include "common/security.h"
 #include "common/tensor_encoding.h"
 
@@ -42,27 +52,34 @@ struct AgentOptions {
     return plaintext;
   }();
   EnvironmentSpec environment;
-  std::string model = "compact";
+  std::string model = run_defaults::kLocalModel;  // With --ps and not pinned: the server's.
   std::string device = "auto";
   bool amp = false;
   int torch_threads = 0;  // LibTorch intra-op threads on CPU; 0 keeps LibTorch's default (all cores).
   // The cookbook's names.
-  int batch_size = 32;
-  int batch_update_frequency = 4;
+  int batch_size = run_defaults::kBatchSize;
+  int batch_update_frequency = run_defaults::kBatchUpdateFrequency;
   size_t replay_memory_size = 100000;
-  double min_epsilon = 0.1;
-  double per_iter_epsilon_reduction = 0.003;  // Alone: per local update.
+  double min_epsilon = run_defaults::kMinEpsilon;
+  double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;  // Alone: per update.
   // Beyond the cookbook.
   size_t min_replay_size = 1000;
   bool fill_with_random_actions = true;  // Act at random until min_replay_size, as the cookbook did.
   double replay_ratio = 8.0;             // Sampled transitions per environment step.
-  bool prioritized = false;
-  int n_step = 1;
-  double gamma = 0.99;
-  double learning_rate = 1e-3;
-  double max_grad_norm = 10.0;
-  bool double_dqn = true;
-  uint64_t target_update_frequency = 300;  // Alone: minibatches between target copies.
+  bool prioritized = run_defaults::kPrioritized;
+  int n_step = run_defaults::kNStep;
+  double gamma = run_defaults::kGamma;
+  double learning_rate = run_defaults::kLearningRate;
+  double max_grad_norm = run_defaults::kLearnerMaxGradNorm;
+  bool double_dqn = run_defaults::kDoubleDqn;
+  // Alone: minibatches between target copies.
+  uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
+  // The run settings above given explicitly, by their flag names ("batch_size", "model", ...): with a
+  // parameter server, one of these that disagrees with the server's is an error, not adopted.
+  std::set<std::string> pinned;
+  // At the end of a run with a parameter server that is away: how long to keep trying to rejoin so that
+  // the last local steps reach it.
+  absl::Duration final_sync_for = absl::Seconds(10);
   std::string push = "gradients";          // or "deltas"
   TensorEncoding push_encoding = TensorEncoding::kFp32;
   // Bounds: whichever comes first; 0 / zero duration = unbounded.
@@ -83,6 +100,9 @@ struct AgentStats {
   uint64_t ps_version = 0;
   double epsilon = 1.0;
   double average_return = 0;  // Over the last 20 episodes.
+  uint64_t last_batch_size = 0;  // Transitions in the newest minibatch trained on.
+  uint64_t outage_pushes = 0;    // Pushes of what was learned while the server was away.
+  bool connected = false;        // In step with the parameter server (false alone).
 };
 
 class Agent {
@@ -97,6 +117,8 @@ class Agent {
   absl::Status Run(const std::atomic<bool>& stop);
 
   AgentStats stats() const;
+  // The options in force: as given, with the parameter server's run settings adopted.
+  const AgentOptions& options() const;
   // The current local weights, flat in layout order.
   std::vector<float> Weights() const;
 

@@ -3,69 +3,115 @@
 
 #include <atomic>
 #include <cstdio>
+#include <optional>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/client_security_flags.h"
 #include "common/init.h"
 #include "common/security.h"
 
+namespace {
+// The defaults every flag below shows: AgentOptions', written once there.
+const convoy::AgentOptions& Defaults() {
+  static const convoy::AgentOptions* const defaults = new convoy::AgentOptions();
+  return *defaults;
+}
+// Help of a run setting: with --ps the parameter server owns it (RunConfig).
+std::string RunSetting(const std::string& what, const std::string& alone) {
+  return absl::StrCat(what, " A run setting: with --ps, the parameter server's (set it on convoy_ps; "
+                            "given here it must agree); alone: ", alone, ".");
+}
+}  // namespace
+
 ABSL_FLAG(std::string, ps, "",
           "Parameter server host:port; empty trains alone with a local optimizer.");
-ABSL_FLAG(std::string, sim, "embedded",
+ABSL_FLAG(std::string, sim, Defaults().environment.sim,
           "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
 ABSL_FLAG(std::string, map_dir, "",
           "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
-ABSL_FLAG(int, parked_cars, 0, "Parked cars (static obstacles) in the embedded simulator.");
-ABSL_FLAG(uint64_t, seed, 1,
+ABSL_FLAG(int, parked_cars, Defaults().environment.parked_cars,
+          "Parked cars (static obstacles) in the embedded simulator.");
+ABSL_FLAG(uint64_t, seed, Defaults().seed,
           "Seed of the weights, exploration, replay sampling and episode starts.");
-ABSL_FLAG(std::string, agent_id, "agent-0", "Agent id, unique per agent process.");
-ABSL_FLAG(uint32_t, agent_index, 0, "Agent index, 0-based (selects the Ape-X epsilon).");
-ABSL_FLAG(std::string, model, "compact",
-          "Q-network (registry name: compact, cookbook, nature, ...).");
-ABSL_FLAG(std::string, device, "auto",
+ABSL_FLAG(std::string, agent_id, Defaults().agent_id, "Agent id, unique per agent process.");
+ABSL_FLAG(uint32_t, agent_index, Defaults().agent_index,
+          "Agent index, 0-based (selects the Ape-X epsilon).");
+ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
+          RunSetting("Q-network (registry name: compact, cookbook, nature, ...).", Defaults().model));
+ABSL_FLAG(std::string, device, Defaults().device,
           "auto, cpu, cuda or cuda:N (auto: LOCAL_RANK's GPU, else CPU).");
-ABSL_FLAG(bool, amp, false, "Automatic mixed precision with loss scaling (CUDA only).");
-ABSL_FLAG(int, torch_threads, 0,
+ABSL_FLAG(bool, amp, Defaults().amp, "Automatic mixed precision with loss scaling (CUDA only).");
+ABSL_FLAG(int, torch_threads, Defaults().torch_threads,
           "LibTorch intra-op threads (0: LibTorch's default, all cores). Agents sharing a machine "
-          "do best "
-          "with cores / agents.");
-ABSL_FLAG(int, batch_size, 32, "Minibatch size.");
-ABSL_FLAG(int, batch_update_frequency, 4,
-          "Minibatches accumulated between pushes to the parameter server (or local updates).");
-ABSL_FLAG(uint64_t, replay_memory_size, 100000, "Replay memory capacity, transitions.");
-ABSL_FLAG(uint64_t, min_replay_size, 1000, "Transitions collected before learning starts.");
-ABSL_FLAG(bool, fill_with_random_actions, true,
+          "do best with cores / agents.");
+ABSL_FLAG(std::optional<int>, batch_size, std::nullopt,
+          RunSetting("Minibatch size.", absl::StrCat(Defaults().batch_size)));
+ABSL_FLAG(std::optional<int>, batch_update_frequency, std::nullopt,
+          RunSetting("Minibatches accumulated between pushes to the parameter server (or local "
+                     "updates).",
+                     absl::StrCat(Defaults().batch_update_frequency)));
+ABSL_FLAG(uint64_t, replay_memory_size, Defaults().replay_memory_size,
+          "Replay memory capacity, transitions.");
+ABSL_FLAG(uint64_t, min_replay_size, Defaults().min_replay_size,
+          "Transitions collected before learning starts.");
+ABSL_FLAG(bool, fill_with_random_actions, Defaults().fill_with_random_actions,
           "Act at random until min_replay_size (the cookbook's start).");
-ABSL_FLAG(double, replay_ratio, 8.0, "Sampled transitions per environment step.");
-ABSL_FLAG(bool, prioritized, false, "Prioritized experience replay.");
-ABSL_FLAG(int, n_step, 1, "n-step returns.");
-ABSL_FLAG(double, gamma, 0.99, "Discount.");
-ABSL_FLAG(double, learning_rate, 1e-3,
-          "Local Adam learning rate (alone, deltas, or while the PS is down).");
-ABSL_FLAG(double, max_grad_norm, 10.0, "Clip each update's gradient norm (0: off).");
-ABSL_FLAG(bool, double_dqn, true, "Double DQN targets.");
-ABSL_FLAG(uint64_t, target_update_frequency, 300,
-          "Alone: minibatches between target-network copies.");
-ABSL_FLAG(double, min_epsilon, 0.1,
-          "Alone: epsilon floor (with --ps the server's schedule rules).");
-ABSL_FLAG(double, per_iter_epsilon_reduction, 0.003, "Alone: epsilon decrease per update.");
-ABSL_FLAG(double, max_epoch_runtime_sec, 30.0, "Episode time limit, simulation seconds.");
-ABSL_FLAG(std::string, push, "gradients",
+ABSL_FLAG(double, replay_ratio, Defaults().replay_ratio, "Sampled transitions per environment step.");
+ABSL_FLAG(std::optional<bool>, prioritized, std::nullopt,
+          RunSetting("Prioritized experience replay.", Defaults().prioritized ? "true" : "false"));
+ABSL_FLAG(std::optional<int>, n_step, std::nullopt,
+          RunSetting("n-step returns.", absl::StrCat(Defaults().n_step)));
+ABSL_FLAG(std::optional<double>, gamma, std::nullopt,
+          RunSetting("Discount.", absl::StrCat(Defaults().gamma)));
+ABSL_FLAG(std::optional<double>, learning_rate, std::nullopt,
+          RunSetting("Local Adam learning rate (alone, deltas, or while the PS is down).",
+                     absl::StrCat(Defaults().learning_rate)));
+ABSL_FLAG(std::optional<double>, max_grad_norm, std::nullopt,
+          RunSetting("Clip each update's gradient norm (0: off); convoy_ps --learner_max_grad_norm.",
+                     absl::StrCat(Defaults().max_grad_norm)));
+ABSL_FLAG(std::optional<bool>, double_dqn, std::nullopt,
+          RunSetting("Double DQN targets.", Defaults().double_dqn ? "true" : "false"));
+ABSL_FLAG(std::optional<uint64_t>, target_update_frequency, std::nullopt,
+          RunSetting("Minibatches between target-network copies.",
+                     absl::StrCat(Defaults().target_update_frequency)));
+ABSL_FLAG(std::optional<double>, min_epsilon, std::nullopt,
+          RunSetting("Epsilon floor.", absl::StrCat(Defaults().min_epsilon)));
+ABSL_FLAG(std::optional<double>, per_iter_epsilon_reduction, std::nullopt,
+          RunSetting("Epsilon decrease per update.",
+                     absl::StrCat(Defaults().per_iter_epsilon_reduction)));
+ABSL_FLAG(double, max_epoch_runtime_sec, Defaults().environment.env.max_epoch_runtime_sec,
+          "Episode time limit, simulation seconds.");
+ABSL_FLAG(std::string, push, Defaults().push,
           "gradients, or deltas (for a PS run with --optimizer=delta).");
 ABSL_FLAG(std::string, push_encoding, "fp32", "fp32 or bf16.");
-ABSL_FLAG(uint64_t, max_steps, 0, "Stop after this many environment steps (0: no bound).");
+ABSL_FLAG(uint64_t, max_steps, Defaults().max_steps,
+          "Stop after this many environment steps (0: no bound).");
 ABSL_FLAG(double, max_minutes, 0, "Stop after this many minutes (0: no bound).");
 // glog's header declares a global FLAGS_log_dir of its own (not a command-line flag here): this
 // file does not include glog, so --log_dir is convoy's.
 ABSL_FLAG(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; empty: none.");
-ABSL_FLAG(double, report_seconds, 5, "Seconds between progress lines.");
+ABSL_FLAG(double, report_seconds, absl::ToDoubleSeconds(Defaults().report_every),
+          "Seconds between progress lines.");
 ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.");
 
 namespace convoy {
 namespace {
+
+// A run setting given explicitly: its value, and its name in `pinned`.
+template <typename T, typename Field>
+void TakeSetting(const absl::Flag<std::optional<T>>& flag, Field* field,
+                 std::set<std::string>* pinned) {
+  if (std::optional<T> value = absl::GetFlag(flag); value.has_value()) {
+    *field = static_cast<Field>(*value);
+    pinned->insert(std::string(absl::GetFlagReflectionHandle(flag).Name()));
+  }
+}
 
 AgentOptions OptionsFromFlags() {
   AgentOptions o;
@@ -78,25 +124,25 @@ AgentOptions OptionsFromFlags() {
   o.environment.parked_cars = absl::GetFlag(FLAGS_parked_cars);
   o.environment.world_seed = absl::GetFlag(FLAGS_seed);
   o.environment.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
-  o.model = absl::GetFlag(FLAGS_model);
   o.device = absl::GetFlag(FLAGS_device);
   o.amp = absl::GetFlag(FLAGS_amp);
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
-  o.batch_size = absl::GetFlag(FLAGS_batch_size);
-  o.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
   o.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
   o.min_replay_size = absl::GetFlag(FLAGS_min_replay_size);
   o.fill_with_random_actions = absl::GetFlag(FLAGS_fill_with_random_actions);
   o.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
-  o.prioritized = absl::GetFlag(FLAGS_prioritized);
-  o.n_step = absl::GetFlag(FLAGS_n_step);
-  o.gamma = absl::GetFlag(FLAGS_gamma);
-  o.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  o.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
-  o.double_dqn = absl::GetFlag(FLAGS_double_dqn);
-  o.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
-  o.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
-  o.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
+  TakeSetting(FLAGS_model, &o.model, &o.pinned);
+  TakeSetting(FLAGS_batch_size, &o.batch_size, &o.pinned);
+  TakeSetting(FLAGS_batch_update_frequency, &o.batch_update_frequency, &o.pinned);
+  TakeSetting(FLAGS_prioritized, &o.prioritized, &o.pinned);
+  TakeSetting(FLAGS_n_step, &o.n_step, &o.pinned);
+  TakeSetting(FLAGS_gamma, &o.gamma, &o.pinned);
+  TakeSetting(FLAGS_learning_rate, &o.learning_rate, &o.pinned);
+  TakeSetting(FLAGS_max_grad_norm, &o.max_grad_norm, &o.pinned);
+  TakeSetting(FLAGS_double_dqn, &o.double_dqn, &o.pinned);
+  TakeSetting(FLAGS_target_update_frequency, &o.target_update_frequency, &o.pinned);
+  TakeSetting(FLAGS_min_epsilon, &o.min_epsilon, &o.pinned);
+  TakeSetting(FLAGS_per_iter_epsilon_reduction, &o.per_iter_epsilon_reduction, &o.pinned);
   o.push = absl::GetFlag(FLAGS_push);
   o.push_encoding =
       absl::GetFlag(FLAGS_push_encoding) == "bf16" ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
@@ -133,7 +179,8 @@ int Run() {
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options);
   if (!agent.ok()) {
     std::fprintf(stderr, "convoy_agent: cannot start: %s\n", agent.status().ToString().c_str());
-    return 1;
+    // Bad flags (also one that disagrees with the parameter server's run settings): 2, as for usage.
+    return agent.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   absl::Status run = (*agent)->Run(stop);
   if (!run.ok()) {

@@ -146,26 +146,37 @@ bool DqnLearner::FinishGradient() {
   return true;
 }
 
+void DqnLearner::CopyGradient(std::vector<float>* out) {
+  out->assign(model_.parameter_count, 0.0f);
+  size_t offset = 0;
+  for (torch::Tensor& p : online_->parameters()) {
+    if (p.grad().defined()) {
+      torch::Tensor g = p.grad().to(torch::kCPU, torch::kFloat32).contiguous();
+      std::memcpy(out->data() + offset, g.data_ptr<float>(), g.numel() * sizeof(float));
+    }
+    offset += static_cast<size_t>(p.numel());
+  }
+}
+
 bool DqnLearner::TakeMeanGradient(std::vector<float>* out) {
   const bool ok = FinishGradient();
-  out->assign(model_.parameter_count, 0.0f);
   if (ok) {
-    size_t offset = 0;
-    for (torch::Tensor& p : online_->parameters()) {
-      if (p.grad().defined()) {
-        torch::Tensor g = p.grad().to(torch::kCPU, torch::kFloat32).contiguous();
-        std::memcpy(out->data() + offset, g.data_ptr<float>(), g.numel() * sizeof(float));
-      }
-      offset += static_cast<size_t>(p.numel());
-    }
+    CopyGradient(out);
+  } else {
+    out->assign(model_.parameter_count, 0.0f);
   }
   optimizer_->zero_grad();
   return ok;
 }
 
-void DqnLearner::StepLocal() {
-  if (FinishGradient()) optimizer_->step();
+bool DqnLearner::StepLocal(std::vector<float>* mean_gradient) {
+  const bool ok = FinishGradient();
+  if (ok) {
+    if (mean_gradient != nullptr) CopyGradient(mean_gradient);
+    optimizer_->step();
+  }
   optimizer_->zero_grad();
+  return ok;
 }
 
 void DqnLearner::SetWeights(const std::vector<float>& flat) {

@@ -17,19 +17,22 @@
 
 #include "absl/status/statusor.h"
 #include "common/model_registry.h"
+#include "common/run_defaults.h"
 #include "common/q_network.h"
 
 namespace convoy {
 
 struct LearnerOptions {
-  std::string model = "compact";
+  std::string model = run_defaults::kLocalModel;
   int num_actions = kDefaultNumActions;
   uint64_t seed = 1;
   torch::Device device = torch::kCPU;
-  bool double_dqn = true;
+  bool double_dqn = run_defaults::kDoubleDqn;
   double huber_delta = 1.0;
-  double max_grad_norm = 10.0;  // Clips the mean gradient of each update; 0 disables.
-  double learning_rate = 1e-3;  // The local Adam (training alone, or pushing deltas).
+  // Clips the mean gradient of each update; 0 disables.
+  double max_grad_norm = run_defaults::kLearnerMaxGradNorm;
+  // The local Adam (training alone, pushing deltas, riding out a server outage).
+  double learning_rate = run_defaults::kLearningRate;
   bool amp = false;             // CUDA only.
 };
 
@@ -58,8 +61,10 @@ class DqnLearner {
   // accumulator. Returns false (and clears) when AMP found an overflow and the update must be skipped.
   bool TakeMeanGradient(std::vector<float>* out);
 
-  // Applies the mean accumulated gradient with the local Adam; clears the accumulator.
-  void StepLocal();
+  // Applies the mean accumulated gradient with the local Adam; clears the accumulator. With
+  // `mean_gradient`, also copies the gradient it applied there (as TakeMeanGradient would give it).
+  // Returns false when AMP found an overflow and nothing was applied.
+  bool StepLocal(std::vector<float>* mean_gradient = nullptr);
 
   void SetWeights(const std::vector<float>& flat);
   void SetTargetWeights(const std::vector<float>& flat);
@@ -73,6 +78,7 @@ class DqnLearner {
   DqnLearner(const LearnerOptions& options, ModelInfo model, QNetwork online, QNetwork target);
   // Mean gradient over the accumulated minibatches, unscaled; false on overflow.
   bool FinishGradient();
+  void CopyGradient(std::vector<float>* out);
 
   LearnerOptions options_;
   ModelInfo model_;
