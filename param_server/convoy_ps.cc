@@ -14,50 +14,70 @@
 #include "common/security.h"
 #include "param_server/grpc_server.h"
 
+namespace {
+// The defaults every flag below shows: ParameterServerOptions', written once there.
+const convoy::ParameterServerOptions& Defaults() {
+  static const convoy::ParameterServerOptions* const defaults = new convoy::ParameterServerOptions();
+  return *defaults;
+}
+}  // namespace
+
 ABSL_FLAG(int, port, 50051, "Port to listen on; 0 picks a free one (see --port_file).");
 ABSL_FLAG(std::string, bind, "0.0.0.0", "Address to listen on.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, the bound port is written to this file once serving.");
-ABSL_FLAG(std::string, model, "cookbook",
+ABSL_FLAG(std::string, model, Defaults().model,
           "Model to serve (registry name, e.g. cookbook, nature_dueling).");
-ABSL_FLAG(int, num_actions, convoy::kDefaultNumActions,
+ABSL_FLAG(int, num_actions, Defaults().num_actions,
           "Number of discrete actions of the Q-network.");
-ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial weights.");
+ABSL_FLAG(uint64_t, seed, Defaults().seed, "Seed of the initial weights.");
 ABSL_FLAG(std::string, init_checkpoint, "",
           "Checkpoint directory to take the initial weights from.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for checkpoints; empty disables them.");
-ABSL_FLAG(bool, resume, false, "Start from the newest valid checkpoint in --checkpoint_dir.");
-ABSL_FLAG(int, keep_checkpoints, 5, "Newest checkpoints to keep.");
-ABSL_FLAG(uint64_t, checkpoint_every_updates, 0, "Checkpoint every N applied updates (0: off).");
-ABSL_FLAG(double, checkpoint_every_seconds, 60, "Checkpoint every N seconds (0: off).");
-ABSL_FLAG(std::string, optimizer, "adam",
+ABSL_FLAG(bool, resume, Defaults().resume,
+          "Continue the run of the newest valid checkpoint in --checkpoint_dir. Without it, a "
+          "--checkpoint_dir that holds checkpoints is refused (exit 2): they are another run's.");
+ABSL_FLAG(int, keep_checkpoints, Defaults().keep_checkpoints, "Newest checkpoints to keep.");
+ABSL_FLAG(uint64_t, checkpoint_every_updates, Defaults().checkpoint_every_updates, "Checkpoint every N applied updates (0: off).");
+ABSL_FLAG(double, checkpoint_every_seconds, absl::ToDoubleSeconds(Defaults().checkpoint_every),
+          "Checkpoint every N seconds (0: off).");
+ABSL_FLAG(std::string, optimizer, Defaults().optimizer.name,
           "adam, adamw, rmsprop, sgd, or delta (w += pushed tensor).");
-ABSL_FLAG(double, learning_rate, 1e-3, "Learning rate.");
-ABSL_FLAG(double, beta1, 0.9, "Adam beta1.");
-ABSL_FLAG(double, beta2, 0.999, "Adam beta2.");
-ABSL_FLAG(double, eps, 1e-8, "Optimizer epsilon (Adam, RMSprop).");
-ABSL_FLAG(double, weight_decay, 0.0, "Weight decay (L2; decoupled for adamw).");
-ABSL_FLAG(double, momentum, 0.9, "Momentum for sgd and rmsprop.");
-ABSL_FLAG(double, rmsprop_alpha, 0.99, "RMSprop smoothing constant.");
-ABSL_FLAG(double, max_grad_norm, 0.0, "Clip each pushed gradient's L2 norm to this (0: off).");
-ABSL_FLAG(int64_t, max_staleness, -1,
+ABSL_FLAG(double, learning_rate, Defaults().optimizer.learning_rate,
+          "Learning rate of the server's optimizer, and of the agents' local Adam (handed to agents).");
+ABSL_FLAG(double, beta1, Defaults().optimizer.beta1, "Adam beta1.");
+ABSL_FLAG(double, beta2, Defaults().optimizer.beta2, "Adam beta2.");
+ABSL_FLAG(double, eps, Defaults().optimizer.eps, "Optimizer epsilon (Adam, RMSprop).");
+ABSL_FLAG(double, weight_decay, Defaults().optimizer.weight_decay, "Weight decay (L2; decoupled for adamw).");
+ABSL_FLAG(double, momentum, Defaults().optimizer.momentum, "Momentum for sgd and rmsprop.");
+ABSL_FLAG(double, rmsprop_alpha, Defaults().optimizer.rmsprop_alpha, "RMSprop smoothing constant.");
+ABSL_FLAG(double, max_grad_norm, Defaults().optimizer.max_grad_norm, "Clip each pushed gradient's L2 norm to this (0: off).");
+ABSL_FLAG(int64_t, max_staleness, Defaults().max_staleness,
           "Reject pushes computed more than this many versions ago (-1: accept any).");
-ABSL_FLAG(bool, staleness_lr_scaling, false, "Apply a push s versions old with lr / (1 + s).");
-ABSL_FLAG(uint64_t, target_update_frequency, 300,
+ABSL_FLAG(bool, staleness_lr_scaling, Defaults().staleness_lr_scaling, "Apply a push s versions old with lr / (1 + s).");
+ABSL_FLAG(uint64_t, target_update_frequency, Defaults().target_update_frequency,
           "Applied minibatches between target-network snapshots.");
 ABSL_FLAG(
-    std::string, exploration, "global",
+    std::string, exploration, Defaults().exploration.apex ? "apex" : "global",
     "global: one epsilon decayed per update (the cookbook's); apex: fixed per-agent epsilons.");
-ABSL_FLAG(double, start_epsilon, 1.0, "Initial global epsilon.");
-ABSL_FLAG(double, min_epsilon, 0.1, "Floor of the global epsilon.");
-ABSL_FLAG(double, per_iter_epsilon_reduction, 0.003, "Subtracted from epsilon per applied update.");
-ABSL_FLAG(double, apex_base_epsilon, 0.4, "Ape-X: epsilon_i = base^(1 + alpha * i / (N - 1)).");
-ABSL_FLAG(double, apex_alpha, 7.0, "Ape-X alpha.");
-ABSL_FLAG(uint32_t, apex_num_agents, 8, "Ape-X: N, the number of agents.");
-ABSL_FLAG(uint32_t, batch_size, 32, "Minibatch size handed to agents.");
-ABSL_FLAG(uint32_t, batch_update_frequency, 4,
+ABSL_FLAG(double, start_epsilon, Defaults().exploration.start_epsilon, "Initial global epsilon.");
+ABSL_FLAG(double, min_epsilon, Defaults().exploration.min_epsilon, "Floor of the global epsilon.");
+ABSL_FLAG(double, per_iter_epsilon_reduction,
+          Defaults().exploration.per_iter_epsilon_reduction, "Subtracted from epsilon per applied update.");
+ABSL_FLAG(double, apex_base_epsilon, Defaults().exploration.apex_base_epsilon, "Ape-X: epsilon_i = base^(1 + alpha * i / (N - 1)).");
+ABSL_FLAG(double, apex_alpha, Defaults().exploration.apex_alpha, "Ape-X alpha.");
+ABSL_FLAG(uint32_t, apex_num_agents, Defaults().exploration.apex_num_agents, "Ape-X: N, the number of agents.");
+ABSL_FLAG(uint32_t, batch_size, Defaults().batch_size, "Minibatch size, handed to agents.");
+ABSL_FLAG(uint32_t, batch_update_frequency, Defaults().batch_update_frequency,
           "Minibatches an agent accumulates before each push, handed to agents.");
-ABSL_FLAG(double, gamma, 0.99, "Discount handed to agents.");
+ABSL_FLAG(double, gamma, Defaults().gamma, "Discount, handed to agents.");
+ABSL_FLAG(uint32_t, n_step, Defaults().n_step, "n-step returns, handed to agents.");
+ABSL_FLAG(bool, double_dqn, Defaults().double_dqn, "Double DQN targets, handed to agents.");
+ABSL_FLAG(double, learner_max_grad_norm, Defaults().learner_max_grad_norm,
+          "The agents' clip of each update's gradient norm (their --max_grad_norm; 0: off), handed "
+          "to agents.");
+ABSL_FLAG(bool, prioritized, Defaults().prioritized,
+          "Prioritized experience replay in the agents, handed to agents.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "How long in-flight RPCs may run on after SIGTERM.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain to serve TLS with.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
@@ -121,6 +141,10 @@ ParameterServerOptions OptionsFromFlags() {
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
   o.gamma = absl::GetFlag(FLAGS_gamma);
+  o.n_step = absl::GetFlag(FLAGS_n_step);
+  o.double_dqn = absl::GetFlag(FLAGS_double_dqn);
+  o.learner_max_grad_norm = absl::GetFlag(FLAGS_learner_max_grad_norm);
+  o.prioritized = absl::GetFlag(FLAGS_prioritized);
   return o;
 }
 
@@ -175,7 +199,12 @@ int Run() {
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
   if (!core.ok()) {
     LOG(ERROR) << "cannot start: " << core.status();
-    return 1;
+    // A configuration to change (bad options, a checkpoint directory of another run or model): 2.
+    const absl::StatusCode code = core.status().code();
+    return code == absl::StatusCode::kInvalidArgument ||
+                   code == absl::StatusCode::kFailedPrecondition
+               ? 2
+               : 1;
   }
   const ModelInfo model = (*core)->model();
   const uint64_t version = (*core)->version();

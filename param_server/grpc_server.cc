@@ -57,6 +57,11 @@ absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
   return self;
 }
 
+std::unique_ptr<ParameterServer> GrpcParameterServer::TakeCore() {
+  Shutdown(absl::ZeroDuration()).IgnoreError();
+  return std::move(core_);
+}
+
 GrpcParameterServer::~GrpcParameterServer() {
   if (!stopped_) Shutdown(absl::ZeroDuration()).IgnoreError();
 }

@@ -37,6 +37,10 @@ class GrpcParameterServer {
   // Idempotent. Returns the final checkpoint's status (OK when checkpoints are off).
   absl::Status Shutdown(absl::Duration grace = absl::Seconds(10));
 
+  // Shuts down (as Shutdown with no grace) and hands back the core, to be served again: for tests of a
+  // server that is unreachable for a while yet keeps its state and incarnation.
+  std::unique_ptr<ParameterServer> TakeCore();
+
   int port() const { return port_; }
   ParameterServer& core() { return *core_; }
   ParameterServerService& service() { return *service_; }

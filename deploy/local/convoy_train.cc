@@ -35,6 +35,9 @@ ABSL_FLAG(int, agents, 2, "Agent processes.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: train-<date>-<time>); files go to <runs_dir>/<name>.");
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
+ABSL_FLAG(bool, resume, false,
+          "Continue the run --name from its last checkpoint. Without it, a --name whose run has "
+          "checkpoints is refused (exit 2).");
 ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed; agent i uses seed + i.");
 ABSL_FLAG(int, eval_episodes, 20, "Evaluation episodes at the end (fixed seeds).");
@@ -122,8 +125,16 @@ int Run() {
   options.max_time = total;
   options.max_steps_per_agent = absl::GetFlag(FLAGS_steps_per_agent);
   options.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
+  options.resume = absl::GetFlag(FLAGS_resume);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) {
+    if (cluster.status().code() == absl::StatusCode::kFailedPrecondition) {
+      std::fprintf(stderr,
+                   "convoy_train: %s\nconvoy_train: pass --resume to continue run %s, or choose "
+                   "another --name\n",
+                   std::string(cluster.status().message()).c_str(), name.c_str());
+      return 2;
+    }
     LOG(ERROR) << cluster.status();
     return 1;
   }

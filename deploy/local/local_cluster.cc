@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "common/model_registry.h"
 #include "common/security.h"
+#include "param_server/checkpointer.h"
 
 namespace convoy {
 namespace {
@@ -53,6 +54,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
   absl::StatusOr<ModelInfo> info = DescribeModel(options.model);
   if (!info.ok()) return info.status();
+  const std::string checkpoint_dir = options.run_dir + "/checkpoints";
+  if (!options.resume) {
+    if (absl::Status s = Checkpointer::CheckUnused(checkpoint_dir); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "run directory ", options.run_dir, " is a run started before: ", s.message()));
+    }
+  }
   const std::string bin = options.bin_dir.empty() ? ExecutableDirectory() : options.bin_dir;
   std::filesystem::create_directories(options.run_dir);
   const std::string port_file = options.run_dir + "/ps.port";
@@ -80,7 +88,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   ps_options.log_path = options.run_dir + "/convoy_ps.log";
   absl::StatusOr<ChildProcess> ps = ChildProcess::Start(
       {bin + "/convoy_ps", "--port=0", "--bind=127.0.0.1", "--port_file=" + port_file,
-       "--checkpoint_dir=" + options.run_dir + "/checkpoints",
+       "--checkpoint_dir=" + checkpoint_dir,
        absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
        "--model=" + options.model, absl::StrCat("--seed=", options.seed),
        absl::StrCat("--learning_rate=", options.learning_rate),
@@ -89,6 +97,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
        absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
        absl::StrCat("--batch_size=", options.batch_size),
        absl::StrCat("--batch_update_frequency=", options.batch_update_frequency),
+       absl::StrCat("--n_step=", options.n_step), absl::StrCat("--resume=", options.resume),
        absl::StrCat("--apex_num_agents=", options.agents), "--tls_cert=" + credentials.cert,
        "--tls_key=" + credentials.key, "--auth_token_file=" + credentials.token_file},
       ps_options);
@@ -144,19 +153,15 @@ absl::Status LocalCluster::StartAgents() {
          absl::StrCat("--agent_id=agent-", i),
          absl::StrCat("--agent_index=", i),
          absl::StrCat("--seed=", options_.seed + i),
-         "--model=" + options_.model,
          "--device=" + options_.device,
          absl::StrCat("--torch_threads=", torch_threads),
          absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
          absl::StrCat("--max_steps=", options_.max_steps_per_agent),
          "--log_dir=" + log_dir,
          "--machine_progress",
-         absl::StrCat("--batch_size=", options_.batch_size),
-         absl::StrCat("--batch_update_frequency=", options_.batch_update_frequency),
          absl::StrCat("--replay_memory_size=", options_.replay_memory_size),
          absl::StrCat("--min_replay_size=", options_.min_replay_size),
          absl::StrCat("--replay_ratio=", options_.replay_ratio),
-         absl::StrCat("--n_step=", options_.n_step),
          absl::StrCat("--max_epoch_runtime_sec=", options_.max_epoch_runtime_sec),
          absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
          "--tls_ca=" + credentials_.cert,

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "agent/ps_client.h"
 #include "common/child_process.h"
+#include "common/run_defaults.h"
 
 namespace convoy {
 
@@ -31,20 +32,25 @@ struct LocalClusterOptions {
   std::string
       run_dir;  // Logs (convoy_ps.log, agent-<i>/), checkpoints/, ps.port. Created if missing.
   int agents = 2;
-  std::string model = "compact";
   uint64_t seed = 1;  // Agent i uses seed + i.
   std::string device = "auto";
-  int batch_size = 32;
-  int batch_update_frequency = 4;
+  // The run settings: passed once, to convoy_ps, whose RunConfig the agents adopt on Join.
+  std::string model = run_defaults::kLocalModel;
+  int batch_size = run_defaults::kBatchSize;
+  int batch_update_frequency = run_defaults::kBatchUpdateFrequency;
+  double learning_rate = run_defaults::kLearningRate;
+  int n_step = 3;  // Agents' n-step returns: 3 holds the policy steady (docs/benchmarks.md).
+  uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
+  double min_epsilon = run_defaults::kMinEpsilon;
+  double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;
+  // Each agent's own.
   uint64_t replay_memory_size = 50000;
   uint64_t min_replay_size = 1000;
   double replay_ratio = 8.0;
-  double learning_rate = 1e-3;
-  int n_step = 3;  // Agents' n-step returns: 3 holds the policy steady (docs/benchmarks.md).
-  uint64_t target_update_frequency = 300;
-  double min_epsilon = 0.1;
-  double per_iter_epsilon_reduction = 0.003;
   double max_epoch_runtime_sec = 30.0;
+  // Continue the run whose checkpoints are in run_dir/checkpoints (convoy_ps --resume). Without it, a
+  // run_dir that holds checkpoints is refused: FAILED_PRECONDITION from Start, nothing started.
+  bool resume = false;
   // Each agent stops by itself after this long / this many environment steps (zero: no bound).
   absl::Duration max_time = absl::ZeroDuration();
   uint64_t max_steps_per_agent = 0;
@@ -78,7 +84,8 @@ struct ClusterTotals {
 
 class LocalCluster {
  public:
-  // Starts convoy_ps and the agents. Errors: INVALID_ARGUMENT for an unknown model, INTERNAL when a
+  // Starts convoy_ps and the agents. Errors: INVALID_ARGUMENT for an unknown model, FAILED_PRECONDITION
+  // when run_dir/checkpoints holds checkpoints and resume is off (before anything is made), INTERNAL when a
   // process cannot be started, UNAVAILABLE when convoy_ps did not write its port within
   // ps_start_timeout (the message names its log). Whatever was started is stopped again on error.
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& options);

@@ -154,14 +154,133 @@ TEST_CASE("Prioritized replay with n-step returns trains alone", "[agent]") {
   CHECK((*agent)->stats().env_steps == 600);
 }
 
-TEST_CASE("A model the server does not run is refused at start", "[agent]") {
+TEST_CASE("An agent runs the server's model unless it was given another one explicitly", "[agent]") {
   ParameterServerOptions ps_options;
-  ps_options.model = "tiny";
+  ps_options.model = "cookbook";
   testing::LoopbackServer ps(ps_options);
   AgentOptions o = SmallAgent("");
   o.ps_address = ps.address;
+  absl::StatusOr<std::unique_ptr<Agent>> adopted = Agent::Create(o);
+  REQUIRE(adopted.ok());
+  CHECK((*adopted)->options().model == "cookbook");
+  o.pinned = {"model"};  // --model=compact given explicitly.
+  absl::StatusOr<std::unique_ptr<Agent>> refused = Agent::Create(o);
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("--model=compact") && Catch::Contains("cookbook") &&
+                 Catch::Contains("convoy_ps with --model=compact"));
+}
+
+TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to another value",
+          "[agent][run_config]") {
+  ParameterServerOptions ps_options;
+  ps_options.model = "compact";
+  ps_options.batch_size = 64;
+  ps_options.batch_update_frequency = 8;
+  ps_options.gamma = 0.9;
+  ps_options.n_step = 2;
+  ps_options.double_dqn = false;
+  ps_options.learner_max_grad_norm = 5;
+  ps_options.optimizer.learning_rate = 5e-4;
+  ps_options.target_update_frequency = 100;
+  testing::LoopbackServer ps(ps_options);
+  AgentOptions o = SmallAgent("");
+  o.ps_address = ps.address;
+  o.replay_ratio = 16;  // 0.25 minibatches of 64 per step from the 200th: 100 minibatches.
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
-  CHECK(agent.status().code() == absl::StatusCode::kFailedPrecondition);
+  REQUIRE(agent.ok());
+  const AgentOptions& in_force = (*agent)->options();
+  CHECK(in_force.batch_size == 64);
+  CHECK(in_force.batch_update_frequency == 8);
+  CHECK(in_force.gamma == 0.9);
+  CHECK(in_force.n_step == 2);
+  CHECK_FALSE(in_force.double_dqn);
+  CHECK(in_force.max_grad_norm == 5);
+  CHECK(in_force.learning_rate == 5e-4);
+  CHECK(in_force.target_update_frequency == 100);
+  std::atomic<bool> stop{false};
+  REQUIRE((*agent)->Run(stop).ok());
+  const AgentStats stats = (*agent)->stats();
+  CHECK(stats.last_batch_size == 64);
+  // Pushes of 8 minibatches, the last 4 at the end of the run: every minibatch reached the server.
+  const v1::StatusResponse status = ps.Status();
+  CHECK(stats.train_steps >= 95);
+  CHECK(status.applied_minibatches() == stats.train_steps);
+  CHECK(status.updates_applied() == (stats.train_steps + 7) / 8);
+
+  o.batch_size = 16;
+  o.pinned = {"batch_size"};
+  absl::StatusOr<std::unique_ptr<Agent>> refused = Agent::Create(o);
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("--batch_size=16") && Catch::Contains("server's 64"));
+  o.batch_size = 64;  // Pinned to the server's own value: fine.
+  CHECK(Agent::Create(o).ok());
+}
+
+TEST_CASE("The last local steps of a run reach the server, also pushing deltas", "[agent]") {
+  ParameterServerOptions ps_options;
+  ps_options.model = "compact";
+  ps_options.optimizer.name = "delta";
+  testing::LoopbackServer ps(ps_options);
+  AgentOptions o = SmallAgent("");
+  o.ps_address = ps.address;
+  o.push = "deltas";
+  o.max_steps = 590;  // 97 minibatches: 24 pushes of 4, and the last one.
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
+  REQUIRE(agent.ok());
+  std::atomic<bool> stop{false};
+  REQUIRE((*agent)->Run(stop).ok());
+  const AgentStats stats = (*agent)->stats();
+  REQUIRE(stats.train_steps % 4 != 0);
+  CHECK(ps.Status().applied_minibatches() == stats.train_steps);
+  CHECK(ps.Status().updates_applied() == (stats.train_steps + 3) / 4);
+  // The server holds the agent's final weights.
+  const std::vector<float>& server = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  const std::vector<float> local = (*agent)->Weights();
+  for (size_t i = 0; i < local.size(); ++i) REQUIRE(server[i] == Approx(local[i]).margin(1e-6));
+}
+
+TEST_CASE("What an agent learns while the server is unreachable reaches it once it is back",
+          "[agent][faults]") {
+  for (const std::string push : {"gradients", "deltas"}) {
+    DYNAMIC_SECTION("push=" << push) {
+      ParameterServerOptions ps_options;
+      ps_options.model = "compact";
+      if (push == "deltas") ps_options.optimizer.name = "delta";
+      testing::LoopbackServer ps(ps_options);
+      const int port = ps.server->port();
+      AgentOptions o = SmallAgent("");
+      o.ps_address = ps.address;
+      o.push = push;
+      o.max_steps = 1000;
+      o.final_sync_for = absl::Seconds(60);
+      BackgroundAgent background(o);
+      Agent& agent = background.agent();
+      REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 3; }));
+      // Unreachable: nothing serves the port, but the server keeps its state and incarnation.
+      std::unique_ptr<ParameterServer> core = ps.server->TakeCore();
+      REQUIRE(WaitFor([&] { return !agent.stats().connected; }));
+      const uint64_t trained_at_outage = agent.stats().train_steps;
+      // Back once the agent has learned more on its own, or finished its steps.
+      REQUIRE(WaitFor([&] {
+        const AgentStats s = agent.stats();
+        return s.train_steps >= trained_at_outage + 12 || s.env_steps >= o.max_steps;
+      }));
+      absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back = GrpcParameterServer::Start(
+          std::move(core), absl::StrCat("127.0.0.1:", port),
+          testing::LoopbackServer::PlaintextSecurity());
+      REQUIRE(back.ok());
+      REQUIRE(background.Stop().ok());
+      const AgentStats stats = agent.stats();
+      const v1::StatusResponse status = (*back)->core().Status();
+      CHECK(stats.outage_pushes >= 1);
+      // Every minibatch reached the server exactly once: the push that got no answer (resent under its
+      // number), the outage's own, the rest.
+      CHECK(status.applied_minibatches() == stats.train_steps);
+      CHECK(status.rejections().empty());
+    }
+  }
 }
 
 TEST_CASE("An agent rides out a parameter server killed and restarted", "[agent][faults]") {

@@ -4,11 +4,14 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "agent/ps_client.h"
 #include "common/model_registry.h"
+#include "common/run_defaults.h"
 #include "param_server/checkpointer.h"
 #include "tests/support/subprocess.h"
 
@@ -90,7 +93,7 @@ TEST_CASE("convoy_ps refuses bad flags with a clear error", "[process]") {
   absl::StatusOr<Subprocess> bad =
       Subprocess::Start({CONVOY_PS_BINARY, "--model=resnet", "--port=0", "--insecure"}, ps.log);
   REQUIRE(bad.ok());
-  CHECK(bad->Wait(absl::Seconds(30)) == 1);
+  CHECK(bad->Wait(absl::Seconds(30)) == 2);
   CHECK_THAT(ReadWholeFile(ps.log), Catch::Contains("unknown model 'resnet'"));
 }
 
@@ -169,6 +172,122 @@ TEST_CASE("A client rides out a killed and restarted server", "[process]") {
   CHECK(pushed->version == 7);
   ps.process->Signal(SIGTERM);
   CHECK(ps.process->Wait(absl::Seconds(30)) == 0);
+}
+
+std::map<std::string, std::string> TreeContents(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    files[e.path().string()] = e.is_regular_file() ? ReadWholeFile(e.path().string()) : "(dir)";
+  }
+  return files;
+}
+
+TEST_CASE("convoy_ps without --resume on another run's checkpoints exits 2 and touches nothing",
+          "[process][checkpoint]") {
+  PsProcess ps = NewPs();
+  ps.Start(0);
+  {
+    PsClient client(ps.ClientOptions("a"));
+    std::vector<float> g(DescribeModel("tiny")->parameter_count, 0.01f);
+    for (uint64_t v = 0; v < 3; ++v) REQUIRE(client.Push(g.data(), g.size(), v, 1)->accepted);
+  }
+  ps.process->Signal(SIGTERM);
+  REQUIRE(ps.process->Wait(absl::Seconds(30)) == 0);
+  fs::remove(ps.dir + "/port");
+  const auto before = TreeContents(ps.dir + "/ckpt");
+  const std::string log = ps.dir + "/second.log";
+  absl::StatusOr<Subprocess> again = Subprocess::Start(
+      {CONVOY_PS_BINARY, "--model=tiny", "--bind=127.0.0.1", "--port=0",
+       "--port_file=" + ps.dir + "/port", "--checkpoint_dir=" + ps.dir + "/ckpt", "--insecure"},
+      log);
+  REQUIRE(again.ok());
+  CHECK(again->Wait(absl::Seconds(30)) == 2);
+  const std::string out = ReadWholeFile(log);
+  CHECK_THAT(out, Catch::Contains("ckpt-00000000000000000003") && Catch::Contains("--resume") &&
+                      Catch::Contains("another directory"));
+  CHECK(TreeContents(ps.dir + "/ckpt") == before);
+  CHECK_FALSE(fs::exists(ps.dir + "/port"));
+}
+
+// convoy_ps with the run settings of the example, and a convoy_agent against it.
+struct RunSettingsCluster {
+  std::string dir = MakeTempDir("run_settings");
+  std::optional<Subprocess> ps;
+  int port = 0;
+
+  void StartPs(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {CONVOY_PS_BINARY, "--bind=127.0.0.1", "--port=0",
+                                     "--port_file=" + dir + "/port", "--insecure"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    absl::StatusOr<Subprocess> started = Subprocess::Start(argv, dir + "/ps.log");
+    REQUIRE(started.ok());
+    ps = *std::move(started);
+    absl::StatusOr<std::string> line = WaitForFileLine(dir + "/port", absl::Seconds(60));
+    INFO(ReadWholeFile(dir + "/ps.log"));
+    REQUIRE(line.ok());
+    port = std::stoi(*line);
+  }
+  std::optional<int> RunAgent(std::vector<std::string> extra, const std::string& log) {
+    std::vector<std::string> argv = {CONVOY_AGENT_BINARY, absl::StrCat("--ps=127.0.0.1:", port),
+                                     "--insecure", "--torch_threads=1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    absl::StatusOr<Subprocess> agent = Subprocess::Start(argv, log);
+    if (!agent.ok()) return std::nullopt;
+    return agent->Wait(absl::Seconds(300));
+  }
+  v1::StatusResponse Status(const std::string& model) {
+    PsClientOptions o;
+    o.address = absl::StrCat("127.0.0.1:", port);
+    o.agent_id = "test";
+    o.model_fingerprint = DescribeModel(model)->fingerprint;
+    PsClient client(o);
+    absl::StatusOr<v1::StatusResponse> status = client.Status();
+    REQUIRE(status.ok());
+    return *status;
+  }
+};
+
+TEST_CASE("An agent adopts the server's run settings and refuses a flag that disagrees",
+          "[process][run_config]") {
+  RunSettingsCluster cluster;
+  cluster.StartPs({"--model=compact", "--batch_size=64", "--batch_update_frequency=8", "--gamma=0.9"});
+  // Without those flags. 16 sampled transitions per step in minibatches of 64 from the 200th step on: 600
+  // steps train 100 minibatches, pushed as 12 of 8 and, at the end, the last 4.
+  const std::string log = cluster.dir + "/agent.log";
+  REQUIRE(cluster.RunAgent({"--max_steps=600", "--min_replay_size=200", "--replay_ratio=16"}, log) == 0);
+  const std::string out = ReadWholeFile(log);
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("batch_size=64") && Catch::Contains("batch_update_frequency=8") &&
+                      Catch::Contains("gamma=0.9"));
+  const v1::StatusResponse status = cluster.Status("compact");
+  CHECK(status.applied_minibatches() == 100);
+  CHECK(status.updates_applied() == 13);
+
+  const std::string refused_log = cluster.dir + "/refused.log";
+  CHECK(cluster.RunAgent({"--max_steps=10", "--batch_size=16"}, refused_log) == 2);
+  const std::string refused = ReadWholeFile(refused_log);
+  CHECK_THAT(refused, Catch::Contains("--batch_size=16") && Catch::Contains("64") &&
+                          Catch::Contains("convoy_ps with --batch_size=16"));
+  // Agreeing explicitly is fine.
+  CHECK(cluster.RunAgent({"--max_steps=10", "--batch_size=64"}, cluster.dir + "/agree.log") == 0);
+  cluster.ps->Signal(SIGTERM);
+  CHECK(cluster.ps->Wait(absl::Seconds(30)) == 0);
+}
+
+TEST_CASE("convoy_ps and convoy_agent started with their defaults work together",
+          "[process][run_config]") {
+  RunSettingsCluster cluster;
+  cluster.StartPs({});
+  // The defaults but for the bound: 1000 random steps fill the replay, 200 more train 50 minibatches.
+  const std::string log = cluster.dir + "/agent.log";
+  REQUIRE(cluster.RunAgent({"--max_steps=1200"}, log) == 0);
+  const v1::StatusResponse status = cluster.Status(run_defaults::kServerModel);
+  INFO(ReadWholeFile(log));
+  CHECK(status.model_name() == run_defaults::kServerModel);
+  CHECK(status.updates_applied() >= 1);
+  CHECK(status.rejections().empty());
+  cluster.ps->Signal(SIGTERM);
+  CHECK(cluster.ps->Wait(absl::Seconds(30)) == 0);
 }
 
 }  // namespace

@@ -419,6 +419,87 @@ TEST_CASE("Stale and ahead pushes are rejected in-band with the current version"
   CHECK(status.agents(0).pushes_rejected() == 2);
 }
 
+TEST_CASE("A push whose reply is lost after the apply is retried and applied once",
+          "[service][exactly_once]") {
+  ParameterServerOptions o = Options();
+  o.optimizer.name = "sgd";
+  o.optimizer.momentum = 0;
+  LoopbackServer ps(o);
+  std::atomic<int> dropped{0};
+  // The first reply after an apply never reaches the client, as when the connection drops right then.
+  ps.server->service().SetAfterApplyHookForTesting([&](const PushOutcome&) {
+    if (dropped.fetch_add(1) == 0) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost");
+    return grpc::Status::OK;
+  });
+  const std::vector<float> before = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  PsClient client(ps.ClientOptions("a"));
+  const std::vector<float> g = RandomVector(before.size(), 3);
+  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 0, 1, ps.Status().incarnation());
+  REQUIRE(pushed.ok());
+  CHECK(dropped == 2);  // The first attempt and its retry both reached the server.
+  CHECK(pushed->accepted);
+  CHECK(pushed->repeated);  // The retry got the first attempt's answer.
+  CHECK(pushed->version == 1);
+  const v1::StatusResponse status = ps.Status();
+  CHECK(status.version() == 1);
+  CHECK(status.updates_applied() == 1);
+  CHECK(status.repeated_pushes() == 1);
+  // The weights moved by exactly one SGD step.
+  const std::vector<float>& after = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  for (size_t i = 0; i < after.size(); ++i) {
+    REQUIRE(after[i] == Approx(before[i] - o.optimizer.learning_rate * g[i]).margin(1e-7));
+  }
+  // The client's next push is a new one, and applies.
+  ps.server->service().SetAfterApplyHookForTesting(nullptr);
+  absl::StatusOr<PushResult> next = client.Push(g.data(), g.size(), 1, 1, status.incarnation());
+  REQUIRE(next.ok());
+  CHECK(next->accepted);
+  CHECK_FALSE(next->repeated);
+  CHECK(ps.Status().version() == 2);
+}
+
+TEST_CASE("A push from a previous incarnation is refused in-band and changes nothing",
+          "[service][exactly_once]") {
+  LoopbackServer ps(Options());
+  const std::vector<float> before = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  PsClient client(ps.ClientOptions("a"));
+  const std::vector<float> g(before.size(), 0.01f);
+  const uint64_t previous = ps.Status().incarnation() ^ 1;
+  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 0, 1, previous);
+  REQUIRE(pushed.ok());
+  CHECK_FALSE(pushed->accepted);
+  CHECK(pushed->reason == v1::REJECT_REASON_WRONG_INCARNATION);
+  CHECK_THAT(pushed->message, Catch::Contains("restarted"));
+  CHECK(ps.Status().version() == 0);
+  CHECK(ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values == before);
+  CHECK(Rejections(ps.Status(), v1::REJECT_REASON_WRONG_INCARNATION) == 1);
+}
+
+TEST_CASE("A push that got no answer is resent under its number once the server answers",
+          "[service][exactly_once]") {
+  LoopbackServer ps(Options());
+  std::atomic<bool> drop{true};
+  ps.server->service().SetAfterApplyHookForTesting([&](const PushOutcome&) {
+    return drop ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost") : grpc::Status::OK;
+  });
+  PsClientOptions options = ps.ClientOptions("a");
+  options.retry_for = absl::Milliseconds(300);
+  PsClient client(options);
+  const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
+  absl::StatusOr<PushResult> lost = client.Push(g.data(), g.size(), 0, 1);
+  REQUIRE(lost.status().code() == absl::StatusCode::kUnavailable);
+  CHECK(client.has_pending_push());
+  CHECK(ps.Status().version() == 1);  // Applied, though the client never heard.
+  drop = false;
+  absl::StatusOr<PushResult> resent = client.ResendPendingPush();
+  REQUIRE(resent.ok());
+  CHECK(resent->accepted);
+  CHECK(resent->repeated);
+  CHECK_FALSE(client.has_pending_push());
+  CHECK(ps.Status().version() == 1);
+  CHECK(client.ResendPendingPush().status().code() == absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_CASE("Push replies carry epsilon and the target-network version", "[service]") {
   ParameterServerOptions o = Options();
   o.target_update_frequency = 4;  // Minibatches.
