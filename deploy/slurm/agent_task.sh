@@ -4,8 +4,9 @@
 # From Slurm's environment: SLURM_PROCID (the task's rank in the step) becomes --agent_index and the seed offset;
 # SLURM_LOCALID (its rank on the node) becomes LOCAL_RANK, which --device=auto maps to a GPU (with
 # --gpus-per-task=1 each task sees only its own GPU, and the agent uses it). From convoy.sbatch: CONVOY_BIN,
-# CONVOY_RUN_DIR, CONVOY_MODEL, CONVOY_PS_ADDRESS, and the PS's security: CONVOY_AUTH_DIR (ca.crt, auth_token),
-# CONVOY_TLS_SERVER_NAME, CONVOY_INSECURE, CONVOY_AUTH_TOKEN (when set, read by convoy_agent itself).
+# CONVOY_RUN_DIR, CONVOY_PS_ADDRESS, and the PS's security: CONVOY_AUTH_DIR (ca.crt, auth_token),
+# CONVOY_TLS_SERVER_NAME, CONVOY_INSECURE, CONVOY_AUTH_TOKEN (when set, read by convoy_agent itself). The run
+# settings, the model among them, come from the PS on Join.
 #
 # The simulator, per agent (CONVOY_SIM):
 #   embedded    in-process (the default)
@@ -63,7 +64,6 @@ AGENT_ARGS=(
   --agent_id="agent-$INDEX"
   --agent_index="$INDEX"
   --seed=$((1 + INDEX))
-  --model="$CONVOY_MODEL"
   --device=auto
   --torch_threads="${SLURM_CPUS_PER_TASK:-0}"
   --log_dir="$AGENT_DIR"

@@ -23,6 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+# The agent flags whose values a convoy_ps run owns (RunConfig, docs/deploy.md's tuning section).
+RUN_SETTINGS = ("model", "batch_size", "batch_update_frequency", "gamma", "n_step",
+                "target_update_frequency", "double_dqn", "max_grad_norm", "learning_rate", "prioritized",
+                "min_epsilon", "per_iter_epsilon_reduction")
+
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from deploy_checks import Checks, accepted_flags, die, flag_name  # noqa: E402
@@ -285,9 +290,12 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
     mounts = {m["mountPath"]: m["name"] for m in ps.get("volumeMounts", [])}
     t.check(mounts.get(psa.get("checkpoint_dir")) in vct,
             f"{where}: --checkpoint_dir={psa.get('checkpoint_dir')} is not on a persistent volume claim")
-    for flag in ("model", "batch_size", "batch_update_frequency"):
-        t.check(psa.get(flag) == aga.get(flag),
-                f"{where}: --{flag} differs between the PS ({psa.get(flag)}) and the agents ({aga.get(flag)})")
+    # The run settings are passed once, to the PS; the agents adopt them on Join (an agent flag that
+    # disagreed would stop the agent).
+    for flag in RUN_SETTINGS:
+        t.check(flag not in aga, f"{where}: the agents are given --{flag}, a run setting the PS owns")
+    for flag in ("model", "batch_size", "batch_update_frequency", "gamma", "n_step"):
+        t.check(flag in psa, f"{where}: convoy_ps is not given --{flag}")
 
     # Health: readiness and liveness (and startup) through the gRPC health service on the PS port.
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):

@@ -147,8 +147,8 @@ say "one-node cluster up: $HOST, CPUs=2, slurmctld :$CTLD_PORT, slurmd :$SLURMD_
 
 RUN="$T/run"
 COMMON_ENV="ALL,CONVOY_HOME=$REPO,CONVOY_BIN=$BIN,CONVOY_RUN_DIR=$RUN,CONVOY_MODEL=compact"
-PS_FLAGS="--checkpoint_every_updates=20 --checkpoint_every_seconds=0 --keep_checkpoints=3"
-AGENT_FLAGS="--min_replay_size=64 --replay_memory_size=2000 --batch_size=16 --report_seconds=2 --max_minutes=3"
+PS_FLAGS="--checkpoint_every_updates=20 --checkpoint_every_seconds=0 --keep_checkpoints=3 --batch_size=16"
+AGENT_FLAGS="--min_replay_size=64 --replay_memory_size=2000 --report_seconds=2 --max_minutes=3"
 
 newest_version() {
   local newest

@@ -13,6 +13,7 @@
 #include "common/model_registry.h"
 #include "common/run_defaults.h"
 #include "param_server/checkpointer.h"
+#include "param_server/parameter_server.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -207,6 +208,27 @@ TEST_CASE("convoy_ps without --resume on another run's checkpoints exits 2 and t
                       Catch::Contains("another directory"));
   CHECK(TreeContents(ps.dir + "/ckpt") == before);
   CHECK_FALSE(fs::exists(ps.dir + "/port"));
+}
+
+TEST_CASE("convoy_train with the name of a run that has checkpoints exits 2 and starts nothing",
+          "[process][checkpoint]") {
+  const std::string runs = MakeTempDir("convoy_train_runs");
+  {
+    ParameterServerOptions o;
+    o.model = "compact";
+    o.checkpoint_dir = runs + "/again/checkpoints";
+    REQUIRE((*ParameterServer::Create(o))->Checkpoint().ok());
+  }
+  const auto before = TreeContents(runs);
+  const std::string log = runs + "/../convoy_train_again.log";
+  absl::StatusOr<Subprocess> train = Subprocess::Start(
+      {CONVOY_TRAIN_BINARY, "--runs_dir=" + runs, "--name=again", "--minutes=0.2"}, log);
+  REQUIRE(train.ok());
+  CHECK(train->Wait(absl::Seconds(60)) == 2);
+  const std::string out = ReadWholeFile(log);
+  CHECK_THAT(out, Catch::Contains("--resume") && Catch::Contains("again") &&
+                      Catch::Contains("ckpt-00000000000000000000"));
+  CHECK(TreeContents(runs) == before);  // No convoy_ps, no credentials, no logs.
 }
 
 // convoy_ps with the run settings of the issue's example, and a convoy_agent against it.
