@@ -38,8 +38,8 @@ class ForkingThread {
   // Runs `job` on the forking thread and returns when it is done.
   void Run(const std::function<void()>& job) {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](const std::function<void()>** j) { return *j == nullptr; },
-                              &job_));
+    mu_.Await(absl::Condition(
+        +[](const std::function<void()>** j) { return *j == nullptr; }, &job_));
     job_ = &job;
     done_ = false;
     mu_.Await(absl::Condition(&done_));
@@ -73,8 +73,8 @@ class ForkingThread {
 
 // In the forked child: only async-signal-safe calls until exec. On failure, the errno goes to
 // `error_fd` (close-on-exec, so the parent reads end of file when exec succeeds).
-[[noreturn]] void ExecChild(char* const* args, const ChildProcess::Options& options,
-                            pid_t launcher, int stdout_fd, int error_fd) {
+[[noreturn]] void ExecChild(char* const* args, const ChildProcess::Options& options, pid_t launcher,
+                            int stdout_fd, int error_fd) {
   auto fail = [error_fd] {
     const int error = errno;
     (void)!::write(error_fd, &error, sizeof(error));
@@ -88,7 +88,8 @@ class ForkingThread {
   if (!options.working_dir.empty() && ::chdir(options.working_dir.c_str()) != 0) fail();
   if (stdout_fd >= 0 && ::dup2(stdout_fd, STDOUT_FILENO) < 0) fail();
   if (!options.log_path.empty()) {
-    const int log = ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const int log =
+        ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log < 0 || ::dup2(log, STDERR_FILENO) < 0) fail();
     if (stdout_fd < 0 && ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) fail();
   }

@@ -1,5 +1,5 @@
-// ChildProcess: starts a program, signals it, waits for it. convoy_train starts convoy_ps and its agents
-// with it; tests start real binaries with it.
+// ChildProcess: starts a program, signals it, waits for it. convoy_train starts convoy_ps and its
+// agents with it; tests start real binaries with it.
 #ifndef CONVOY_COMMON_CHILD_PROCESS_H_
 #define CONVOY_COMMON_CHILD_PROCESS_H_
 
@@ -25,9 +25,9 @@ namespace convoy {
 class ChildProcess {
  public:
   struct Options {
-    std::string log_path;       // stderr (and stdout unless piped) appended here; empty: inherit.
-    bool pipe_stdout = false;   // stdout readable through stdout_fd().
-    std::string working_dir;    // The child's working directory; empty: this process's.
+    std::string log_path;      // stderr (and stdout unless piped) appended here; empty: inherit.
+    bool pipe_stdout = false;  // stdout readable through stdout_fd().
+    std::string working_dir;   // The child's working directory; empty: this process's.
     // What the child receives when this process dies; 0: nothing, it may outlive this process.
     // SIGTERM rather than SIGKILL: convoy's binaries stop cleanly on it within their own bounded
     // grace (convoy_ps drains for --shutdown_grace_seconds and writes its final checkpoint). No
@@ -45,7 +45,8 @@ class ChildProcess {
   ~ChildProcess();  // SIGKILLs and reaps a process still running.
 
   void Signal(int signal) const;
-  // Waits for the exit; returns the exit code (128 + N when killed by signal N), or nullopt on timeout.
+  // Waits for the exit; returns the exit code (128 + N when killed by signal N), or nullopt on
+  // timeout.
   std::optional<int> Wait(absl::Duration timeout);
   bool running();
   pid_t pid() const { return pid_; }

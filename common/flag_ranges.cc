@@ -45,7 +45,8 @@ FlagRange RealRange(absl::string_view name, double value, double min, double max
 absl::Status CheckFlagRanges(absl::Span<const FlagRange> ranges) {
   std::vector<std::string> errors;
   for (const FlagRange& r : ranges) {
-    if (!r.in_range) errors.push_back(absl::StrCat("--", r.name, " must be in ", r.range, ", got ", r.value));
+    if (!r.in_range)
+      errors.push_back(absl::StrCat("--", r.name, " must be in ", r.range, ", got ", r.value));
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));

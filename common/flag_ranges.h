@@ -1,5 +1,5 @@
-// Range checks of numeric command-line flags, made once at start-up before a binary creates any file,
-// socket or directory. Each binary lists its numeric flags in one table:
+// Range checks of numeric command-line flags, made once at start-up before a binary creates any
+// file, socket or directory. Each binary lists its numeric flags in one table:
 //
 //   if (!FlagsInRange("convoy_train", {IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
 //                                      RealRange("gamma", absl::GetFlag(FLAGS_gamma), 0, 1)})) {

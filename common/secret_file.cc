@@ -31,7 +31,8 @@ absl::Status WriteAll(int fd, absl::string_view contents) {
 }  // namespace
 
 absl::StatusOr<int> CreateExclusiveFile(const std::string& path, mode_t mode) {
-  // O_EXCL with O_CREAT fails on any existing name, a symbolic link included, so nothing is followed.
+  // O_EXCL with O_CREAT fails on any existing name, a symbolic link included, so nothing is
+  // followed.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) {
     const int error = errno;
@@ -50,8 +51,7 @@ absl::StatusOr<int> CreateExclusiveFile(const std::string& path, mode_t mode) {
   return fd;
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
-                                 mode_t mode) {
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode) {
   absl::BitGen random;
   std::string temp = path + ".tmp";
   absl::StatusOr<int> fd = CreateExclusiveFile(temp, mode);
@@ -61,7 +61,8 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
     fd = CreateExclusiveFile(temp, mode);
   }
   if (!fd.ok()) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", fd.status().message()));
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write ", path, ": ", fd.status().message()));
   }
   absl::Status written = WriteAll(*fd, contents);
   if (written.ok() && ::fsync(*fd) != 0) written = absl::ErrnoToStatus(errno, "fsync");
@@ -71,7 +72,8 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   }
   if (!written.ok()) {
     ::unlink(temp.c_str());
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", written.message()));
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write ", path, ": ", written.message()));
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
-// Files that must never be readable by others — private keys, bearer tokens — created with their final
-// mode from the first byte: opened O_CREAT|O_EXCL with the mode (and fchmod-ed to it, whatever the
-// umask), never chmod-ed after the fact, never through a symbolic link or a file someone else made.
+// Files that must never be readable by others — private keys, bearer tokens — created with their
+// final mode from the first byte: opened O_CREAT|O_EXCL with the mode (and fchmod-ed to it,
+// whatever the umask), never chmod-ed after the fact, never through a symbolic link or a file
+// someone else made.
 #ifndef CONVOY_COMMON_SECRET_FILE_H_
 #define CONVOY_COMMON_SECRET_FILE_H_
 

@@ -19,7 +19,8 @@ namespace {
 
 using testing::WaitUntil;
 
-// Whether `pid` is a live process: not gone, and not a zombie waiting for its new parent to reap it.
+// Whether `pid` is a live process: not gone, and not a zombie waiting for its new parent to reap
+// it.
 bool Alive(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
@@ -96,8 +97,7 @@ TEST_CASE("A child runs in its working directory and reports its exit code", "[c
       ChildProcess::Start({"/bin/sh", "-c", "pwd; exit 3"}, options);
   REQUIRE(child.ok());
   CHECK(child->Wait(absl::Seconds(30)) == 3);
-  CHECK(testing::ReadWholeFile(dir + "/log") ==
-        std::filesystem::canonical(dir).string() + "\n");
+  CHECK(testing::ReadWholeFile(dir + "/log") == std::filesystem::canonical(dir).string() + "\n");
 }
 
 TEST_CASE("A program that cannot be executed is an error naming it", "[child_process]") {

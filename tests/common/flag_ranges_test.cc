@@ -34,8 +34,8 @@ TEST_CASE("Open ends exclude their bound", "[flag_ranges]") {
 
 TEST_CASE("NaN and infinity are out of a real range", "[flag_ranges]") {
   CHECK(!CheckFlagRanges({RealRange("gamma", std::nan(""), 0, 1)}).ok());
-  CHECK(!CheckFlagRanges({RealRange("minutes", std::numeric_limits<double>::infinity(), 0,
-                                    kNoRealMax)})
+  CHECK(!CheckFlagRanges(
+             {RealRange("minutes", std::numeric_limits<double>::infinity(), 0, kNoRealMax)})
              .ok());
 }
 
