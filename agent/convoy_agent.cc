@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/client_security_flags.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/security.h"
 
@@ -67,6 +68,35 @@ ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on
 namespace convoy {
 namespace {
 
+// Every numeric flag but --seed and --max_steps, which take any value.
+bool NumericFlagsInRange() {
+  return FlagsInRange(
+      "convoy_agent",
+      {IntRange("parked_cars", absl::GetFlag(FLAGS_parked_cars), 0, 10000),
+       UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
+       IntRange("torch_threads", absl::GetFlag(FLAGS_torch_threads), 0, 1024),
+       IntRange("batch_size", absl::GetFlag(FLAGS_batch_size), 1, 65536),
+       IntRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1, 65536),
+       UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
+       UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
+       RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
+       IntRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
+       RealRange("gamma", absl::GetFlag(FLAGS_gamma), 0, 1),
+       RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
+                 Ends::kOpenMin),
+       RealRange("max_grad_norm", absl::GetFlag(FLAGS_max_grad_norm), 0, kNoRealMax),
+       UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
+                 kNoUintMax),
+       RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
+       RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
+                 1),
+       RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec), 0, kNoRealMax,
+                 Ends::kOpenMin),
+       RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),
+       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
+                 Ends::kOpenMin)});
+}
+
 AgentOptions OptionsFromFlags() {
   AgentOptions o;
   o.agent_id = absl::GetFlag(FLAGS_agent_id);
@@ -109,6 +139,7 @@ AgentOptions OptionsFromFlags() {
 }
 
 int Run() {
+  if (!NumericFlagsInRange()) return kExitUsage;
   const std::string encoding = absl::GetFlag(FLAGS_push_encoding);
   if (encoding != "fp32" && encoding != "bf16") {
     std::fprintf(stderr, "--push_encoding must be fp32 or bf16, got '%s'\n", encoding.c_str());
