@@ -71,15 +71,19 @@ class ForkingThread {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// In the forked child: hands errno to the launcher and exits as a shell does for a program it
+// cannot run.
+[[noreturn]] void ReportAndExit(int error_fd) {
+  const int error = errno;
+  (void)!::write(error_fd, &error, sizeof(error));
+  ::_exit(127);
+}
+
 // In the forked child: only async-signal-safe calls until exec. On failure, the errno goes to
 // `error_fd` (close-on-exec, so the parent reads end of file when exec succeeds).
 [[noreturn]] void ExecChild(char* const* args, const ChildProcess::Options& options, pid_t launcher,
                             int stdout_fd, int error_fd) {
-  auto fail = [error_fd] {
-    const int error = errno;
-    (void)!::write(error_fd, &error, sizeof(error));
-    ::_exit(127);
-  };
+  auto fail = [error_fd] { ReportAndExit(error_fd); };
   if (options.parent_death_signal != 0) {
     if (::prctl(PR_SET_PDEATHSIG, options.parent_death_signal) != 0) fail();
     // The launcher may have died before the signal was armed: then it never comes.
@@ -97,7 +101,7 @@ class ForkingThread {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::execve(args[0], args, environ);
-  fail();
+  ReportAndExit(error_fd);
 }
 
 }  // namespace
