@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/client_security_flags.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/security.h"
 
@@ -24,8 +25,10 @@ const convoy::AgentOptions& Defaults() {
 }
 // Help of a run setting: with --ps the parameter server owns it (RunConfig).
 std::string RunSetting(const std::string& what, const std::string& alone) {
-  return absl::StrCat(what, " A run setting: with --ps, the parameter server's (set it on convoy_ps; "
-                            "given here it must agree); alone: ", alone, ".");
+  return absl::StrCat(what,
+                      " A run setting: with --ps, the parameter server's (set it on convoy_ps; "
+                      "given here it must agree); alone: ",
+                      alone, ".");
 }
 }  // namespace
 
@@ -43,7 +46,8 @@ ABSL_FLAG(std::string, agent_id, Defaults().agent_id, "Agent id, unique per agen
 ABSL_FLAG(uint32_t, agent_index, Defaults().agent_index,
           "Agent index, 0-based (selects the Ape-X epsilon).");
 ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
-          RunSetting("Q-network (registry name: compact, cookbook, nature, ...).", Defaults().model));
+          RunSetting("Q-network (registry name: compact, cookbook, nature, ...).",
+                     Defaults().model));
 ABSL_FLAG(std::string, device, Defaults().device,
           "auto, cpu, cuda or cuda:N (auto: LOCAL_RANK's GPU, else CPU).");
 ABSL_FLAG(bool, amp, Defaults().amp, "Automatic mixed precision with loss scaling (CUDA only).");
@@ -62,7 +66,8 @@ ABSL_FLAG(uint64_t, min_replay_size, Defaults().min_replay_size,
           "Transitions collected before learning starts.");
 ABSL_FLAG(bool, fill_with_random_actions, Defaults().fill_with_random_actions,
           "Act at random until min_replay_size (the cookbook's start).");
-ABSL_FLAG(double, replay_ratio, Defaults().replay_ratio, "Sampled transitions per environment step.");
+ABSL_FLAG(double, replay_ratio, Defaults().replay_ratio,
+          "Sampled transitions per environment step.");
 ABSL_FLAG(std::optional<bool>, prioritized, std::nullopt,
           RunSetting("Prioritized experience replay.", Defaults().prioritized ? "true" : "false"));
 ABSL_FLAG(std::optional<int>, n_step, std::nullopt,
@@ -72,9 +77,10 @@ ABSL_FLAG(std::optional<double>, gamma, std::nullopt,
 ABSL_FLAG(std::optional<double>, learning_rate, std::nullopt,
           RunSetting("Local Adam learning rate (alone, deltas, or while the PS is down).",
                      absl::StrCat(Defaults().learning_rate)));
-ABSL_FLAG(std::optional<double>, max_grad_norm, std::nullopt,
-          RunSetting("Clip each update's gradient norm (0: off); convoy_ps --learner_max_grad_norm.",
-                     absl::StrCat(Defaults().max_grad_norm)));
+ABSL_FLAG(
+    std::optional<double>, max_grad_norm, std::nullopt,
+    RunSetting("Clip each update's gradient norm (0: off); convoy_ps --learner_max_grad_norm.",
+               absl::StrCat(Defaults().max_grad_norm)));
 ABSL_FLAG(std::optional<bool>, double_dqn, std::nullopt,
           RunSetting("Double DQN targets.", Defaults().double_dqn ? "true" : "false"));
 ABSL_FLAG(std::optional<uint64_t>, target_update_frequency, std::nullopt,
@@ -111,6 +117,48 @@ void TakeSetting(const absl::Flag<std::optional<T>>& flag, Field* field,
     *field = static_cast<Field>(*value);
     pinned->insert(std::string(absl::GetFlagReflectionHandle(flag).Name()));
   }
+}
+
+// Every numeric flag but --seed and --max_steps, which take any value. A run setting not given is
+// checked at its default (the server checks its own).
+bool NumericFlagsInRange() {
+  return FlagsInRange(
+      "convoy_agent",
+      {IntRange("parked_cars", absl::GetFlag(FLAGS_parked_cars), 0, 10000),
+       UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
+       IntRange("torch_threads", absl::GetFlag(FLAGS_torch_threads), 0, 1024),
+       IntRange("batch_size", absl::GetFlag(FLAGS_batch_size).value_or(Defaults().batch_size), 1,
+                65536),
+       IntRange(
+           "batch_update_frequency",
+           absl::GetFlag(FLAGS_batch_update_frequency).value_or(Defaults().batch_update_frequency),
+           1, 65536),
+       UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
+       UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
+       RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
+       IntRange("n_step", absl::GetFlag(FLAGS_n_step).value_or(Defaults().n_step), 1, 100),
+       RealRange("gamma", absl::GetFlag(FLAGS_gamma).value_or(Defaults().gamma), 0, 1),
+       RealRange("learning_rate",
+                 absl::GetFlag(FLAGS_learning_rate).value_or(Defaults().learning_rate), 0,
+                 kNoRealMax, Ends::kOpenMin),
+       RealRange("max_grad_norm",
+                 absl::GetFlag(FLAGS_max_grad_norm).value_or(Defaults().max_grad_norm), 0,
+                 kNoRealMax),
+       UintRange("target_update_frequency",
+                 absl::GetFlag(FLAGS_target_update_frequency)
+                     .value_or(Defaults().target_update_frequency),
+                 1, kNoUintMax),
+       RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon).value_or(Defaults().min_epsilon),
+                 0, 1),
+       RealRange("per_iter_epsilon_reduction",
+                 absl::GetFlag(FLAGS_per_iter_epsilon_reduction)
+                     .value_or(Defaults().per_iter_epsilon_reduction),
+                 0, 1),
+       RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec), 0, kNoRealMax,
+                 Ends::kOpenMin),
+       RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),
+       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
+                 Ends::kOpenMin)});
 }
 
 AgentOptions OptionsFromFlags() {
@@ -155,6 +203,7 @@ AgentOptions OptionsFromFlags() {
 }
 
 int Run() {
+  if (!NumericFlagsInRange()) return kExitUsage;
   const std::string encoding = absl::GetFlag(FLAGS_push_encoding);
   if (encoding != "fp32" && encoding != "bf16") {
     std::fprintf(stderr, "--push_encoding must be fp32 or bf16, got '%s'\n", encoding.c_str());
@@ -179,7 +228,8 @@ int Run() {
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options);
   if (!agent.ok()) {
     std::fprintf(stderr, "convoy_agent: cannot start: %s\n", agent.status().ToString().c_str());
-    // Bad flags (also one that disagrees with the parameter server's run settings): 2, as for usage.
+    // Bad flags (also one that disagrees with the parameter server's run settings): 2, as for
+    // usage.
     return agent.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   absl::Status run = (*agent)->Run(stop);

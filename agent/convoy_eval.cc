@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/weights_file.h"
 
@@ -22,6 +23,13 @@ namespace convoy {
 namespace {
 
 int Run() {
+  if (!FlagsInRange("convoy_eval",
+                    {IntRange("episodes", absl::GetFlag(FLAGS_episodes), 1, 100000),
+                     RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec),
+                               0, kNoRealMax, Ends::kOpenMin),
+                     IntRange("parked_cars", absl::GetFlag(FLAGS_parked_cars), 0, 10000)})) {
+    return kExitUsage;
+  }
   const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
   if (checkpoint.empty()) {
     LOG(ERROR) << "--checkpoint is required";

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "agent/client_security_flags.h"
 #include "agent/ps_client.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/model_registry.h"
 #include "common/tensor_encoding.h"
@@ -37,6 +38,17 @@ namespace convoy {
 namespace {
 
 int Run() {
+  // Every numeric flag but --target_seed, which takes any value.
+  if (!FlagsInRange(
+          "convoy_synthetic_agent",
+          {UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
+           RealRange("seconds", absl::GetFlag(FLAGS_seconds), 0, kNoRealMax),
+           RealRange("noise", absl::GetFlag(FLAGS_noise), 0, kNoRealMax),
+           RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
+                     Ends::kOpenMin),
+           IntRange("stall_after_chunks", absl::GetFlag(FLAGS_stall_after_chunks), 0, 1 << 20)})) {
+    return kExitUsage;
+  }
   absl::StatusOr<ModelInfo> model = DescribeModel(absl::GetFlag(FLAGS_model));
   if (!model.ok()) {
     LOG(ERROR) << model.status();

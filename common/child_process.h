@@ -1,8 +1,9 @@
-// ChildProcess: starts a program, signals it, waits for it. convoy_train starts convoy_ps and its agents
-// with it; tests start real binaries with it.
+// ChildProcess: starts a program, signals it, waits for it. convoy_train starts convoy_ps and its
+// agents with it; tests start real binaries with it.
 #ifndef CONVOY_COMMON_CHILD_PROCESS_H_
 #define CONVOY_COMMON_CHILD_PROCESS_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -14,14 +15,29 @@
 
 namespace convoy {
 
+// A launcher's children do not outlive it, however it ends (a crash, SIGKILL, a closed terminal):
+// each gets `parent_death_signal` from the kernel when this process dies (PR_SET_PDEATHSIG). The
+// kernel sends it when the *thread* that forked the child ends, so every child is forked by one
+// thread that lives as long as the process, whichever thread calls Start(); and a child whose
+// launcher died before the signal was armed exits at once instead of running unwatched. Children
+// stay in the launcher's process group, so a signal to that group (the terminal's Ctrl-C,
+// `kill -TERM -<pgid>`) reaches them as well as the launcher.
 class ChildProcess {
  public:
   struct Options {
-    std::string log_path;       // stderr (and stdout unless piped) appended here; empty: inherit.
-    bool pipe_stdout = false;   // stdout readable through stdout_fd().
+    std::string log_path;      // stderr (and stdout unless piped) appended here; empty: inherit.
+    bool pipe_stdout = false;  // stdout readable through stdout_fd().
+    std::string working_dir;   // The child's working directory; empty: this process's.
+    // What the child receives when this process dies; 0: nothing, it may outlive this process.
+    // SIGTERM rather than SIGKILL: convoy's binaries stop cleanly on it within their own bounded
+    // grace (convoy_ps drains for --shutdown_grace_seconds and writes its final checkpoint). No
+    // SIGKILL can follow, as nothing is left to send it.
+    int parent_death_signal = SIGTERM;
   };
 
-  // Starts `argv` (argv[0] is the program path) with no signals blocked. Errors: INTERNAL naming the program.
+  // Starts `argv` (argv[0] is the program path) with no signals blocked. Thread-safe. Errors:
+  // INTERNAL naming the program (also when it cannot be executed, or working_dir or log_path
+  // cannot be opened).
   static absl::StatusOr<ChildProcess> Start(const std::vector<std::string>& argv,
                                             const Options& options);
   ChildProcess(ChildProcess&& other) noexcept;
@@ -29,7 +45,8 @@ class ChildProcess {
   ~ChildProcess();  // SIGKILLs and reaps a process still running.
 
   void Signal(int signal) const;
-  // Waits for the exit; returns the exit code (128 + N when killed by signal N), or nullopt on timeout.
+  // Waits for the exit; returns the exit code (128 + N when killed by signal N), or nullopt on
+  // timeout.
   std::optional<int> Wait(absl::Duration timeout);
   bool running();
   pid_t pid() const { return pid_; }

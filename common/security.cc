@@ -1,24 +1,26 @@
 #include "common/security.h"
 
 #include <glog/logging.h>
+#include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/secret_file.h"
 
 namespace convoy {
 namespace {
@@ -161,23 +163,23 @@ absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std:
   if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) {
     return absl::InternalError("cannot sign the certificate");
   }
-  auto write = [](const std::string& path, mode_t mode, auto&& writer) -> absl::Status {
-    FILE* f = std::fopen(path.c_str(), "w");
-    if (f == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-    ::chmod(path.c_str(), mode);
-    const bool ok = writer(f);
-    std::fclose(f);
-    return ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
+  // PEM in memory first, so that each file is created whole with its mode (the key never wider
+  // than 0600).
+  auto pem = [](auto&& writer) -> std::optional<std::string> {
+    std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), &BIO_free);
+    if (bio == nullptr || !writer(bio.get())) return std::nullopt;
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(bio.get(), &data);
+    return std::string(data, static_cast<size_t>(size));
   };
-  if (absl::Status s = write(key_path, 0600,
-                             [&](FILE* f) {
-                               return PEM_write_PrivateKey(f, key.get(), nullptr, nullptr, 0,
-                                                           nullptr, nullptr) == 1;
-                             });
-      !s.ok()) {
-    return s;
-  }
-  return write(cert_path, 0644, [&](FILE* f) { return PEM_write_X509(f, cert.get()) == 1; });
+  const std::optional<std::string> key_pem = pem([&](BIO* bio) {
+    return PEM_write_bio_PrivateKey(bio, key.get(), nullptr, nullptr, 0, nullptr, nullptr) == 1;
+  });
+  const std::optional<std::string> cert_pem =
+      pem([&](BIO* bio) { return PEM_write_bio_X509(bio, cert.get()) == 1; });
+  if (!key_pem || !cert_pem) return absl::InternalError("cannot encode the key and certificate");
+  if (absl::Status s = WriteSecretFile(key_path, *key_pem); !s.ok()) return s;
+  return WriteFileAtomically(cert_path, *cert_pem, 0644);
 }
 
 absl::Status WriteClusterCredentials(const std::string& dir, const std::string& server_name,
@@ -219,14 +221,7 @@ absl::Status WriteClusterCredentials(const std::string& dir, const std::string& 
     }
   }
   if (!std::filesystem::exists(token)) {
-    const std::string temp = token + ".tmp";
-    FILE* f = std::fopen(temp.c_str(), "w");
-    if (f == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot write ", token));
-    ::chmod(temp.c_str(), 0600);
-    const bool written = std::fprintf(f, "%s\n", GenerateAuthToken().c_str()) > 0;
-    if (std::fclose(f) != 0 || !written || std::rename(temp.c_str(), token.c_str()) != 0) {
-      return absl::PermissionDeniedError(absl::StrCat("cannot write ", token));
-    }
+    if (absl::Status s = WriteSecretFile(token, GenerateAuthToken() + "\n"); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

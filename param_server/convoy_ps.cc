@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/security.h"
 #include "param_server/grpc_server.h"
@@ -108,6 +109,46 @@ ABSL_FLAG(double, stream_idle_timeout_seconds, 60,
 namespace convoy {
 namespace {
 
+// Every numeric flag but --seed and --checkpoint_every_updates, which take any value.
+bool NumericFlagsInRange() {
+  return FlagsInRange(
+      "convoy_ps",
+      {IntRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
+       IntRange("num_actions", absl::GetFlag(FLAGS_num_actions), 1, 4096),
+       IntRange("keep_checkpoints", absl::GetFlag(FLAGS_keep_checkpoints), 1, 100000),
+       RealRange("checkpoint_every_seconds", absl::GetFlag(FLAGS_checkpoint_every_seconds), 0,
+                 kNoRealMax),
+       RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
+                 Ends::kOpenMin),
+       RealRange("beta1", absl::GetFlag(FLAGS_beta1), 0, 1, Ends::kOpenMax),
+       RealRange("beta2", absl::GetFlag(FLAGS_beta2), 0, 1, Ends::kOpenMax),
+       RealRange("eps", absl::GetFlag(FLAGS_eps), 0, 1, Ends::kOpenMin),
+       RealRange("weight_decay", absl::GetFlag(FLAGS_weight_decay), 0, 1),
+       RealRange("momentum", absl::GetFlag(FLAGS_momentum), 0, 1, Ends::kOpenMax),
+       RealRange("rmsprop_alpha", absl::GetFlag(FLAGS_rmsprop_alpha), 0, 1, Ends::kOpenMax),
+       RealRange("max_grad_norm", absl::GetFlag(FLAGS_max_grad_norm), 0, kNoRealMax),
+       IntRange("max_staleness", absl::GetFlag(FLAGS_max_staleness), -1, kNoIntMax),
+       UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
+                 kNoUintMax),
+       RealRange("start_epsilon", absl::GetFlag(FLAGS_start_epsilon), 0, 1),
+       RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
+       RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
+                 1),
+       RealRange("apex_base_epsilon", absl::GetFlag(FLAGS_apex_base_epsilon), 0, 1),
+       RealRange("apex_alpha", absl::GetFlag(FLAGS_apex_alpha), 0, 100),
+       UintRange("apex_num_agents", absl::GetFlag(FLAGS_apex_num_agents), 1, 65536),
+       UintRange("batch_size", absl::GetFlag(FLAGS_batch_size), 1, 65536),
+       UintRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1, 65536),
+       RealRange("gamma", absl::GetFlag(FLAGS_gamma), 0, 1),
+       UintRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
+       RealRange("learner_max_grad_norm", absl::GetFlag(FLAGS_learner_max_grad_norm), 0, kNoRealMax),
+       RealRange("shutdown_grace_seconds", absl::GetFlag(FLAGS_shutdown_grace_seconds), 0,
+                 kNoRealMax),
+       IntRange("credentials_days", absl::GetFlag(FLAGS_credentials_days), 1, 36500),
+       RealRange("stream_idle_timeout_seconds", absl::GetFlag(FLAGS_stream_idle_timeout_seconds), 0,
+                 kNoRealMax)});
+}
+
 ParameterServerOptions OptionsFromFlags() {
   ParameterServerOptions o;
   o.model = absl::GetFlag(FLAGS_model);
@@ -161,6 +202,7 @@ int WriteCredentials(const std::string& dir) {
 }
 
 int Run() {
+  if (!NumericFlagsInRange()) return kExitUsage;
   if (const std::string dir = absl::GetFlag(FLAGS_write_credentials); !dir.empty()) {
     return WriteCredentials(dir);
   }

@@ -8,6 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "simulator_bridge/airsim_server.h"
 #include "simulator_bridge/road_map.h"
@@ -44,6 +45,24 @@ int main(int argc, char** argv) {
       "  convoy_sim --port=41451 --clock=lockstep --dump_frames=/tmp/frames\n"
       "Then, from Python: import airsim; c = airsim.CarClient(); c.confirmConnection()");
 
+  // Every numeric flag but --seed, which takes any value.
+  if (!convoy::FlagsInRange(
+          "convoy_sim",
+          {convoy::IntRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
+           convoy::IntRange("parked_cars", absl::GetFlag(FLAGS_parked_cars), 0, 10000),
+           convoy::RealRange("step_seconds", absl::GetFlag(FLAGS_step_seconds), 0, 10,
+                             convoy::Ends::kOpenMin),
+           convoy::IntRange("camera_width", absl::GetFlag(FLAGS_camera_width), 1, 8192),
+           convoy::IntRange("camera_height", absl::GetFlag(FLAGS_camera_height), 1, 8192),
+           convoy::RealRange("camera_fov_deg", absl::GetFlag(FLAGS_camera_fov_deg), 0, 180,
+                             convoy::Ends::kOpen),
+           convoy::RealRange("camera_height_m", absl::GetFlag(FLAGS_camera_height_m), -100, 100),
+           convoy::RealRange("camera_pitch_deg", absl::GetFlag(FLAGS_camera_pitch_deg), -90, 90),
+           convoy::IntRange("max_connections", absl::GetFlag(FLAGS_max_connections), 1, 65536),
+           convoy::UintRange("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 1,
+                             uint64_t{1} << 32)})) {
+    return convoy::kExitUsage;
+  }
   // SIGINT/SIGTERM are taken synchronously below, not by a handler; block them before any thread.
   convoy::BlockTerminationSignals();
 

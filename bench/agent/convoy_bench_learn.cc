@@ -29,6 +29,7 @@
 #include "agent/learner.h"
 #include "agent/preprocess.h"
 #include "bench/agent/line_plot.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "deploy/local/local_cluster.h"
 
@@ -326,6 +327,29 @@ absl::Status WritePlot(const std::string& path, const std::vector<RunResult>& ru
 }
 
 int Run() {
+  // Every numeric flag but --seed, which takes any value.
+  if (!FlagsInRange(
+          "convoy_bench_learn",
+          {RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
+           RealRange("eval_every_seconds", absl::GetFlag(FLAGS_eval_every_seconds), 0, kNoRealMax,
+                     Ends::kOpenMin),
+           IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
+           IntRange("final_eval_episodes", absl::GetFlag(FLAGS_final_eval_episodes), 1, 100000),
+           RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec), 0,
+                     kNoRealMax, Ends::kOpenMin),
+           RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
+                     Ends::kOpenMin),
+           UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
+                     kNoUintMax),
+           RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax,
+                     Ends::kOpenMin),
+           IntRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1,
+                    65536),
+           IntRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
+           UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1,
+                     kNoUintMax)})) {
+    return kExitUsage;
+  }
   std::vector<int> counts;
   for (absl::string_view field :
        absl::StrSplit(absl::GetFlag(FLAGS_agents), ',', absl::SkipEmpty())) {

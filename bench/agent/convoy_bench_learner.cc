@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/learner.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/model_registry.h"
 
@@ -111,6 +112,13 @@ double TimePython(const ModelInfo& model, int batch, int threads, absl::Duration
 }
 
 int Run() {
+  if (!FlagsInRange(
+          "convoy_bench_learner",
+          {IntRange("batch_size", absl::GetFlag(FLAGS_batch_size), 1, 65536),
+           RealRange("seconds", absl::GetFlag(FLAGS_seconds), 0, kNoRealMax, Ends::kOpenMin),
+           IntRange("repeats", absl::GetFlag(FLAGS_repeats), 1, 1000)})) {
+    return kExitUsage;
+  }
   const int batch = absl::GetFlag(FLAGS_batch_size);
   const absl::Duration duration = absl::Seconds(absl::GetFlag(FLAGS_seconds));
   std::vector<int> thread_counts;

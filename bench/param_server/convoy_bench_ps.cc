@@ -42,6 +42,7 @@
 #include "absl/time/time.h"
 #include "agent/client_security_flags.h"
 #include "agent/ps_client.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/model_registry.h"
 #include "common/tensor_encoding.h"
@@ -381,6 +382,16 @@ std::string KeyPrefix(TensorEncoding encoding) {
 }
 
 int Run() {
+  if (!FlagsInRange(
+          "convoy_bench_ps",
+          {RealRange("seconds", absl::GetFlag(FLAGS_seconds), 0, kNoRealMax, Ends::kOpenMin),
+           RealRange("warmup_seconds", absl::GetFlag(FLAGS_warmup_seconds), 0, kNoRealMax),
+           IntRange("tcp_bytes", absl::GetFlag(FLAGS_tcp_bytes), 1, int64_t{1} << 40),
+           IntRange("tcp_repeats", absl::GetFlag(FLAGS_tcp_repeats), 1, 1000),
+           RealRange("apply_seconds", absl::GetFlag(FLAGS_apply_seconds), 0, kNoRealMax,
+                     Ends::kOpenMin)})) {
+    return kExitUsage;
+  }
   // Security first: a misconfigured --ps fails before any measurement.
   if (absl::GetFlag(FLAGS_ps).empty()) {
     g_security.insecure = true;

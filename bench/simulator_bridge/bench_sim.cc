@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "simulator_bridge/airsim_client.h"
 #include "simulator_bridge/airsim_server.h"
@@ -168,6 +169,16 @@ void DumpFrames(const EmbeddedSimOptions& base, const std::string& dir, uint64_t
 }
 
 int Main() {
+  // Every numeric flag but --seed, which takes any value.
+  if (!FlagsInRange(
+          "convoy_bench_sim",
+          {RealRange("seconds", absl::GetFlag(FLAGS_seconds), 0, kNoRealMax, Ends::kOpenMin),
+           RealRange("airsim_steps_per_sec", absl::GetFlag(FLAGS_airsim_steps_per_sec), 0,
+                     kNoRealMax, Ends::kOpenMin),
+           IntRange("threads", absl::GetFlag(FLAGS_threads), 0, 1024),
+           IntRange("dump_parked_cars", absl::GetFlag(FLAGS_dump_parked_cars), 0, 10000)})) {
+    return kExitUsage;
+  }
   const double seconds = absl::GetFlag(FLAGS_seconds);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   Clock::time_point t0 = Clock::now();

@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/model_registry.h"
 #include "common/weights_file.h"
@@ -87,7 +88,38 @@ void PrintMerged(const ClusterTotals& totals, size_t agents, absl::Duration elap
       totals.epsilon, static_cast<unsigned long long>(ps_version), absl::ToDoubleMinutes(left));
 }
 
+// Every numeric flag but --seed and --steps_per_agent, which take any value. Checked before the run
+// directory is made or a process started.
+bool NumericFlagsInRange() {
+  return FlagsInRange(
+      "convoy_train",
+      {RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
+       IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
+       IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
+       IntRange("batch_size", absl::GetFlag(FLAGS_batch_size), 1, 65536),
+       IntRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1, 65536),
+       UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
+       UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
+       RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
+       IntRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
+       RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
+                 Ends::kOpenMin),
+       UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
+                 kNoUintMax),
+       RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
+       RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
+                 1),
+       RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec), 0, kNoRealMax,
+                 Ends::kOpenMin),
+       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
+                 Ends::kOpenMin),
+       RealRange("validate_every_seconds", absl::GetFlag(FLAGS_validate_every_seconds), 0,
+                 kNoRealMax),
+       IntRange("validation_episodes", absl::GetFlag(FLAGS_validation_episodes), 1, 100000)});
+}
+
 int Run() {
+  if (!NumericFlagsInRange()) return kExitUsage;
   std::string name = absl::GetFlag(FLAGS_name);
   if (name.empty())
     name = absl::FormatTime("train-%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/model_registry.h"
+#include "common/secret_file.h"
 #include "common/security.h"
 #include "param_server/checkpointer.h"
 
@@ -77,13 +78,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     return s;
   }
   credentials.token = GenerateAuthToken();
-  {
-    std::ofstream token(credentials.token_file);
-    token << credentials.token << "\n";
-    if (!token) return absl::PermissionDeniedError("cannot write " + credentials.token_file);
+  if (absl::Status s = WriteSecretFile(credentials.token_file, credentials.token + "\n"); !s.ok()) {
+    return s;
   }
-  std::filesystem::permissions(credentials.token_file, std::filesystem::perms::owner_read |
-                                                           std::filesystem::perms::owner_write);
   ChildProcess::Options ps_options;
   ps_options.log_path = options.run_dir + "/convoy_ps.log";
   absl::StatusOr<ChildProcess> ps = ChildProcess::Start(

@@ -81,8 +81,12 @@ def main():
     # The CUDA development base of the build stage.
     t.check(any("cuda-keyring" in r and "$CUDA_TOOLKIT" in r for r in build_runs),
             "the build stage does not install NVIDIA's CUDA toolkit")
-    t.check(any(w == "ARG" and rest.startswith("CUDA_TOOLKIT=cuda-toolkit-") for s, w, rest in ins),
-            "CUDA_TOOLKIT does not default to a cuda-toolkit package")
+    # The builder names the CUDA repository's keyring and the LibTorch: the file names no host.
+    for arg in ("CUDA_TOOLKIT", "CUDA_KEYRING_URL", "LIBTORCH_URL"):
+        t.check(any(w == "ARG" and rest == f"{arg}=" for s, w, rest in ins), f"{arg} does not default to empty")
+    t.check(any("$CUDA_KEYRING_URL" in r and "exit 1" in r for r in build_runs),
+            "CUDA_TOOLKIT without CUDA_KEYRING_URL does not fail the build")
+    t.check(re.search(r"https?://", dockerfile.read_text()) is None, "the Dockerfile names a host")
 
     # Packages: exactly ./convoy's.
     wanted = convoy_packages(repo)

@@ -15,13 +15,16 @@
 
 namespace convoy::testing {
 
-// A real convoy binary started by a test, stdout and stderr appended to a log file.
+// A real convoy binary started by a test, stdout and stderr appended to a log file, run in
+// `working_dir` (empty: the test's). It dies with the test (ChildProcess's parent-death signal).
 class Subprocess {
  public:
   static absl::StatusOr<Subprocess> Start(const std::vector<std::string>& argv,
-                                          const std::string& log_path) {
+                                          const std::string& log_path,
+                                          const std::string& working_dir = "") {
     ChildProcess::Options options;
     options.log_path = log_path;
+    options.working_dir = working_dir;
     absl::StatusOr<ChildProcess> child = ChildProcess::Start(argv, options);
     if (!child.ok()) return child.status();
     return Subprocess(*std::move(child));

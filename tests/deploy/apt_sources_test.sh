@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# ./convoy's apt_deb_src_sources: the deb-src entries of the TSan Abseil build come from the machine's own
+# apt sources, one-line and deb822 alike, and neither ./convoy nor the Dockerfile names an archive's host.
+# Usage: apt_sources_test.sh <repository root>
+set -euo pipefail
+ROOT="$1"
+# shellcheck source=/dev/null
+source "$ROOT/convoy"
+
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+failures=0
+check() {  # check NAME EXPECTED ACTUAL
+  if [ "$2" != "$3" ]; then
+    echo "FAIL: $1"
+    diff <(printf '%s\n' "$2") <(printf '%s\n' "$3") || true
+    failures=$((failures + 1))
+  else
+    echo "ok: $1"
+  fi
+}
+
+cat >"$T/sources.list" <<'LIST'
+# A comment, and a deb-src line that is left alone.
+deb http://archive.invalid/debian bookworm main contrib   # trailing comment
+deb-src http://archive.invalid/debian bookworm main
+  deb [arch=amd64 signed-by=/usr/share/keyrings/site.gpg] http://mirror.invalid/debian bookworm-updates main
+deb [ trusted=yes ] file:/srv/local-repo ./
+#deb http://disabled.invalid/debian bookworm main
+LIST
+check "one-line entries become deb-src with their URI, suite, components and signed-by" \
+"Types: deb-src
+URIs: http://archive.invalid/debian
+Suites: bookworm
+Components: main contrib
+
+Types: deb-src
+URIs: http://mirror.invalid/debian
+Suites: bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/site.gpg
+
+Types: deb-src
+URIs: file:/srv/local-repo
+Suites: ./
+Trusted: yes" "$(apt_deb_src_sources "$T/sources.list")"
+
+cat >"$T/site.sources" <<'SOURCES'
+Types: deb
+# A comment inside a stanza.
+URIs: http://archive.invalid/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb deb-src
+URIs: http://proxy.invalid:3142/debian-security
+Suites: bookworm-security
+Components: main non-free-firmware
+Signed-By:
+ -----BEGIN PGP PUBLIC KEY BLOCK-----
+ .
+ mQINBF
+ -----END PGP PUBLIC KEY BLOCK-----
+
+Types: deb-src
+URIs: http://only-source.invalid/debian
+Suites: bookworm
+Components: main
+
+Types: deb
+Enabled: no
+URIs: http://off.invalid/debian
+Suites: bookworm
+Components: main
+SOURCES
+check "deb822 stanzas with deb become deb-src, fields (a multi-line key too) kept" \
+"Types: deb-src
+URIs: http://archive.invalid/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://proxy.invalid:3142/debian-security
+Suites: bookworm-security
+Components: main non-free-firmware
+Signed-By:
+ -----BEGIN PGP PUBLIC KEY BLOCK-----
+ .
+ mQINBF
+ -----END PGP PUBLIC KEY BLOCK-----" "$(apt_deb_src_sources "$T/site.sources")"
+
+check "missing files (an unmatched glob) are skipped" "" \
+  "$(apt_deb_src_sources "$T/none.list" "$T/parts/*.sources")"
+
+# A private apt state like build_tsan_abseil's reads what the function writes: apt parses it and would fetch
+# the source indexes of each entry (--print-uris fetches nothing).
+if command -v apt-get >/dev/null; then
+  mkdir -p "$T/parts" "$T/lists/partial" "$T/cache/archives/partial"
+  apt_deb_src_sources "$T/sources.list" "$T/site.sources" >"$T/parts/deb-src.sources"
+  apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$T/parts"
+    -o "Dir::State::Lists=$T/lists" -o "Dir::Cache=$T/cache")
+  if [ "$(id -u)" -eq 0 ]; then apt_opts+=(-o APT::Sandbox::User=root); fi
+  uris="$(apt-get "${apt_opts[@]}" --print-uris update 2>&1 || true)"
+  for want in "archive.invalid/debian/dists/bookworm/main/source/Sources" \
+              "mirror.invalid/debian/dists/bookworm-updates/main/source/Sources" \
+              "proxy.invalid:3142/debian-security/dists/bookworm-security/non-free-firmware/source/Sources"; do
+    check "apt reads the derived entry for $want" "yes" "$(grep -q "$want" <<<"$uris" && echo yes || echo "no: $uris")"
+  done
+fi
+
+# No archive or registry host in the build script or the image's recipe: apt uses the machine's sources.
+if grep -nE 'https?://' "$ROOT/convoy" "$ROOT/deploy/docker/Dockerfile"; then
+  echo "FAIL: ./convoy or the Dockerfile names a host"; failures=$((failures + 1))
+else
+  echo "ok: ./convoy and the Dockerfile name no host"
+fi
+
+[ "$failures" -eq 0 ]
