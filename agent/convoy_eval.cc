@@ -9,14 +9,17 @@
 #include "agent/map_image.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
+#include "common/run_defaults.h"
 #include "common/weights_file.h"
 
 ABSL_FLAG(std::string, checkpoint, "", "A checkpoint directory (its weights.pt) or a weights.pt file.");
-ABSL_FLAG(std::string, model, "compact", "The model the weights belong to.");
+ABSL_FLAG(std::string, model, convoy::run_defaults::kLocalModel, "The model the weights belong to.");
 ABSL_FLAG(int, episodes, 20, "Evaluation episodes (fixed seeds).");
-ABSL_FLAG(std::string, sim, "embedded", "embedded, or airsim://host:port.");
-ABSL_FLAG(double, max_epoch_runtime_sec, 30.0, "Episode time limit, simulation seconds.");
-ABSL_FLAG(int, parked_cars, 0, "Parked cars in the embedded simulator.");
+ABSL_FLAG(std::string, sim, convoy::EnvironmentSpec{}.sim, "embedded, or airsim://host:port.");
+ABSL_FLAG(double, max_epoch_runtime_sec, convoy::EnvironmentSpec{}.env.max_epoch_runtime_sec,
+          "Episode time limit, simulation seconds.");
+ABSL_FLAG(int, parked_cars, convoy::EnvironmentSpec{}.parked_cars,
+          "Parked cars in the embedded simulator.");
 ABSL_FLAG(std::string, map_png, "", "Write a top-down map of every episode's path here (PNG).");
 
 namespace convoy {

@@ -19,10 +19,12 @@
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/model_registry.h"
+#include "common/run_defaults.h"
 #include "common/tensor_encoding.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:50051", "Parameter server address host:port.");
-ABSL_FLAG(std::string, model, "cookbook", "Model the server runs (for the fingerprint).");
+ABSL_FLAG(std::string, model, convoy::run_defaults::kServerModel,
+          "Model the server runs (for the fingerprint).");
 ABSL_FLAG(std::string, agent_id, "", "Agent id; default synthetic-<pid>.");
 ABSL_FLAG(uint32_t, agent_index, 0, "Agent index (Ape-X epsilon).");
 ABSL_FLAG(double, seconds, 30, "How long to push.");
