@@ -153,7 +153,9 @@ CallTimes MeasureCalls(AirSimClient* client, double control_period_sec) {
 
 struct LoopbackRate {
   EnvRate env;
-  double requests_per_step = 0;  // msgpack-rpc requests the server answered, resets included
+  double requests_per_step = 0;     // msgpack-rpc requests the server answered, resets included
+  double round_trips_per_step = 0;  // writes by the client, each waiting for its answers
+  bool pipelined = false;           // the client pipelined Advance (the server is in order)
   double steps_per_process_cpu_sec = 0;  // client and server CPU together
   CallTimes calls;
 };
@@ -175,6 +177,7 @@ LoopbackRate MeasureLoopback(const EmbeddedSimOptions& sim_options,
       DrivingEnv::Create(client->get(), sim_options.world->map(), env_options);
   BENCH_CHECK_OK(remote_env.status());
   const int64_t requests_before = (*server)->stats().requests;
+  const int64_t round_trips_before = (*client)->round_trips();
   LoopbackRate rate;
   const double process_cpu_before = ProcessCpuSeconds();
   rate.env = MeasureEnv(remote_env->get(), seconds, seed);
@@ -182,6 +185,9 @@ LoopbackRate MeasureLoopback(const EmbeddedSimOptions& sim_options,
   rate.steps_per_process_cpu_sec = rate.env.steps / (ProcessCpuSeconds() - process_cpu_before);
   rate.requests_per_step =
       static_cast<double>((*server)->stats().requests - requests_before) / rate.env.steps;
+  rate.round_trips_per_step =
+      static_cast<double>((*client)->round_trips() - round_trips_before) / rate.env.steps;
+  rate.pipelined = (*client)->server_answers_in_order();
   rate.calls = MeasureCalls(client->get(), env_options.control_period_sec);
   (*server)->Stop();
   return rate;
@@ -199,6 +205,8 @@ void PrintLoopbackResults(const LoopbackRate& loop) {
   std::printf("RESULT loopback_steps_per_sec=%.0f\n", loop.env.steps_per_sec);
   std::printf("RESULT loopback_steps_per_process_cpu_sec=%.0f\n", loop.steps_per_process_cpu_sec);
   std::printf("RESULT loopback_requests_per_step=%.2f\n", loop.requests_per_step);
+  std::printf("RESULT loopback_round_trips_per_step=%.2f\n", loop.round_trips_per_step);
+  std::printf("RESULT loopback_pipelined=%d\n", loop.pipelined ? 1 : 0);
   std::printf("RESULT loopback_ping_us=%.1f\n", loop.calls.ping_us);
   std::printf("RESULT loopback_set_controls_us=%.1f\n", loop.calls.set_controls_us);
   std::printf("RESULT loopback_continue_for_time_us=%.1f\n", loop.calls.continue_us);
@@ -286,6 +294,8 @@ int Main() {
                 loop.steps_per_process_cpu_sec);
     std::printf("%-56s %12.2f\n", "  msgpack-rpc requests per step (resets included)",
                 loop.requests_per_step);
+    std::printf("%-56s %12.2f\n", "  round trips per step (resets included)",
+                loop.round_trips_per_step);
     PrintLoopbackCallTimes(loop.calls);
     PrintLoopbackResults(loop);
     return 0;
@@ -417,6 +427,7 @@ int Main() {
     row("DrivingEnv crop over AirSimClient->convoy_sim, steps/s", loop.env.steps_per_sec, -1, 0);
     row("  msgpack-rpc requests per loopback step (resets included)", loop.requests_per_step, -1,
         2);
+    row("  round trips per loopback step (resets included)", loop.round_trips_per_step, -1, 2);
   }
   row(absl::StrFormat("ratio to AirSim real time (%.0f steps/s), crop", airsim),
       crop.steps_per_sec / airsim, crop.steps_per_cpu_sec / airsim, 0);
