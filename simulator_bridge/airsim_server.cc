@@ -35,6 +35,8 @@ struct AirSimServer::Connection {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
+// Results at least this large are sent from their own buffer instead of copied into the replies.
+constexpr size_t kCopyResultBelow = 16 * 1024;
 constexpr absl::Duration kPollInterval = absl::Milliseconds(200);
 
 std::string Peer(int fd) {
@@ -91,6 +93,7 @@ class AirSimServer::Handler {
         {"simSetVehiclePose", {3, &SimSetVehiclePose}},
         {"simGetGroundTruthKinematics", {1, &SimGetGroundTruthKinematics}},
         {"listVehicles", {0, &ListVehicles}},
+        {"convoyServerInfo", {0, &ConvoyServerInfo}},
     };
     return *methods;
   }
@@ -328,6 +331,16 @@ class AirSimServer::Handler {
     Write(out, state->kinematics_estimated);
     return absl::OkStatus();
   }
+  // Not AirSim's: tells AirSimClient that this server executes a connection's requests one at a
+  // time, in order, so it may pipeline calls that depend on one another.
+  static absl::Status ConvoyServerInfo(AirSimServer&, const msgpack::object*, Packer& out) {
+    out.pack_map(2);
+    Write(out, "server");
+    Write(out, "convoy_sim");
+    Write(out, "answers_in_order");
+    Write(out, true);
+    return absl::OkStatus();
+  }
   static absl::Status ListVehicles(AirSimServer& s, const msgpack::object*, Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
     out.pack_array(static_cast<uint32_t>(s.options_.vehicle_names.size()));
@@ -479,13 +492,30 @@ void AirSimServer::ServeConnection(Connection* c) {
                                      /*str=*/options_.max_message_bytes,
                                      /*bin=*/options_.max_message_bytes, /*ext=*/0, /*depth=*/32);
   msgpack::unpacker unpacker(nullptr, nullptr, kReadChunk, limits);
-  msgpack::sbuffer response(64 * 1024);
+  // Answers to the requests of one read go out together, in one write: pipelined requests get
+  // one reply segment train, not one per request. A large result (an image) is sent from where
+  // the handler wrote it rather than copied behind its response header.
+  msgpack::sbuffer replies(64 * 1024);
   msgpack::sbuffer result(64 * 1024);
   msgpack::object_handle handle;
   absl::Time partial_since = absl::InfiniteFuture();
   std::string close_reason;
   bool error = false;
   const auto& methods = Handler::Methods();
+
+  auto flush = [&](absl::string_view tail) -> bool {
+    if (replies.size() == 0 && tail.empty()) return true;
+    const absl::string_view buffers[] = {absl::string_view(replies.data(), replies.size()), tail};
+    absl::Status st = SendAllv(fd, buffers, absl::Now() + options_.send_timeout);
+    replies.clear();
+    if (!st.ok()) {
+      if (close_reason.empty()) {
+        close_reason = absl::StrCat("cannot send a response: ", st.message());
+      }
+      return false;
+    }
+    return true;
+  };
 
   // Answers one message; false (with close_reason set) closes the connection.
   auto handle_message = [&](const msgpack::object& message) -> bool {
@@ -509,11 +539,13 @@ void AirSimServer::ServeConnection(Connection* c) {
     }
     const msgpack::object& method_object = m[is_call ? 2 : 1];
     const msgpack::object& params = m[is_call ? 3 : 2];
-    std::string method;
-    if (!Read(method_object, &method).ok() || params.type != msgpack::type::ARRAY) {
+    if ((method_object.type != msgpack::type::STR && method_object.type != msgpack::type::BIN) ||
+        params.type != msgpack::type::ARRAY) {
       close_reason = "msgpack-rpc method is not a string or params not an array";
       return false;
     }
+    // STR and BIN share their layout in msgpack::object.
+    const absl::string_view method(method_object.via.str.ptr, method_object.via.str.size);
     {
       absl::MutexLock lock(&connections_mu_);
       ++stats_.requests;
@@ -532,25 +564,21 @@ void AirSimServer::ServeConnection(Connection* c) {
       if (!status.ok()) error_text = airsim::HandlerError(method, argc, status.message());
     }
     if (!is_call) return true;
-    response.clear();
-    Packer pk(response);
+    Packer pk(replies);
     pk.pack_array(4);
     pk.pack_int(airsim::kResponse);
     pk.pack_uint32(msgid);
-    if (error_text.empty()) {
-      pk.pack_nil();
-      response.write(result.data(), result.size());
-    } else {
+    if (!error_text.empty()) {
       Write(pk, error_text);
       pk.pack_nil();
+      return true;
     }
-    if (absl::Status st =
-            SendAll(fd, response.data(), response.size(), absl::Now() + options_.send_timeout);
-        !st.ok()) {
-      close_reason = absl::StrCat("cannot send a response: ", st.message());
-      return false;
+    pk.pack_nil();
+    if (result.size() < kCopyResultBelow) {
+      replies.write(result.data(), result.size());
+      return true;
     }
-    return true;
+    return flush(absl::string_view(result.data(), result.size()));
   };
 
   while (!stopping_.load() && close_reason.empty()) {
@@ -585,6 +613,8 @@ void AirSimServer::ServeConnection(Connection* c) {
       close_reason = absl::StrCat("malformed msgpack: ", e.what());
       error = true;
     }
+    // What was answered goes out even when the rest of the read closes the connection.
+    if (!flush({}) && !error) error = true;
     const size_t pending = unpacker.message_size();
     if (close_reason.empty() && pending > options_.max_message_bytes) {
       close_reason = absl::StrCat("message larger than ", options_.max_message_bytes, " bytes");

@@ -120,6 +120,13 @@ struct ImageResponse {
 
 // A car in a simulator. Implementations are not required to be thread-safe: use one CarSim per
 // thread. Every call may fail (a remote simulator may be gone) and says so with a Status.
+// What a car reports at the end of a control period.
+struct SimObservation {
+  CarState state;
+  CollisionInfo collision;            // the collision since the previous read, if any
+  std::vector<ImageResponse> images;  // one per request; reusing it reuses its buffers
+};
+
 class CarSim {
  public:
   virtual ~CarSim() = default;
@@ -150,6 +157,16 @@ class CarSim {
   virtual absl::Status Pause(bool paused) = 0;
   virtual absl::StatusOr<bool> IsPaused() = 0;
   virtual absl::Status ContinueForTime(absl::Duration duration) = 0;
+
+  // GetState, GetCollisionInfo and, unless `requests` is empty, GetImages, into `out` (its images
+  // are cleared when there are no requests). The default makes the calls in turn; a remote
+  // simulator may send them together.
+  virtual absl::Status Observe(const std::vector<ImageRequest>& requests, SimObservation* out);
+
+  // One control period: SetControls(controls), ContinueForTime(duration), then Observe. The
+  // default makes the calls in turn; a remote simulator may send them together.
+  virtual absl::Status Advance(const CarControls& controls, absl::Duration duration,
+                               const std::vector<ImageRequest>& requests, SimObservation* out);
 };
 
 }  // namespace convoy

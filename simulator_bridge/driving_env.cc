@@ -115,24 +115,27 @@ absl::StatusOr<StepResult> DrivingEnv::Reset(uint64_t seed, uint8_t* observation
     if (absl::Status st = sim_->Reset(); !st.ok()) return st;
   }
   if (absl::Status st = sim_->SetPose(pose, /*ignore_collision=*/true); !st.ok()) return st;
-  if (absl::Status st = sim_->SetControls(CarControls{}); !st.ok()) return st;
   if (options_.settle_sec > 0) {
-    if (absl::Status st = sim_->ContinueForTime(absl::Seconds(options_.settle_sec)); !st.ok()) {
+    if (absl::Status st = sim_->Advance(CarControls{}, absl::Seconds(options_.settle_sec),
+                                        requests_, &sim_observation_);
+        !st.ok()) {
       return st;
     }
+  } else {
+    if (absl::Status st = sim_->SetControls(CarControls{}); !st.ok()) return st;
+    if (absl::Status st = sim_->Observe(requests_, &sim_observation_); !st.ok()) return st;
   }
-  if (absl::StatusOr<CollisionInfo> c = sim_->GetCollisionInfo(); !c.ok()) return c.status();
+  // Whatever the teleport and the settling touched belongs to no episode: that read cleared it.
+  sim_observation_.collision = CollisionInfo{};
 
-  absl::StatusOr<CarState> state = sim_->GetState();
-  if (!state.ok()) return state.status();
-  start_timestamp_ = state->timestamp;
-  last_x_ = state->kinematics_estimated.position.x_val;
-  last_y_ = state->kinematics_estimated.position.y_val;
+  const CarState& state = sim_observation_.state;
+  start_timestamp_ = state.timestamp;
+  last_x_ = state.kinematics_estimated.position.x_val;
+  last_y_ = state.kinematics_estimated.position.y_val;
   distance_driven_ = 0.0;
-  last_speed_ = state->speed;
+  last_speed_ = state.speed;
   StepResult result;
   if (absl::Status st = Observe(&result, observation, /*first=*/true); !st.ok()) return st;
-  // The episode state comes from the same state read for both paths, so re-derive it here.
   active_ = !result.done;
   return result;
 }
@@ -155,8 +158,8 @@ absl::StatusOr<StepResult> DrivingEnv::Step(int action, uint8_t* observation) {
     controls.throttle = a.throttle;
     controls.brake = a.brake;
   }
-  if (absl::Status st = sim_->SetControls(controls); !st.ok()) return st;
-  if (absl::Status st = sim_->ContinueForTime(absl::Seconds(options_.control_period_sec));
+  if (absl::Status st = sim_->Advance(controls, absl::Seconds(options_.control_period_sec),
+                                      requests_, &sim_observation_);
       !st.ok()) {
     return st;
   }
@@ -167,10 +170,8 @@ absl::StatusOr<StepResult> DrivingEnv::Step(int action, uint8_t* observation) {
 }
 
 absl::Status DrivingEnv::Observe(StepResult* result, uint8_t* observation, bool first) {
-  absl::StatusOr<CarState> state = sim_->GetState();
-  if (!state.ok()) return state.status();
-  absl::StatusOr<CollisionInfo> collision = sim_->GetCollisionInfo();
-  if (!collision.ok()) return collision.status();
+  const CarState* state = &sim_observation_.state;
+  const CollisionInfo* collision = &sim_observation_.collision;
   if (!requests_.empty()) {
     if (absl::Status st = ObserveImage(observation, first); !st.ok()) return st;
   }
@@ -208,12 +209,12 @@ absl::Status DrivingEnv::Observe(StepResult* result, uint8_t* observation, bool 
 }
 
 absl::Status DrivingEnv::ObserveImage(uint8_t* observation, bool first) {
-  if (absl::Status st = sim_->GetImages(requests_, &responses_); !st.ok()) return st;
-  if (responses_.size() != 1) return absl::InternalError("simulator returned no image");
+  const std::vector<ImageResponse>& responses = sim_observation_.images;
+  if (responses.size() != 1) return absl::InternalError("simulator returned no image");
   // Frame into the ring, then the stack into the caller's buffer.
   if (!first) newest_ = (newest_ + 1) % options_.frame_stack;
   uint8_t* frame = &frames_[frame_size_ * newest_];
-  if (absl::Status st = WriteFrame(responses_[0], frame); !st.ok()) return st;
+  if (absl::Status st = WriteFrame(responses[0], frame); !st.ok()) return st;
   if (first) {
     for (int k = 0; k < options_.frame_stack; ++k) {
       if (k != newest_) std::memcpy(&frames_[frame_size_ * k], frame, frame_size_);

@@ -125,6 +125,7 @@ class DrivingEnv {
 
  private:
   DrivingEnv(CarSim* sim, RoadMap map, const DrivingEnvOptions& options);
+  // The episode's view of sim_observation_, just read by Reset or Step.
   absl::Status Observe(StepResult* result, uint8_t* observation, bool first);
   absl::Status ObserveImage(uint8_t* observation, bool first);
   absl::Status WriteFrame(const ImageResponse& image, uint8_t* frame);
@@ -136,8 +137,8 @@ class DrivingEnv {
   std::array<int, 3> shape_{};
   size_t frame_size_ = 0;
   std::vector<ImageRequest> requests_;
-  std::vector<ImageResponse> responses_;
-  std::vector<uint8_t> frames_;  // frame_stack frames, ring
+  SimObservation sim_observation_;  // what the simulator reported last
+  std::vector<uint8_t> frames_;     // frame_stack frames, ring
   int newest_ = 0;
   std::vector<int> box_x_;  // gray84 area boundaries, 85 each
   std::vector<int> box_y_;

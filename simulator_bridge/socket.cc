@@ -7,8 +7,10 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -151,6 +153,48 @@ absl::Status SendAll(int fd, const char* data, size_t size, absl::Time deadline)
       continue;
     }
     return Errno("send");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SendAllv(int fd, absl::Span<const absl::string_view> buffers, absl::Time deadline) {
+  constexpr size_t kMaxIov = 16;
+  size_t first = 0;   // the first buffer not fully sent
+  size_t offset = 0;  // bytes of it already sent
+  while (first < buffers.size()) {
+    iovec iov[kMaxIov];
+    size_t count = 0;
+    for (size_t i = first; i < buffers.size() && count < kMaxIov; ++i) {
+      const size_t skip = i == first ? offset : 0;
+      if (buffers[i].size() == skip) continue;
+      iov[count].iov_base = const_cast<char*>(buffers[i].data() + skip);
+      iov[count].iov_len = buffers[i].size() - skip;
+      ++count;
+    }
+    if (count == 0) break;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      size_t sent = static_cast<size_t>(n);
+      while (first < buffers.size() && sent >= buffers[first].size() - offset) {
+        sent -= buffers[first].size() - offset;
+        offset = 0;
+        ++first;
+      }
+      offset += sent;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      const int rc = ::poll(&p, 1, PollTimeoutMs(deadline));
+      if (rc == 0) return absl::DeadlineExceededError("send timed out");
+      if (rc < 0 && errno != EINTR) return Errno("poll");
+      continue;
+    }
+    return Errno("sendmsg");
   }
   return absl::OkStatus();
 }

@@ -7,7 +7,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace convoy {
 
@@ -44,6 +46,10 @@ absl::StatusOr<ScopedFd> ConnectTcp(const std::string& host, int port, absl::Dur
 
 // Writes all of data, or fails at the deadline or on any socket error (never raises SIGPIPE).
 absl::Status SendAll(int fd, const char* data, size_t size, absl::Time deadline);
+
+// Writes all of the buffers, in order, with as few system calls as the socket allows (one when it
+// has room); otherwise as SendAll.
+absl::Status SendAllv(int fd, absl::Span<const absl::string_view> buffers, absl::Time deadline);
 
 // Waits until fd is readable. OK when readable; DEADLINE_EXCEEDED at the deadline.
 absl::Status WaitReadable(int fd, absl::Time deadline);

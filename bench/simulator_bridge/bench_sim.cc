@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,9 @@ ABSL_FLAG(int, threads, 0,
           "Also measure this many DrivingEnvs (crop) stepping on their own threads, sharing one "
           "World; 0 = one per hardware thread.");
 ABSL_FLAG(bool, loopback, true, "Also measure DrivingEnv over AirSimClient to convoy_sim.");
+ABSL_FLAG(bool, loopback_only, false,
+          "Measure only DrivingEnv over AirSimClient to convoy_sim (and its round trips), skipping "
+          "the in-process measurements.");
 ABSL_FLAG(std::string, dump_frames, "",
           "If set, also drive one episode with a lane-keeping controller and write every 10th "
           "scene frame there as PNG (frame_NNN.png), to look at what the agent sees.");
@@ -57,6 +61,12 @@ double Since(Clock::time_point start) {
 double ThreadCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
@@ -109,6 +119,101 @@ EnvRate MeasureEnv(DrivingEnv* env, double seconds, uint64_t seed) {
   rate.steps_per_sec = rate.steps / meter.wall();
   rate.steps_per_cpu_sec = rate.steps / meter.cpu();
   return rate;
+}
+
+// Wall-clock microseconds per call of each kind a DrivingEnv step makes, one kind at a time.
+struct CallTimes {
+  double ping_us = 0;
+  double set_controls_us = 0;
+  double continue_us = 0;  // ContinueForTime(control period): simContinueForTime + simIsPaused
+  double state_us = 0;
+  double collision_us = 0;
+  double images_us = 0;
+};
+
+CallTimes MeasureCalls(AirSimClient* client, double control_period_sec) {
+  constexpr int kCalls = 2000;
+  auto time = [](const std::function<absl::Status()>& call) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < kCalls; ++i) BENCH_CHECK_OK(call());
+    return Since(start) / kCalls * 1e6;
+  };
+  CallTimes t;
+  CarControls controls;
+  controls.throttle = 0.2f;
+  std::vector<ImageRequest> requests(1);
+  std::vector<ImageResponse> responses;
+  t.ping_us = time([&] { return client->Ping().status(); });
+  t.set_controls_us = time([&] { return client->SetControls(controls); });
+  t.continue_us = time([&] { return client->ContinueForTime(absl::Seconds(control_period_sec)); });
+  t.state_us = time([&] { return client->GetState().status(); });
+  t.collision_us = time([&] { return client->GetCollisionInfo().status(); });
+  t.images_us = time([&] { return client->GetImages(requests, &responses); });
+  return t;
+}
+
+struct LoopbackRate {
+  EnvRate env;
+  double requests_per_step = 0;     // msgpack-rpc requests the server answered, resets included
+  double round_trips_per_step = 0;  // writes by the client, each waiting for its answers
+  bool pipelined = false;           // the client pipelined Advance (the server is in order)
+  double steps_per_process_cpu_sec = 0;  // client and server CPU together
+  CallTimes calls;
+};
+
+// DrivingEnv (crop) over AirSimClient to an in-process convoy_sim in lock-step mode on 127.0.0.1.
+LoopbackRate MeasureLoopback(const EmbeddedSimOptions& sim_options,
+                             const DrivingEnvOptions& env_options, double seconds, uint64_t seed) {
+  AirSimServerOptions server_options;
+  server_options.sim = sim_options;
+  server_options.port = 0;
+  server_options.clock = SimClockMode::kLockStep;
+  absl::StatusOr<std::unique_ptr<AirSimServer>> server = AirSimServer::Start(server_options);
+  BENCH_CHECK_OK(server.status());
+  AirSimClientOptions client_options;
+  client_options.port = (*server)->port();
+  absl::StatusOr<std::unique_ptr<AirSimClient>> client = AirSimClient::Connect(client_options);
+  BENCH_CHECK_OK(client.status());
+  absl::StatusOr<std::unique_ptr<DrivingEnv>> remote_env =
+      DrivingEnv::Create(client->get(), sim_options.world->map(), env_options);
+  BENCH_CHECK_OK(remote_env.status());
+  const int64_t requests_before = (*server)->stats().requests;
+  const int64_t round_trips_before = (*client)->round_trips();
+  LoopbackRate rate;
+  const double process_cpu_before = ProcessCpuSeconds();
+  rate.env = MeasureEnv(remote_env->get(), seconds, seed);
+  // Client and server threads are both in this process: the CPU of a step at both ends.
+  rate.steps_per_process_cpu_sec = rate.env.steps / (ProcessCpuSeconds() - process_cpu_before);
+  rate.requests_per_step =
+      static_cast<double>((*server)->stats().requests - requests_before) / rate.env.steps;
+  rate.round_trips_per_step =
+      static_cast<double>((*client)->round_trips() - round_trips_before) / rate.env.steps;
+  rate.pipelined = (*client)->server_answers_in_order();
+  rate.calls = MeasureCalls(client->get(), env_options.control_period_sec);
+  (*server)->Stop();
+  return rate;
+}
+
+void PrintLoopbackCallTimes(const CallTimes& t) {
+  std::printf(
+      "loopback wall-clock us per call, one kind at a time: ping %.1f, setCarControls %.1f, "
+      "ContinueForTime %.1f, getCarState %.1f, simGetCollisionInfo %.1f, simGetImages "
+      "(256x144 scene) %.1f\n",
+      t.ping_us, t.set_controls_us, t.continue_us, t.state_us, t.collision_us, t.images_us);
+}
+
+void PrintLoopbackResults(const LoopbackRate& loop) {
+  std::printf("RESULT loopback_steps_per_sec=%.0f\n", loop.env.steps_per_sec);
+  std::printf("RESULT loopback_steps_per_process_cpu_sec=%.0f\n", loop.steps_per_process_cpu_sec);
+  std::printf("RESULT loopback_requests_per_step=%.2f\n", loop.requests_per_step);
+  std::printf("RESULT loopback_round_trips_per_step=%.2f\n", loop.round_trips_per_step);
+  std::printf("RESULT loopback_pipelined=%d\n", loop.pipelined ? 1 : 0);
+  std::printf("RESULT loopback_ping_us=%.1f\n", loop.calls.ping_us);
+  std::printf("RESULT loopback_set_controls_us=%.1f\n", loop.calls.set_controls_us);
+  std::printf("RESULT loopback_continue_for_time_us=%.1f\n", loop.calls.continue_us);
+  std::printf("RESULT loopback_get_state_us=%.1f\n", loop.calls.state_us);
+  std::printf("RESULT loopback_get_collision_us=%.1f\n", loop.calls.collision_us);
+  std::printf("RESULT loopback_get_images_us=%.1f\n", loop.calls.images_us);
 }
 
 // Steering that follows the nearest centre line: heading error plus lateral offset, both towards
@@ -190,6 +295,22 @@ int Main() {
   sim_options.world = *world;
   sim_options.num_parked_cars = 40;
   sim_options.seed = seed;
+  DrivingEnvOptions crop_options;
+
+  if (absl::GetFlag(FLAGS_loopback_only)) {
+    const LoopbackRate loop = MeasureLoopback(sim_options, crop_options, seconds, seed);
+    std::printf("%-56s %12.0f\n", "DrivingEnv crop over AirSimClient->convoy_sim, steps/s",
+                loop.env.steps_per_sec);
+    std::printf("%-56s %12.0f\n", "  per CPU-second of client and server together",
+                loop.steps_per_process_cpu_sec);
+    std::printf("%-56s %12.2f\n", "  msgpack-rpc requests per step (resets included)",
+                loop.requests_per_step);
+    std::printf("%-56s %12.2f\n", "  round trips per step (resets included)",
+                loop.round_trips_per_step);
+    PrintLoopbackCallTimes(loop.calls);
+    PrintLoopbackResults(loop);
+    return 0;
+  }
 
   // Render time per frame.
   absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(sim_options);
@@ -230,7 +351,6 @@ int Main() {
   const double physics_per_sec = physics_steps / physics_meter.wall();
   const double physics_per_cpu_sec = physics_steps / physics_meter.cpu();
 
-  DrivingEnvOptions crop_options;
   absl::StatusOr<std::unique_ptr<DrivingEnv>> crop_env =
       DrivingEnv::CreateEmbedded(sim_options, crop_options);
   BENCH_CHECK_OK(crop_env.status());
@@ -285,24 +405,9 @@ int Main() {
     parallel_cpu_total += r.steps_per_cpu_sec;
   }
 
-  EnvRate loop;
-  if (absl::GetFlag(FLAGS_loopback)) {
-    AirSimServerOptions server_options;
-    server_options.sim = sim_options;
-    server_options.port = 0;
-    server_options.clock = SimClockMode::kLockStep;
-    absl::StatusOr<std::unique_ptr<AirSimServer>> server = AirSimServer::Start(server_options);
-    BENCH_CHECK_OK(server.status());
-    AirSimClientOptions client_options;
-    client_options.port = (*server)->port();
-    absl::StatusOr<std::unique_ptr<AirSimClient>> client = AirSimClient::Connect(client_options);
-    BENCH_CHECK_OK(client.status());
-    absl::StatusOr<std::unique_ptr<DrivingEnv>> remote_env =
-        DrivingEnv::Create(client->get(), (*world)->map(), crop_options);
-    BENCH_CHECK_OK(remote_env.status());
-    loop = MeasureEnv(remote_env->get(), seconds, seed);
-    (*server)->Stop();
-  }
+  LoopbackRate loop;
+  if (absl::GetFlag(FLAGS_loopback))
+    loop = MeasureLoopback(sim_options, crop_options, seconds, seed);
 
   if (!absl::GetFlag(FLAGS_dump_frames).empty()) {
     DumpFrames(sim_options, absl::GetFlag(FLAGS_dump_frames), seed);
@@ -330,7 +435,10 @@ int Main() {
   row(absl::StrFormat("DrivingEnv crop, %d threads, total steps/s", threads), parallel_total,
       parallel_cpu_total, 0);
   if (absl::GetFlag(FLAGS_loopback)) {
-    row("DrivingEnv crop over AirSimClient->convoy_sim, steps/s", loop.steps_per_sec, -1, 0);
+    row("DrivingEnv crop over AirSimClient->convoy_sim, steps/s", loop.env.steps_per_sec, -1, 0);
+    row("  msgpack-rpc requests per loopback step (resets included)", loop.requests_per_step, -1,
+        2);
+    row("  round trips per loopback step (resets included)", loop.round_trips_per_step, -1, 2);
   }
   row(absl::StrFormat("ratio to AirSim real time (%.0f steps/s), crop", airsim),
       crop.steps_per_sec / airsim, crop.steps_per_cpu_sec / airsim, 0);
@@ -355,7 +463,7 @@ int Main() {
   std::printf("RESULT env_threads=%d\n", threads);
   std::printf("RESULT env_steps_per_sec_crop_all_threads=%.0f\n", parallel_total);
   if (absl::GetFlag(FLAGS_loopback)) {
-    std::printf("RESULT loopback_steps_per_sec=%.0f\n", loop.steps_per_sec);
+    PrintLoopbackResults(loop);
   }
   std::printf("RESULT ratio_to_airsim_realtime=%.0f\n", crop.steps_per_sec / airsim);
   std::printf("RESULT ratio_to_airsim_realtime_per_cpu_sec=%.0f\n",

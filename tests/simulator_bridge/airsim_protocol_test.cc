@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "simulator_bridge/airsim_client.h"
 #include "simulator_bridge/airsim_codec.h"
@@ -510,7 +511,12 @@ TEST_CASE("DrivingEnv sees the same episode in-process and through convoy_sim",
   AirSimServerOptions server_options = ServerOptions();
   server_options.sim = sim_options;
   std::unique_ptr<AirSimServer> server = StartServer(server_options);
-  std::unique_ptr<AirSimClient> client = ConnectClient(server->port());
+  const bool pipeline = GENERATE(true, false);
+  INFO("pipeline " << pipeline);
+  AirSimClientOptions client_options;
+  client_options.port = server->port();
+  client_options.pipeline = pipeline;
+  std::unique_ptr<AirSimClient> client = *AirSimClient::Connect(client_options);
   for (ObservationKind kind : {ObservationKind::kCookbookCrop, ObservationKind::kGray84}) {
     DrivingEnvOptions env_options;
     env_options.observation = kind;
@@ -720,6 +726,131 @@ TEST_CASE("the client reconnects after the server restarts and reports an absent
   CHECK(absl::IsUnavailable(none.status()));
 }
 
+// A client that only looks: it leaves API control and the pause state alone.
+std::unique_ptr<AirSimClient> ConnectObserver(int port) {
+  AirSimClientOptions options;
+  options.port = port;
+  options.enable_api_control = false;
+  absl::StatusOr<std::unique_ptr<AirSimClient>> client = AirSimClient::Connect(options);
+  REQUIRE(client.ok());
+  return *std::move(client);
+}
+
+// Stops `server` and starts a fresh one (API control off, its own clock) on the same port.
+std::unique_ptr<AirSimServer> Restart(std::unique_ptr<AirSimServer> server,
+                                      AirSimServerOptions options) {
+  options.port = server->port();
+  server->Stop();
+  server.reset();
+  return StartServer(options);
+}
+
+TEST_CASE("a reconnect enables API control again, so the car drives after a server restart",
+          "[airsim_protocol][reconnect]") {
+  std::unique_ptr<AirSimServer> server = StartServer();
+  std::unique_ptr<AirSimClient> client = ConnectClient(server->port());
+  REQUIRE(*client->IsApiControlEnabled());
+
+  server = Restart(std::move(server), ServerOptions());
+  std::unique_ptr<AirSimClient> observer = ConnectObserver(server->port());
+  REQUIRE_FALSE(*observer->IsApiControlEnabled());  // a fresh server starts without it
+
+  // Reconnect. (That the first call after the restart already succeeds is another test's.)
+  client->Ping().IgnoreError();
+  REQUIRE(client->Ping().ok());
+  CHECK(client->connections() == 2);
+  CHECK(*observer->IsApiControlEnabled());
+
+  CarControls controls;
+  controls.throttle = 1.0f;
+  REQUIRE(client->SetControls(controls).ok());
+  CHECK(observer->GetControls()->throttle == 1.0f);
+  REQUIRE(client->ContinueForTime(absl::Seconds(1)).ok());
+  absl::StatusOr<CarState> state = observer->GetState();
+  REQUIRE(state.ok());
+  CHECK(state->speed > 2.0f);
+}
+
+TEST_CASE("a reconnect pauses a restarted real-time server again", "[airsim_protocol][reconnect]") {
+  const AirSimServerOptions options = ServerOptions(SimClockMode::kRealTime);
+  std::unique_ptr<AirSimServer> server = StartServer(options);
+  std::unique_ptr<AirSimClient> client = ConnectClient(server->port());
+  REQUIRE(client->Pause(true).ok());
+
+  server = Restart(std::move(server), options);
+  std::unique_ptr<AirSimClient> observer = ConnectObserver(server->port());
+  REQUIRE_FALSE(*observer->IsPaused());  // a fresh real-time server runs
+
+  client->Ping().IgnoreError();
+  REQUIRE(client->Ping().ok());
+  CHECK(*observer->IsPaused());
+  const uint64_t paused_at = observer->GetState()->timestamp;
+  absl::SleepFor(absl::Milliseconds(150));
+  CHECK(observer->GetState()->timestamp == paused_at);
+}
+
+TEST_CASE("a call after the server closed the idle connection reconnects instead of failing",
+          "[airsim_protocol][reconnect]") {
+  std::unique_ptr<AirSimServer> server = StartServer();
+  std::unique_ptr<AirSimClient> client = ConnectClient(server->port());
+  server = Restart(std::move(server), ServerOptions());
+  // Nothing was sent on the closed connection, so nothing is lost by sending it on a new one.
+  absl::StatusOr<bool> ping = client->Ping();
+  REQUIRE(ping.ok());
+  CHECK(*ping);
+  CHECK(client->connections() == 2);
+}
+
+TEST_CASE("a reconnect that cannot restore the session fails with the server's reason",
+          "[airsim_protocol][reconnect]") {
+  AirSimServerOptions two_cars = ServerOptions();
+  two_cars.vehicle_names = {"PhysXCar", "Car2"};
+  std::unique_ptr<AirSimServer> server = StartServer(two_cars);
+  AirSimClientOptions options;
+  options.port = server->port();
+  options.vehicle_name = "Car2";
+  options.max_reconnect_attempts = 1;
+  options.backoff.initial = absl::Milliseconds(5);
+  std::unique_ptr<AirSimClient> client = *AirSimClient::Connect(options);
+  REQUIRE(*client->IsApiControlEnabled());
+
+  server = Restart(std::move(server), ServerOptions());  // only PhysXCar now
+  client->Ping().IgnoreError();  // before noticing closed connections, the first call failed
+  absl::Status status = client->Ping().status();
+  CHECK(absl::IsUnknown(status));
+  CHECK(absl::StrContains(status.message(), "restoring the session: airsim enableApiControl"));
+  CHECK(absl::StrContains(status.message(), "Vehicle API for 'Car2' is not available"));
+}
+
+TEST_CASE("a DrivingEnv step through convoy_sim is one round trip of six requests",
+          "[airsim_protocol][round_trips]") {
+  std::unique_ptr<AirSimServer> server = StartServer();
+  for (const bool pipeline : {true, false}) {
+    DYNAMIC_SECTION("pipeline " << pipeline) {
+      AirSimClientOptions options;
+      options.port = server->port();
+      options.pipeline = pipeline;
+      std::unique_ptr<AirSimClient> client = *AirSimClient::Connect(options);
+      CHECK(client->server_answers_in_order() == pipeline);
+      std::unique_ptr<DrivingEnv> env =
+          *DrivingEnv::Create(client.get(), TestWorld()->map(), DrivingEnvOptions{});
+      std::vector<uint8_t> obs(env->observation_size());
+      REQUIRE(env->Reset(7, obs.data()).ok());
+      for (int i = 0; i < 5; ++i) {
+        const int64_t trips = client->round_trips();
+        const int64_t requests = server->stats().requests;
+        absl::StatusOr<StepResult> r = env->Step(2, obs.data());
+        REQUIRE(r.ok());
+        REQUIRE_FALSE(r->done);
+        // setCarControls, simContinueForTime, simIsPaused, getCarState, simGetCollisionInfo,
+        // simGetImages; without pipelining each call that must precede the next waits for it.
+        CHECK(server->stats().requests - requests == 6);
+        CHECK(client->round_trips() - trips == (pipeline ? 1 : 4));
+      }
+    }
+  }
+}
+
 // A fake AirSim that confirms the connection and answers simGetImages with a 4-channel
 // (pre-1.3) image, then with a malformed one.
 TEST_CASE("the client accepts 4-channel images and rejects other sizes", "[airsim_protocol]") {
@@ -767,6 +898,7 @@ TEST_CASE("the client accepts 4-channel images and rejects other sizes", "[airsi
   options.port = port;
   absl::StatusOr<std::unique_ptr<AirSimClient>> client = AirSimClient::Connect(options);
   REQUIRE(client.ok());
+  CHECK_FALSE((*client)->server_answers_in_order());  // it answers convoyServerInfo with nil
   std::vector<ImageResponse> images;
   REQUIRE((*client)->GetImages({ImageRequest{}}, &images).ok());
   CHECK(images[0].image_data_uint8.size() == 4u * 2u * 4u);
