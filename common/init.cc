@@ -34,6 +34,7 @@ sigset_t TerminationSignals() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // A closed terminal: the same clean stop (convoy_ps checkpoints).
   return signals;
 }
 }  // namespace

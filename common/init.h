@@ -11,11 +11,11 @@ namespace convoy {
 // logging to stderr and calls KeepLargeAllocationsInHeap(). Returns the positional arguments, argv[0] first.
 std::vector<std::string> InitProcess(int argc, char** argv, const char* usage);
 
-// Blocks SIGTERM and SIGINT in the calling thread and every thread it starts afterwards, so that
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread it starts afterwards, so that
 // WaitForTerminationSignal() takes them synchronously. Call it before starting threads.
 void BlockTerminationSignals();
 
-// Waits for SIGTERM or SIGINT (blocked by BlockTerminationSignals) and returns which arrived.
+// Waits for SIGTERM, SIGINT or SIGHUP (blocked by BlockTerminationSignals) and returns which arrived.
 int WaitForTerminationSignal();
 
 // LibTorch allocates model-sized temporaries on every optimizer step and every minibatch. glibc serves blocks

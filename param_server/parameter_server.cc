@@ -172,7 +172,8 @@ absl::Status ParameterServer::Initialise() {
       v1::RejectReason reason;
       if (v1::RejectReason_Parse(name, &reason)) rejections_[reason] = count;
     }
-    LOG(INFO) << "resumed run " << run_id_ << " from " << resumed->path << " at version " << version;
+    // "resumed from ... at version N" ends the line: scripts and tests read the version there.
+    LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version " << version;
   } else {
     absl::MutexLock t(&target_mu_);
     target_ = store_->Snapshot();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
@@ -14,29 +15,46 @@
 #include "simulator_bridge/road_map.h"
 #include "simulator_bridge/world.h"
 
-ABSL_FLAG(int, port, 41451, "TCP port (AirSim's default 41451); 0 picks a free one and prints it.");
-ABSL_FLAG(std::string, bind, "127.0.0.1",
+namespace {
+// The defaults every flag below shows: AirSimServerOptions', written once there.
+const convoy::AirSimServerOptions& Defaults() {
+  static const convoy::AirSimServerOptions* const defaults = new convoy::AirSimServerOptions();
+  return *defaults;
+}
+}  // namespace
+
+ABSL_FLAG(int, port, Defaults().port,
+          "TCP port (AirSim's default 41451); 0 picks a free one and prints it.");
+ABSL_FLAG(std::string, bind, Defaults().bind_address,
           "Address to listen on. The protocol has no authentication: keep it on loopback unless "
           "the network is trusted.");
 ABSL_FLAG(std::string, map_dir, "",
           "Directory with road_lines.txt and reward_points.txt (default: the bundled Neighborhood, "
           "or $CONVOY_MAP_DIR).");
-ABSL_FLAG(uint64_t, seed, 0, "Seed for parked-car placement.");
-ABSL_FLAG(int, parked_cars, 0, "Number of parked cars (static obstacles) along the curbs.");
-ABSL_FLAG(std::string, clock, "realtime",
+ABSL_FLAG(uint64_t, seed, Defaults().sim.seed, "Seed for parked-car placement.");
+ABSL_FLAG(int, parked_cars, Defaults().sim.num_parked_cars,
+          "Number of parked cars (static obstacles) along the curbs.");
+ABSL_FLAG(std::string, clock,
+          Defaults().clock == convoy::SimClockMode::kRealTime ? "realtime" : "lockstep",
           "realtime: the simulation clock follows the wall clock unless paused (as AirSim). "
           "lockstep: time advances only on simContinueForTime / simContinueForFrames.");
-ABSL_FLAG(double, step_seconds, 0.05, "Fixed physics step, seconds.");
-ABSL_FLAG(std::string, vehicles, "PhysXCar", "Comma-separated vehicle names, one car each.");
-ABSL_FLAG(int, camera_width, 256, "Scene camera width, pixels.");
-ABSL_FLAG(int, camera_height, 144, "Scene camera height, pixels.");
-ABSL_FLAG(double, camera_fov_deg, 90.0, "Scene camera horizontal field of view, degrees.");
-ABSL_FLAG(double, camera_height_m, 1.3, "Camera height above the ground, metres.");
-ABSL_FLAG(double, camera_pitch_deg, 0.0, "Camera pitch, degrees, positive up.");
+ABSL_FLAG(double, step_seconds, Defaults().sim.step_seconds, "Fixed physics step, seconds.");
+ABSL_FLAG(std::string, vehicles, absl::StrJoin(Defaults().vehicle_names, ","),
+          "Comma-separated vehicle names, one car each.");
+ABSL_FLAG(int, camera_width, Defaults().sim.camera.width, "Scene camera width, pixels.");
+ABSL_FLAG(int, camera_height, Defaults().sim.camera.height, "Scene camera height, pixels.");
+ABSL_FLAG(double, camera_fov_deg, Defaults().sim.camera.fov_deg,
+          "Scene camera horizontal field of view, degrees.");
+ABSL_FLAG(double, camera_height_m, -Defaults().sim.camera.z_m,
+          "Camera height above the ground, metres.");
+ABSL_FLAG(double, camera_pitch_deg, Defaults().sim.camera.pitch_deg,
+          "Camera pitch, degrees, positive up.");
 ABSL_FLAG(std::string, dump_frames, "",
           "Directory to write every served scene image to as PNG (<vehicle>_<n>.png).");
-ABSL_FLAG(int, max_connections, 64, "Connections served at once; more are refused.");
-ABSL_FLAG(uint64_t, max_message_bytes, 16u << 20, "Largest request accepted, bytes.");
+ABSL_FLAG(int, max_connections, Defaults().max_connections,
+          "Connections served at once; more are refused.");
+ABSL_FLAG(uint64_t, max_message_bytes, Defaults().max_message_bytes,
+          "Largest request accepted, bytes.");
 
 int main(int argc, char** argv) {
   convoy::InitProcess(

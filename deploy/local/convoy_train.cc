@@ -305,5 +305,6 @@ int main(int argc, char** argv) {
   action.sa_handler = [](int) { convoy::g_stop = true; };
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);  // A closed terminal stops the run cleanly too.
   return convoy::Run();
 }
