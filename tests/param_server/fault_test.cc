@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/ps_client.h"
 #include "common/model_registry.h"
 #include "common/security.h"
@@ -115,6 +116,12 @@ std::optional<Subprocess> StartStalledPush(const PsUnderTest& ps) {
   return *std::move(stalled);
 }
 
+// The last `bytes` of a log file.
+std::string LogTail(const std::string& path, size_t bytes = 3000) {
+  const std::string log = ReadWholeFile(path);
+  return log.size() <= bytes ? log : log.substr(log.size() - bytes);
+}
+
 // Every checkpoint directory verifies; returns the newest version (0 when none).
 uint64_t VerifyAllCheckpoints(const std::string& dir) {
   uint64_t newest = 0;
@@ -162,6 +169,7 @@ TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no c
   };
   uint64_t last_resumed = 0;
   absl::Duration slowest_rejoin;
+  std::vector<absl::Duration> rejoins;
   for (int cycle = 0; cycle < 20; ++cycle) {
     INFO("cycle " << cycle);
     // Agents push past the version the server resumed at (so at least one new checkpoint is due).
@@ -179,11 +187,17 @@ TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no c
     REQUIRE(at != std::string::npos);
     const uint64_t resumed = std::stoull(log.substr(at + 12));
     CHECK(resumed == newest);
-    REQUIRE(WaitUntil([&] { return version() > resumed; }, absl::Seconds(60)));
-    slowest_rejoin = std::max(slowest_rejoin, absl::Now() - restart);
+    if (!WaitUntil([&] { return version() > resumed; }, absl::Seconds(60))) {
+      FAIL("no push within 60 s of the restart; what the agents did:\nagent-0 log ends:\n"
+           << LogTail(ps.dir + "/agent-0.log") << "\nagent-1 log ends:\n"
+           << LogTail(ps.dir + "/agent-1.log"));
+    }
+    rejoins.push_back(absl::Now() - restart);
+    slowest_rejoin = std::max(slowest_rejoin, rejoins.back());
     last_resumed = resumed;
     for (Subprocess& agent : agents) REQUIRE(agent.running());
   }
+  INFO("rejoin after each restart: " << absl::StrJoin(rejoins, ", ", absl::StreamFormatter()));
   CHECK(slowest_rejoin < absl::Seconds(30));
   for (Subprocess& agent : agents) agent.Signal(SIGTERM);
   for (Subprocess& agent : agents) CHECK(agent.Wait(absl::Seconds(60)) == 0);
