@@ -491,7 +491,10 @@ bool Agent::Impl::TryJoin() {
   if (absl::Now() < next_rejoin_) return false;
   next_rejoin_ = absl::Now() + kRejoinEvery;
   absl::StatusOr<v1::JoinResponse> joined = rejoin_->Join();
-  if (!joined.ok()) return false;
+  if (!joined.ok()) {
+    VLOG(1) << options_.agent_id << ": rejoin failed: " << joined.status();
+    return false;
+  }
   LOG(INFO) << options_.agent_id << ": rejoined the parameter server at version "
             << joined->version();
   epsilon_ = joined->config().epsilon();

@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -14,6 +15,7 @@
 namespace convoy {
 
 std::vector<std::string> InitProcess(int argc, char** argv, const char* usage) {
+  PollGrpcConnectionAttempts();
   absl::SetProgramUsageMessage(usage);
   // --help lists every convoy flag the binary has, also those defined beside main's file (such as the
   // client security flags), and leaves out Abseil's own.
@@ -58,6 +60,10 @@ void KeepLargeAllocationsInHeap() {
     return true;
   }();
   (void)done;
+}
+
+void PollGrpcConnectionAttempts() {
+  ::setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "100", /*overwrite=*/0);
 }
 
 }  // namespace convoy
