@@ -137,24 +137,8 @@ absl::StatusOr<ScopedFd> ConnectTcp(const std::string& host, int port, absl::Dur
 }
 
 absl::Status SendAll(int fd, const char* data, size_t size, absl::Time deadline) {
-  while (size > 0) {
-    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data += n;
-      size -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      const int rc = ::poll(&p, 1, PollTimeoutMs(deadline));
-      if (rc == 0) return absl::DeadlineExceededError("send timed out");
-      if (rc < 0 && errno != EINTR) return Errno("poll");
-      continue;
-    }
-    return Errno("send");
-  }
-  return absl::OkStatus();
+  const absl::string_view one(data, size);
+  return SendAllv(fd, absl::MakeConstSpan(&one, 1), deadline);
 }
 
 absl::Status SendAllv(int fd, absl::Span<const absl::string_view> buffers, absl::Time deadline) {

@@ -35,6 +35,14 @@ AgentOptions SmallAgent(const std::string& log_dir) {
   return o;
 }
 
+// A delta-rule server (w += pushed tensor) of the agents' model, for --push=deltas.
+ParameterServerOptions DeltaServer() {
+  ParameterServerOptions o;
+  o.model = "compact";
+  o.optimizer.name = "delta";
+  return o;
+}
+
 // An agent running on its own thread, as convoy_agent runs it, until Stop().
 class BackgroundAgent {
  public:
@@ -117,10 +125,7 @@ TEST_CASE("An agent pushes to and pulls from a real parameter server", "[agent]"
 
 TEST_CASE("An agent pushing weight deltas moves a delta-rule server to its own weights",
           "[agent]") {
-  ParameterServerOptions ps_options;
-  ps_options.model = "compact";
-  ps_options.optimizer.name = "delta";
-  testing::LoopbackServer ps(ps_options);
+  testing::LoopbackServer ps(DeltaServer());
   AgentOptions o = SmallAgent("");
   o.ps_address = ps.address;
   o.push = "deltas";
@@ -219,10 +224,7 @@ TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to 
 }
 
 TEST_CASE("The last local steps of a run reach the server, also pushing deltas", "[agent]") {
-  ParameterServerOptions ps_options;
-  ps_options.model = "compact";
-  ps_options.optimizer.name = "delta";
-  testing::LoopbackServer ps(ps_options);
+  testing::LoopbackServer ps(DeltaServer());
   AgentOptions o = SmallAgent("");
   o.ps_address = ps.address;
   o.push = "deltas";

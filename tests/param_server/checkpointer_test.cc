@@ -38,6 +38,17 @@ std::vector<std::string> CheckpointDirs(const std::string& dir) {
   return names;
 }
 
+// A new directory holding one run's checkpoints of versions 1, 2 and 3.
+std::string DirWithThreeCheckpoints() {
+  const std::string dir = MakeTempDir("ckpt");
+  auto server = *ParameterServer::Create(TinyOptions(dir));
+  for (int i = 0; i < 3; ++i) {
+    PushN(*server, 1);
+    REQUIRE(server->Checkpoint().ok());
+  }
+  return dir;
+}
+
 void FlipByte(const std::string& path, size_t offset) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(static_cast<std::streamoff>(offset));
@@ -110,14 +121,7 @@ TEST_CASE("Only the newest keep_checkpoints are kept", "[checkpoint]") {
 
 TEST_CASE("Corrupt, truncated and torn checkpoints are skipped for the newest valid one",
           "[checkpoint]") {
-  const std::string dir = MakeTempDir("ckpt");
-  {
-    auto server = *ParameterServer::Create(TinyOptions(dir));
-    for (int i = 0; i < 3; ++i) {
-      PushN(*server, 1);
-      REQUIRE(server->Checkpoint().ok());
-    }
-  }
+  const std::string dir = DirWithThreeCheckpoints();
   const std::string v3 = dir + "/ckpt-00000000000000000003";
   const std::string v2 = dir + "/ckpt-00000000000000000002";
   ParameterServerOptions resume = TinyOptions(dir);
@@ -332,14 +336,7 @@ TEST_CASE("A checkpoint of an unchanged version is neither written nor counted a
 
 TEST_CASE("A torn checkpoint of this run's version is replaced, not taken as written",
           "[checkpoint][run]") {
-  const std::string dir = MakeTempDir("ckpt");
-  {
-    auto server = *ParameterServer::Create(TinyOptions(dir));
-    for (int i = 0; i < 3; ++i) {
-      PushN(*server, 1);
-      REQUIRE(server->Checkpoint().ok());
-    }
-  }
+  const std::string dir = DirWithThreeCheckpoints();
   const std::string v3 = dir + "/ckpt-00000000000000000003";
   FlipByte(v3 + "/weights.pt", 100);
   ParameterServerOptions resume = TinyOptions(dir);
