@@ -39,10 +39,12 @@ ABSL_FLAG(double, eval_every_seconds, 60, "Wall-clock seconds between evaluation
 ABSL_FLAG(int, eval_episodes, 10,
           "Episodes per evaluation during a run (the first of the fixed seeds).");
 ABSL_FLAG(int, final_eval_episodes, 20, "Episodes of the evaluation at the end of each run.");
-ABSL_FLAG(std::string, model, "compact", "Q-network (registry name).");
-ABSL_FLAG(uint64_t, seed, 1, "Seed; agent i uses seed + i.");
-ABSL_FLAG(std::string, device, "auto", "Agents' device: auto, cpu, cuda, cuda:N.");
-ABSL_FLAG(double, max_epoch_runtime_sec, 30.0, "Episode time limit, simulation seconds.");
+ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
+ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
+ABSL_FLAG(std::string, device, convoy::LocalClusterOptions{}.device,
+          "Agents' device: auto, cpu, cuda, cuda:N.");
+ABSL_FLAG(double, max_epoch_runtime_sec, convoy::LocalClusterOptions{}.max_epoch_runtime_sec,
+          "Episode time limit, simulation seconds.");
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: bench-learn-<date>-<time>); agents-N/ beneath it.");

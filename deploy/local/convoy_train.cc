@@ -40,9 +40,10 @@ ABSL_FLAG(bool, resume, false,
           "Continue the run --name from its last checkpoint. Without it, a --name whose run has "
           "checkpoints is refused (exit 2).");
 ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
-ABSL_FLAG(uint64_t, seed, 1, "Seed; agent i uses seed + i.");
+ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
 ABSL_FLAG(int, eval_episodes, 20, "Evaluation episodes at the end (fixed seeds).");
-ABSL_FLAG(std::string, device, "auto", "Agents' device: auto, cpu, cuda, cuda:N.");
+ABSL_FLAG(std::string, device, convoy::LocalClusterOptions{}.device,
+          "Agents' device: auto, cpu, cuda, cuda:N.");
 ABSL_FLAG(int, batch_size, convoy::LocalClusterOptions{}.batch_size, "Minibatch size.");
 ABSL_FLAG(int, batch_update_frequency, convoy::LocalClusterOptions{}.batch_update_frequency,
           "Minibatches per push.");
@@ -53,6 +54,7 @@ ABSL_FLAG(uint64_t, min_replay_size, convoy::LocalClusterOptions{}.min_replay_si
 ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
           "Sampled transitions per environment step.");
 ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
+ABSL_FLAG(double, gamma, convoy::LocalClusterOptions{}.gamma, "Discount.");
 ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
           "Server's Adam learning rate.");
 ABSL_FLAG(uint64_t, target_update_frequency, convoy::LocalClusterOptions{}.target_update_frequency,
@@ -102,6 +104,7 @@ bool NumericFlagsInRange() {
        UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
        RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
        IntRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
+       RealRange("gamma", absl::GetFlag(FLAGS_gamma), 0, 1),
        RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
                  Ends::kOpenMin),
        UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
@@ -150,6 +153,7 @@ int Run() {
   options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   options.n_step = absl::GetFlag(FLAGS_n_step);
+  options.gamma = absl::GetFlag(FLAGS_gamma);
   options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
   options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
   options.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);

@@ -94,7 +94,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
        absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
        absl::StrCat("--batch_size=", options.batch_size),
        absl::StrCat("--batch_update_frequency=", options.batch_update_frequency),
-       absl::StrCat("--n_step=", options.n_step), absl::StrCat("--resume=", options.resume),
+       absl::StrCat("--gamma=", options.gamma), absl::StrCat("--n_step=", options.n_step),
+       absl::StrCat("--resume=", options.resume),
        absl::StrCat("--apex_num_agents=", options.agents), "--tls_cert=" + credentials.cert,
        "--tls_key=" + credentials.key, "--auth_token_file=" + credentials.token_file},
       ps_options);

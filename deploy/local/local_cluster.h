@@ -39,6 +39,7 @@ struct LocalClusterOptions {
   int batch_size = run_defaults::kBatchSize;
   int batch_update_frequency = run_defaults::kBatchUpdateFrequency;
   double learning_rate = run_defaults::kLearningRate;
+  double gamma = run_defaults::kGamma;
   int n_step = 3;  // Agents' n-step returns: 3 holds the policy steady (docs/benchmarks.md).
   uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
   double min_epsilon = run_defaults::kMinEpsilon;

@@ -129,6 +129,7 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kTrain, "--min_replay_size=0", "--min_replay_size must be in [1, inf), got 0"},
       {Binary::kTrain, "--replay_ratio=-1", "--replay_ratio must be in (0, inf), got -1"},
       {Binary::kTrain, "--n_step=101", "--n_step must be in [1, 100], got 101"},
+      {Binary::kTrain, "--gamma=2", "--gamma must be in [0, 1], got 2"},
       {Binary::kTrain, "--learning_rate=0", "--learning_rate must be in (0, inf), got 0"},
       {Binary::kTrain, "--target_update_frequency=0",
        "--target_update_frequency must be in [1, inf), got 0"},
