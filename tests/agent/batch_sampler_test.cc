@@ -3,9 +3,13 @@
 #include <torch/cuda.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <thread>
 #include <vector>
+
+#include "tests/skip.h"
 
 namespace convoy {
 namespace {
@@ -112,8 +116,12 @@ TEST_CASE("Stop wakes a Next that is waiting", "[batch_sampler]") {
 
 TEST_CASE("Destroying a sampler that waits on an empty memory stops it", "[batch_sampler]") {
   auto memory = FrameMemory(0);
-  { BatchSampler sampler(memory.get(), 32, 1000, torch::kCPU); }
-  SUCCEED("the destructor joined the thread");
+  // The destructor must wake the waiting thread and join it, not wait for transitions that never come.
+  std::future<void> destroyed = std::async(std::launch::async, [&] {
+    BatchSampler sampler(memory.get(), 32, 1000, torch::kCPU);
+    absl::SleepFor(absl::Milliseconds(50));  // Let its thread start waiting.
+  });
+  REQUIRE(destroyed.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
 }
 
 TEST_CASE("The sampler keeps at most prefetch batches ready", "[batch_sampler]") {
@@ -151,10 +159,7 @@ TEST_CASE("Prioritized batches carry their importance weights and ids", "[batch_
 }
 
 TEST_CASE("On CUDA the batches arrive on the device", "[batch_sampler][cuda]") {
-  if (!torch::cuda::is_available()) {
-    WARN("no CUDA device: nothing to check");
-    return;
-  }
+  if (!torch::cuda::is_available()) CONVOY_SKIP("no CUDA device on this machine");
   auto memory = FrameMemory(100);
   BatchSampler sampler(memory.get(), 16, 0, torch::Device(torch::kCUDA, 0));
   absl::StatusOr<TensorBatch> batch = sampler.Next(kPatience);
