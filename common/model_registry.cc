@@ -13,21 +13,21 @@ namespace {
 
 constexpr char kDuelingSuffix[] = "_dueling";
 
-struct Architecture {
+struct ArchitectureEntry {
   const char* name;
+  Architecture architecture;
   int channels, height, width;
 };
 
-// Observation shapes: the cookbook's crop of AirSim's 256x144 scene (rows 76..134, columns 0..254), that crop
-// 4x4 average-pooled, the Nature
-// DQN's 4 stacked 84x84 grayscale frames, a small image for fast tests, and a 100x100 input to a 100M-parameter
-// MLP for scale tests.
-constexpr Architecture kArchitectures[] = {
-    {"cookbook", 3, 59, 255},
-    {"compact", 3, 14, 63},
-    {"nature", 4, 84, 84},
-    {"tiny", 3, 16, 16},
-    {"wide", 1, 100, 100},
+// Observation shapes: the cookbook's crop of AirSim's 256x144 scene (rows 76..134, columns 0..254),
+// that crop 4x4 average-pooled, the Nature DQN's 4 stacked 84x84 grayscale frames, a small image
+// for fast tests, and a 100x100 input to a 100M-parameter MLP for scale tests.
+constexpr ArchitectureEntry kArchitectures[] = {
+    {"cookbook", Architecture::kCookbook, 3, 59, 255},
+    {"compact", Architecture::kCompact, 3, 14, 63},
+    {"nature", Architecture::kNature, 4, 84, 84},
+    {"tiny", Architecture::kTiny, 3, 16, 16},
+    {"wide", Architecture::kWide, 1, 100, 100},
 };
 
 torch::nn::Conv2dOptions Conv(int in, int out, int kernel, int stride, int padding) {
@@ -38,46 +38,58 @@ torch::nn::Conv2dOptions Conv(int in, int out, int kernel, int stride, int paddi
 
 QNetworkImpl::QNetworkImpl(const ModelSpec& spec) : spec_(spec) {
   int hidden_width = 0;
-  if (spec.architecture == "cookbook") {
-    // conv 16/32/32, 3x3 padding 1, each followed by ReLU and 2x2 max-pool; 59x255 -> 7x31.
-    features_ = torch::nn::Sequential(
-        torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)), torch::nn::ReLU(),
-        torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
-        torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(32, 32, 3, 1, 1)), torch::nn::ReLU(),
-        torch::nn::MaxPool2d(2), torch::nn::Flatten());
-    // The tutorial's dense 128 has no activation; kept as it was.
-    hidden_ = torch::nn::Sequential(torch::nn::Dropout(0.2), torch::nn::Linear(32 * 7 * 31, 128),
-                                    torch::nn::Dropout(0.2));
-    hidden_width = 128;
-  } else if (spec.architecture == "compact") {
-    // The cookbook's crop, 4x4 average-pooled (agent/preprocess.h): the same view of the road at 1/16 of
-    // the pixels, so a CPU trains it in minutes. conv 16/32 3x3 padding 1, ReLU, max-pool 2: 14x63 -> 3x15.
-    features_ = torch::nn::Sequential(
-        torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)), torch::nn::ReLU(),
-        torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
-        torch::nn::MaxPool2d(2), torch::nn::Flatten());
-    hidden_ = torch::nn::Sequential(torch::nn::Linear(32 * 3 * 15, 128), torch::nn::ReLU());
-    hidden_width = 128;
-  } else if (spec.architecture == "nature") {
-    features_ = torch::nn::Sequential(
-        torch::nn::Conv2d(Conv(spec.channels, 32, 8, 4, 0)), torch::nn::ReLU(),
-        torch::nn::Conv2d(Conv(32, 64, 4, 2, 0)), torch::nn::ReLU(),
-        torch::nn::Conv2d(Conv(64, 64, 3, 1, 0)), torch::nn::ReLU(), torch::nn::Flatten());
-    hidden_ = torch::nn::Sequential(torch::nn::Linear(64 * 7 * 7, 512), torch::nn::ReLU());
-    hidden_width = 512;
-  } else if (spec.architecture == "wide") {
-    // A 100M-parameter MLP: no use for driving, it proves that transport and storage scale.
-    features_ = torch::nn::Sequential(torch::nn::Flatten());
-    hidden_ = torch::nn::Sequential(
-        torch::nn::Linear(spec.channels * spec.height * spec.width, 10000), torch::nn::ReLU());
-    hidden_width = 10000;
-  } else {  // tiny
-    features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 8, 3, 1, 1)),
-                                      torch::nn::ReLU(), torch::nn::MaxPool2d(2),
-                                      torch::nn::Flatten());
-    hidden_ = torch::nn::Sequential(
-        torch::nn::Linear(8 * (spec.height / 2) * (spec.width / 2), 32), torch::nn::ReLU());
-    hidden_width = 32;
+  switch (spec.architecture) {
+    case Architecture::kCookbook: {
+      // conv 16/32/32, 3x3 padding 1, each followed by ReLU and 2x2 max-pool; 59x255 -> 7x31.
+      features_ = torch::nn::Sequential(
+          torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)), torch::nn::ReLU(),
+          torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
+          torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(32, 32, 3, 1, 1)), torch::nn::ReLU(),
+          torch::nn::MaxPool2d(2), torch::nn::Flatten());
+      // The tutorial's dense 128 has no activation; kept as it was.
+      hidden_ = torch::nn::Sequential(torch::nn::Dropout(0.2), torch::nn::Linear(32 * 7 * 31, 128),
+                                      torch::nn::Dropout(0.2));
+      hidden_width = 128;
+      break;
+    }
+    case Architecture::kCompact: {
+      // The cookbook's crop, 4x4 average-pooled (agent/preprocess.h): the same view of the road at
+      // 1/16 of the pixels, so a CPU trains it in minutes. conv 16/32 3x3 padding 1, ReLU, max-pool
+      // 2: 14x63 -> 3x15.
+      features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)),
+                                        torch::nn::ReLU(), torch::nn::MaxPool2d(2),
+                                        torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
+                                        torch::nn::MaxPool2d(2), torch::nn::Flatten());
+      hidden_ = torch::nn::Sequential(torch::nn::Linear(32 * 3 * 15, 128), torch::nn::ReLU());
+      hidden_width = 128;
+      break;
+    }
+    case Architecture::kNature: {
+      features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 32, 8, 4, 0)),
+                                        torch::nn::ReLU(), torch::nn::Conv2d(Conv(32, 64, 4, 2, 0)),
+                                        torch::nn::ReLU(), torch::nn::Conv2d(Conv(64, 64, 3, 1, 0)),
+                                        torch::nn::ReLU(), torch::nn::Flatten());
+      hidden_ = torch::nn::Sequential(torch::nn::Linear(64 * 7 * 7, 512), torch::nn::ReLU());
+      hidden_width = 512;
+      break;
+    }
+    case Architecture::kWide: {
+      // A 100M-parameter MLP: no use for driving, it proves that transport and storage scale.
+      features_ = torch::nn::Sequential(torch::nn::Flatten());
+      hidden_ = torch::nn::Sequential(
+          torch::nn::Linear(spec.channels * spec.height * spec.width, 10000), torch::nn::ReLU());
+      hidden_width = 10000;
+      break;
+    }
+    case Architecture::kTiny: {
+      features_ =
+          torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 8, 3, 1, 1)),
+                                torch::nn::ReLU(), torch::nn::MaxPool2d(2), torch::nn::Flatten());
+      hidden_ = torch::nn::Sequential(
+          torch::nn::Linear(8 * (spec.height / 2) * (spec.width / 2), 32), torch::nn::ReLU());
+      hidden_width = 32;
+      break;
+    }
   }
   register_module("features", features_);
   register_module("hidden", hidden_);
@@ -98,7 +110,7 @@ torch::Tensor QNetworkImpl::forward(torch::Tensor x) {
 
 std::vector<std::string> RegisteredModelNames() {
   std::vector<std::string> names;
-  for (const Architecture& a : kArchitectures) {
+  for (const ArchitectureEntry& a : kArchitectures) {
     names.push_back(a.name);
     names.push_back(absl::StrCat(a.name, kDuelingSuffix));
   }
@@ -111,11 +123,11 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
   }
   absl::string_view base = name;
   const bool dueling = absl::ConsumeSuffix(&base, kDuelingSuffix);
-  for (const Architecture& a : kArchitectures) {
+  for (const ArchitectureEntry& a : kArchitectures) {
     if (base == a.name) {
       ModelSpec spec;
       spec.name = name;
-      spec.architecture = a.name;
+      spec.architecture = a.architecture;
       spec.dueling = dueling;
       spec.num_actions = num_actions;
       spec.channels = a.channels;
@@ -124,8 +136,8 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
       return spec;
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown model '", name, "'; known models: ",
-                                                 absl::StrJoin(RegisteredModelNames(), ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown model '", name, "'; known models: ", absl::StrJoin(RegisteredModelNames(), ", ")));
 }
 
 absl::StatusOr<QNetwork> BuildQNetwork(const ModelSpec& spec, uint64_t seed) {

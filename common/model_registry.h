@@ -1,10 +1,10 @@
 // The model registry: every architecture convoy knows, by name, without exposing LibTorch.
 //
 // Names: "cookbook" (the AutonomousDrivingCookbook tutorial's Q-network on a 3x59x255 crop),
-// "compact" (a smaller network on the cookbook crop pooled 4x4 to 3x14x63, the default for training on a CPU),
-// "nature" (the DQN Nature network on 4x84x84 grayscale frames), "tiny" (a small network on 3x16x16 for
-// tests), "wide" (a 100M-parameter MLP for scale tests), each optionally with a dueling head:
-// "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling".
+// "compact" (a smaller network on the cookbook crop pooled 4x4 to 3x14x63, the default for training
+// on a CPU), "nature" (the DQN Nature network on 4x84x84 grayscale frames), "tiny" (a small network
+// on 3x16x16 for tests), "wide" (a 100M-parameter MLP for scale tests), each optionally with a
+// dueling head: "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling".
 #ifndef CONVOY_COMMON_MODEL_REGISTRY_H_
 #define CONVOY_COMMON_MODEL_REGISTRY_H_
 
@@ -18,13 +18,18 @@ namespace convoy {
 
 inline constexpr int kDefaultNumActions = 5;
 
+// The network families the registry builds. A model name is parsed into one once, by ResolveModel;
+// code that builds a network switches over every value, so a new family cannot fall into another's
+// branch.
+enum class Architecture { kCookbook, kCompact, kNature, kTiny, kWide };
+
 // What a model is: architecture, head, action count and observation shape.
 struct ModelSpec {
-  std::string name;           // Full registry name, e.g. "cookbook" or "nature_dueling".
-  std::string architecture;   // "cookbook", "compact", "nature", "tiny" or "wide".
+  std::string name;  // Full registry name, e.g. "cookbook" or "nature_dueling".
+  Architecture architecture = Architecture::kCompact;
   bool dueling = false;
   int num_actions = kDefaultNumActions;
-  int channels = 0;           // Observation shape [channels, height, width].
+  int channels = 0;  // Observation shape [channels, height, width].
   int height = 0;
   int width = 0;
 };
@@ -49,10 +54,12 @@ struct ModelInfo {
 std::vector<std::string> RegisteredModelNames();
 
 // Resolves a registry name. Errors: INVALID_ARGUMENT naming the unknown model and the known ones.
-absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions = kDefaultNumActions);
+absl::StatusOr<ModelSpec> ResolveModel(const std::string& name,
+                                       int num_actions = kDefaultNumActions);
 
 // Builds the model once to read its layout and fingerprint.
-absl::StatusOr<ModelInfo> DescribeModel(const std::string& name, int num_actions = kDefaultNumActions);
+absl::StatusOr<ModelInfo> DescribeModel(const std::string& name,
+                                        int num_actions = kDefaultNumActions);
 
 // Freshly initialised weights for `seed`, flattened in layout order.
 absl::StatusOr<std::vector<float>> InitialFlatWeights(const std::string& name, int num_actions,
