@@ -22,20 +22,20 @@ check() {  # check NAME EXPECTED ACTUAL
 
 cat >"$T/sources.list" <<'LIST'
 # A comment, and a deb-src line that is left alone.
-deb http://archive.invalid/debian bookworm main contrib   # trailing comment
-deb-src http://archive.invalid/debian bookworm main
-  deb [arch=amd64 signed-by=/usr/share/keyrings/site.gpg] http://mirror.invalid/debian bookworm-updates main
+deb file:/srv/archive/debian bookworm main contrib   # trailing comment
+deb-src file:/srv/archive/debian bookworm main
+  deb [arch=amd64 signed-by=/usr/share/keyrings/site.gpg] file:/srv/mirror/debian bookworm-updates main
 deb [ trusted=yes ] file:/srv/local-repo ./
-#deb http://disabled.invalid/debian bookworm main
+#deb file:/srv/disabled/debian bookworm main
 LIST
 check "one-line entries become deb-src with their URI, suite, components and signed-by" \
 "Types: deb-src
-URIs: http://archive.invalid/debian
+URIs: file:/srv/archive/debian
 Suites: bookworm
 Components: main contrib
 
 Types: deb-src
-URIs: http://mirror.invalid/debian
+URIs: file:/srv/mirror/debian
 Suites: bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/site.gpg
@@ -48,13 +48,13 @@ Trusted: yes" "$(apt_deb_src_sources "$T/sources.list")"
 cat >"$T/site.sources" <<'SOURCES'
 Types: deb
 # A comment inside a stanza.
-URIs: http://archive.invalid/debian
+URIs: file:/srv/archive/debian
 Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb deb-src
-URIs: http://proxy.invalid:3142/debian-security
+URIs: file:/srv/proxy/debian-security
 Suites: bookworm-security
 Components: main non-free-firmware
 Signed-By:
@@ -64,25 +64,25 @@ Signed-By:
  -----END PGP PUBLIC KEY BLOCK-----
 
 Types: deb-src
-URIs: http://only-source.invalid/debian
+URIs: file:/srv/only-source/debian
 Suites: bookworm
 Components: main
 
 Types: deb
 Enabled: no
-URIs: http://off.invalid/debian
+URIs: file:/srv/off/debian
 Suites: bookworm
 Components: main
 SOURCES
 check "deb822 stanzas with deb become deb-src, fields (a multi-line key too) kept" \
 "Types: deb-src
-URIs: http://archive.invalid/debian
+URIs: file:/srv/archive/debian
 Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb-src
-URIs: http://proxy.invalid:3142/debian-security
+URIs: file:/srv/proxy/debian-security
 Suites: bookworm-security
 Components: main non-free-firmware
 Signed-By:
@@ -103,9 +103,9 @@ if command -v apt-get >/dev/null; then
     -o "Dir::State::Lists=$T/lists" -o "Dir::Cache=$T/cache")
   if [ "$(id -u)" -eq 0 ]; then apt_opts+=(-o APT::Sandbox::User=root); fi
   uris="$(apt-get "${apt_opts[@]}" --print-uris update 2>&1 || true)"
-  for want in "archive.invalid/debian/dists/bookworm/main/source/Sources" \
-              "mirror.invalid/debian/dists/bookworm-updates/main/source/Sources" \
-              "proxy.invalid:3142/debian-security/dists/bookworm-security/non-free-firmware/source/Sources"; do
+  for want in "/srv/archive/debian/dists/bookworm/main/source/Sources" \
+              "/srv/mirror/debian/dists/bookworm-updates/main/source/Sources" \
+              "/srv/proxy/debian-security/dists/bookworm-security/non-free-firmware/source/Sources"; do
     check "apt reads the derived entry for $want" "yes" "$(grep -q "$want" <<<"$uris" && echo yes || echo "no: $uris")"
   done
 fi
