@@ -330,10 +330,10 @@ void Checkpointer::Prune() const {
 
 absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadNewest() const {
   std::error_code ec;
-  fs::directory_iterator readable(directory_, ec);
-  if (ec) {
+  if (!fs::is_directory(directory_, ec)) {
     return absl::NotFoundError(
-        absl::StrCat("cannot read checkpoint directory ", directory_, ": ", ec.message()));
+        absl::StrCat("cannot read checkpoint directory ", directory_, ": ",
+                     ec ? ec.message() : "missing, or not a directory"));
   }
   // Order by the version each manifest records. A directory that looks like a checkpoint but has no
   // readable manifest is reported, not silently ignored.

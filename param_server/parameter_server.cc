@@ -286,21 +286,23 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
         return again;
       }
     }
-    const StalenessDecision decision = staleness_.Decide(version_, header.base_version);
-    outcome.staleness = decision.staleness;
     if (header.base_incarnation != 0 && header.base_incarnation != incarnation_) {
+      // Versions of another incarnation say nothing about staleness here.
       outcome.reason = v1::REJECT_REASON_WRONG_INCARNATION;
-      outcome.staleness = 0;
-    } else if (decision.kind == StalenessDecision::Kind::kApply) {
-      optimizer_->Apply(values.data(), decision.lr_scale);
-      ++version_;
-      exploration_->OnUpdateApplied();
-      store_->Publish(version_);
-      outcome.accepted = true;
     } else {
-      outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
-                           ? v1::REJECT_REASON_STALE
-                           : v1::REJECT_REASON_AHEAD;
+      const StalenessDecision decision = staleness_.Decide(version_, header.base_version);
+      outcome.staleness = decision.staleness;
+      if (decision.kind == StalenessDecision::Kind::kApply) {
+        optimizer_->Apply(values.data(), decision.lr_scale);
+        ++version_;
+        exploration_->OnUpdateApplied();
+        store_->Publish(version_);
+        outcome.accepted = true;
+      } else {
+        outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
+                             ? v1::REJECT_REASON_STALE
+                             : v1::REJECT_REASON_AHEAD;
+      }
     }
     outcome.version = version_;
     outcome.epsilon = exploration_->EpsilonFor(agent_index);
