@@ -43,6 +43,12 @@ bool Alive(pid_t pid) {
   return !state.empty() && state[0] != 'Z';
 }
 
+// A process's command line, its arguments joined by NULs; "" when it is gone.
+std::string CmdLine(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // The live processes whose parent is `parent`.
 std::set<pid_t> ChildrenOf(pid_t parent) {
   std::set<pid_t> children;
@@ -69,24 +75,22 @@ TEST_CASE("convoy_train SIGKILLed mid-run leaves no convoy_ps or agent running",
   REQUIRE(train.ok());
   const pid_t train_pid = train->pid();
 
-  // Running: convoy_ps wrote its port and both agents are up (their log directories exist).
+  // Running: convoy_ps wrote its port and both agents are up (their log directories exist),
+  // and all three children have exec'd the run's programs. A child that is forked but not yet
+  // exec'd still shows convoy_train's command line, which names the run only as two flags.
   std::set<pid_t> children;
   const bool started = WaitUntil(
       [&] {
         children = ChildrenOf(train_pid);
+        int of_run = 0;
+        for (pid_t child : children) of_run += absl::StrContains(CmdLine(child), run) ? 1 : 0;
         return fs::exists(run + "/ps.port") && fs::exists(run + "/agent-0/agent.log") &&
-               fs::exists(run + "/agent-1/agent.log") && children.size() == 3;
+               fs::exists(run + "/agent-1/agent.log") && children.size() == 3 && of_run == 3;
       },
       absl::Seconds(120));
   INFO(ReadWholeFile(log));
-  REQUIRE(started);
-  for (pid_t child : children) {
-    std::ifstream in(absl::StrCat("/proc/", child, "/cmdline"));
-    const std::string cmdline((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-    INFO(cmdline);
-    CHECK(absl::StrContains(cmdline, run));  // convoy_ps and the agents of this run.
-  }
+  for (pid_t child : children) UNSCOPED_INFO(child << ": " << CmdLine(child));
+  REQUIRE(started);  // convoy_ps and the two agents of this run, nothing else.
 
   train->Signal(SIGKILL);
   REQUIRE(train->Wait(absl::Seconds(10)) == 128 + SIGKILL);
