@@ -8,6 +8,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 
 namespace convoy {
 namespace {
@@ -44,11 +45,6 @@ void Prepare(grpc::ClientContext* context, const PsClientOptions& options) {
 }
 
 }  // namespace
-
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 PsClient::PsClient(PsClientOptions options)
     : PsClient(options, MakeChannel(options.address, grpc::InsecureChannelCredentials(), "")) {

@@ -130,9 +130,6 @@ class PsClient {
   std::optional<PendingPush> pending_;
 };
 
-// grpc::Status -> absl::Status with the same code and message.
-absl::Status FromGrpcStatus(const grpc::Status& status);
-
 }  // namespace convoy
 
 #endif  // CONVOY_AGENT_PS_CLIENT_H_

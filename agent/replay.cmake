@@ -5,5 +5,5 @@ add_library(convoy_replay STATIC
   ${CMAKE_CURRENT_LIST_DIR}/replay_memory.cc
   ${CMAKE_CURRENT_LIST_DIR}/sum_tree.cc
 )
-target_link_libraries(convoy_replay PUBLIC convoy_common)
+target_link_libraries(convoy_replay PUBLIC convoy_base ${TORCH_LIBRARIES})
 convoy_target_defaults(convoy_replay)

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/files.h"
 #include "glog/logging.h"
 
 namespace convoy {
@@ -43,11 +44,6 @@ void AppendNumber(double value, std::string* out) {
   char buffer[32];
   const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), value);
   out->append(buffer, result.ptr);
-}
-
-absl::Status ErrnoStatus(int error, absl::string_view what, absl::string_view path) {
-  return absl::Status(absl::ErrnoToStatusCode(error),
-                      absl::StrCat(what, " ", path, ": ", std::strerror(error)));
 }
 
 // The first line of `path`; *non_empty is false when the file is missing or empty.
@@ -119,13 +115,13 @@ absl::Status MetricsLog::DeclareTable(const std::string& name, std::vector<std::
         absl::StrCat(path, " exists with header \"", existing, "\", not \"", header, "\""));
   }
   std::FILE* file = std::fopen(path.c_str(), "ab");
-  if (file == nullptr) return ErrnoStatus(errno, "cannot open", path);
+  if (file == nullptr) return ErrnoError(errno, "cannot open", path);
   if (!non_empty) {
     const std::string line = absl::StrCat(header, "\n");
     if (std::fwrite(line.data(), 1, line.size(), file) != line.size() || std::fflush(file) != 0) {
       const int error = errno;
       std::fclose(file);
-      return ErrnoStatus(error, "cannot write", path);
+      return ErrnoError(error, "cannot write", path);
     }
   }
   Table& table = tables_[name];
@@ -167,7 +163,7 @@ absl::Status MetricsLog::Append(const std::string& name, const std::vector<doubl
   line.push_back('\n');
   if (std::fwrite(line.data(), 1, line.size(), table.file) != line.size() ||
       std::fflush(table.file) != 0) {
-    return ErrnoStatus(errno, "cannot write", TablePath(name));
+    return ErrnoError(errno, "cannot write", TablePath(name));
   }
   if (scalars.empty()) return absl::OkStatus();
   absl::Status status = events_->AddScalars(std::llround(step_value), scalars, wall);

@@ -20,6 +20,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/secret_file.h"
 
 namespace convoy {
@@ -27,12 +28,14 @@ namespace {
 
 constexpr char kBearerPrefix[] = "Bearer ";
 
+// The contents of the file a flag names; errors name the flag.
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return std::move(out).str();
+  absl::StatusOr<std::string> contents = ReadFileToString(path);
+  if (!contents.ok()) {
+    return absl::Status(contents.status().code(),
+                        absl::StrCat(what, ": ", contents.status().message()));
+  }
+  return contents;
 }
 
 }  // namespace

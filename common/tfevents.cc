@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "glog/logging.h"
 #include "tensorboard/event.pb.h"
 
@@ -34,11 +35,6 @@ uint64_t GetLittleEndian(const char* in, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i)
     value |= uint64_t{static_cast<unsigned char>(in[i])} << (8 * i);
   return value;
-}
-
-absl::Status ErrnoStatus(int error, absl::string_view what, absl::string_view path) {
-  return absl::Status(absl::ErrnoToStatusCode(error),
-                      absl::StrCat(what, " ", path, ": ", std::strerror(error)));
 }
 
 std::string HostName() {
@@ -67,7 +63,7 @@ absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(const s
   if (dir.empty()) return absl::InvalidArgumentError("EventFileWriter: empty directory");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return ErrnoStatus(ec.value(), "cannot create directory", dir);
+  if (ec) return ErrnoError(ec.value(), "cannot create directory", dir);
 
   const std::string base =
       absl::StrCat(dir, "/events.out.tfevents.", absl::ToUnixSeconds(absl::Now()), ".", HostName());
@@ -77,7 +73,7 @@ absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(const s
     path = attempt == 0 ? base : absl::StrCat(base, ".", attempt);
     // "x": fail rather than truncate a file another writer owns.
     file = std::fopen(path.c_str(), "wbx");
-    if (file == nullptr && errno != EEXIST) return ErrnoStatus(errno, "cannot create", path);
+    if (file == nullptr && errno != EEXIST) return ErrnoError(errno, "cannot create", path);
   }
   if (file == nullptr)
     return absl::AlreadyExistsError(absl::StrCat("no free event file name for ", base));
@@ -128,7 +124,7 @@ absl::Status EventFileWriter::AddScalars(int64_t step,
 
 absl::Status EventFileWriter::Flush() {
   absl::MutexLock lock(&mu_);
-  if (std::fflush(file_) != 0) return ErrnoStatus(errno, "cannot flush", path_);
+  if (std::fflush(file_) != 0) return ErrnoError(errno, "cannot flush", path_);
   return absl::OkStatus();
 }
 
@@ -142,16 +138,15 @@ absl::Status EventFileWriter::WriteRecord(std::string_view data) {
   if (std::fwrite(header, 1, sizeof(header), file_) != sizeof(header) ||
       std::fwrite(data.data(), 1, data.size(), file_) != data.size() ||
       std::fwrite(footer, 1, sizeof(footer), file_) != sizeof(footer)) {
-    return ErrnoStatus(errno, "cannot write", path_);
+    return ErrnoError(errno, "cannot write", path_);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<ScalarEvent>> ReadScalars(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  const std::string contents((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
+  absl::StatusOr<std::string> read = ReadFileToString(path);
+  if (!read.ok()) return read.status();
+  const std::string& contents = *read;
 
   std::vector<ScalarEvent> scalars;
   size_t offset = 0;

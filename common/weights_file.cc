@@ -1,16 +1,12 @@
 #include "common/weights_file.h"
 
-#include <fcntl.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 
 namespace convoy {
 
@@ -64,36 +60,18 @@ absl::StatusOr<std::vector<float>> ReadWeightsFile(const std::string& path,
                                                    const std::vector<ParameterSlot>& layout) {
   std::string file = path;
   if (std::filesystem::is_directory(path)) file = absl::StrCat(path, "/weights.pt");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read weights from ", file));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return DecodeWeights(std::move(bytes).str(), layout, file);
+  absl::StatusOr<std::string> bytes = ReadFileToString(file);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("cannot read weights: ", bytes.status().message()));
+  }
+  return DecodeWeights(*std::move(bytes), layout, file);
 }
 
 absl::Status WriteWeightsFile(const std::string& path, const float* flat,
                               const std::vector<ParameterSlot>& layout) {
   const std::string bytes = EncodeWeights(flat, layout);
-  const std::string temp = absl::StrCat(path, ".tmp");
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", temp, ": ", std::strerror(errno)));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string error = std::strerror(errno);
-      ::close(fd);
-      return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", error));
-    }
-    written += static_cast<size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(temp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, bytes, 0644);
 }
 
 }  // namespace convoy

@@ -25,7 +25,8 @@ absl::StatusOr<std::vector<float>> DecodeWeights(const std::string& bytes,
 absl::StatusOr<std::vector<float>> ReadWeightsFile(const std::string& path,
                                                    const std::vector<ParameterSlot>& layout);
 
-// Writes atomically (temporary file, fsync, rename).
+// Writes atomically and durably (common/files.h WriteFileAtomically: temporary file, fsync, rename,
+// directory fsync).
 absl::Status WriteWeightsFile(const std::string& path, const float* flat,
                               const std::vector<ParameterSlot>& layout);
 

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/files.h"
 #include "common/sha256.h"
 #include "common/weights_file.h"
 
@@ -39,55 +40,6 @@ constexpr char kTempPrefix[] = ".tmp-ckpt-";
 // never leaves a half-deleted ckpt-* directory behind.
 constexpr char kDeletingPrefix[] = ".deleting-ckpt-";
 constexpr uint32_t kFormatVersion = 1;
-
-absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  const int err = errno;
-  std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
-  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
-  return absl::InternalError(message);
-}
-
-// Writes `bytes` to `path` and fsyncs it.
-absl::Status WriteFileDurably(const std::string& path, absl::string_view bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", path);
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status s = ErrnoError("cannot write", path);
-      ::close(fd);
-      return s;
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    absl::Status s = ErrnoError("cannot fsync", path);
-    ::close(fd);
-    return s;
-  }
-  if (::close(fd) != 0) return ErrnoError("cannot close", path);
-  return absl::OkStatus();
-}
-
-absl::Status FsyncDirectory(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open directory", path);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoError("cannot fsync directory", path);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return std::move(out).str();
-}
 
 // A checkpoint's directory name: the prefix and the decimal version, which fits 64 bits.
 bool ParseCheckpointVersion(const std::string& name, uint64_t* version) {
@@ -124,7 +76,7 @@ std::vector<Checkpointer::Found> Checkpointer::Scan(const std::string& directory
                             << ": not a checkpoint (expected a directory ckpt-<64-bit version>)";
       continue;
     }
-    absl::StatusOr<std::string> text = ReadFile((entry.path() / kManifestName).string());
+    absl::StatusOr<std::string> text = ReadFileToString((entry.path() / kManifestName).string());
     absl::StatusOr<v1::CheckpointManifest> manifest =
         text.ok() ? ParseManifest(*text) : absl::StatusOr<v1::CheckpointManifest>(text.status());
     if (!manifest.ok()) {
@@ -186,7 +138,7 @@ absl::StatusOr<v1::CheckpointManifest> Checkpointer::ParseManifest(const std::st
 }
 
 absl::StatusOr<v1::CheckpointManifest> Checkpointer::VerifyManifest(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(absl::StrCat(path, "/", kManifestName));
+  absl::StatusOr<std::string> text = ReadFileToString(absl::StrCat(path, "/", kManifestName));
   if (!text.ok()) return absl::DataLossError(absl::StrCat(path, " has no MANIFEST"));
   absl::StatusOr<v1::CheckpointManifest> manifest = ParseManifest(*text);
   if (!manifest.ok()) {
@@ -221,13 +173,13 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, con
   for (auto [name, out] : {std::pair{kWeightsName, &loaded.weights},
                            std::pair{kTargetName, &loaded.target}}) {
     const std::string file = absl::StrCat(path, "/", name);
-    absl::StatusOr<std::string> bytes = ReadFile(file);
+    absl::StatusOr<std::string> bytes = ReadFileToString(file);
     if (!bytes.ok()) return bytes.status();
     absl::StatusOr<std::vector<float>> flat = DecodeWeights(*bytes, model.layout, file);
     if (!flat.ok()) return flat.status();
     *out = *std::move(flat);
   }
-  absl::StatusOr<std::string> optimizer = ReadFile(absl::StrCat(path, "/", kOptimizerName));
+  absl::StatusOr<std::string> optimizer = ReadFileToString(absl::StrCat(path, "/", kOptimizerName));
   if (!optimizer.ok()) return optimizer.status();
   loaded.optimizer_state = *std::move(optimizer);
   return loaded;
@@ -280,7 +232,7 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
       {kOptimizerName, data.optimizer_state},
   };
   for (const auto& [name, bytes] : files) {
-    if (absl::Status s = WriteFileDurably(absl::StrCat(temp_path, "/", name), bytes); !s.ok()) {
+    if (absl::Status s = WriteNewFileDurably(absl::StrCat(temp_path, "/", name), bytes, 0644); !s.ok()) {
       return fail(s);
     }
     v1::CheckpointFile* entry = manifest.add_files();
@@ -290,13 +242,13 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   }
   std::string text;
   google::protobuf::TextFormat::PrintToString(manifest, &text);
-  if (absl::Status s = WriteFileDurably(absl::StrCat(temp_path, "/", kManifestName), text); !s.ok()) {
+  if (absl::Status s = WriteNewFileDurably(absl::StrCat(temp_path, "/", kManifestName), text, 0644); !s.ok()) {
     return fail(s);
   }
   if (absl::Status s = FsyncDirectory(temp_path); !s.ok()) return fail(s);
   if (fs::exists(final_path, ec)) fs::remove_all(final_path, ec);  // A torn leftover of this version.
   if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-    return fail(ErrnoError("cannot rename checkpoint into", final_path));
+    return fail(ErrnoError(errno, "cannot rename checkpoint into", final_path));
   }
   if (absl::Status s = FsyncDirectory(directory_); !s.ok()) return s;
   Prune();

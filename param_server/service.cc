@@ -6,16 +6,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "common/security.h"
 #include "common/tensor_encoding.h"
 #include "param_server/push_assembler.h"
 
 namespace convoy {
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 // Registers a push stream with the service's watchdog for its lifetime and records its progress.
 class PushStreamWatch {

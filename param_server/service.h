@@ -80,9 +80,6 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   std::thread watchdog_;
 };
 
-// absl::Status -> grpc::Status with the same code and message.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
 }  // namespace convoy
 
 #endif  // CONVOY_PARAM_SERVER_SERVICE_H_

@@ -15,17 +15,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/files.h"
 
 namespace convoy {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Splits on tabs, spaces and commas, dropping empty fields.
 absl::StatusOr<std::vector<double>> ParseNumbers(absl::string_view line) {
@@ -92,9 +85,9 @@ absl::StatusOr<RoadMap> RoadMap::Parse(absl::string_view road_lines,
 }
 
 absl::StatusOr<RoadMap> RoadMap::Load(const std::string& dir, const RoadMapOptions& options) {
-  absl::StatusOr<std::string> roads = ReadFile(dir + "/road_lines.txt");
+  absl::StatusOr<std::string> roads = ReadFileToString(dir + "/road_lines.txt");
   if (!roads.ok()) return roads.status();
-  absl::StatusOr<std::string> rewards = ReadFile(dir + "/reward_points.txt");
+  absl::StatusOr<std::string> rewards = ReadFileToString(dir + "/reward_points.txt");
   if (!rewards.ok()) return rewards.status();
   absl::StatusOr<RoadMap> map = Parse(*roads, *rewards, options);
   if (!map.ok()) {

@@ -1,4 +1,4 @@
-# metrics_tests: CSV/TensorBoard metrics, event files, the GPU monitor and device selection.
+# metrics_tests: CSV/TensorBoard metrics, event files and the GPU monitor.
 
 # A stand-in NVML library, loaded by GpuMonitor in the tests in place of libnvidia-ml.so.1.
 add_library(convoy_fake_nvml MODULE ${CMAKE_CURRENT_LIST_DIR}/fake_nvml.cc)
@@ -8,10 +8,8 @@ add_executable(metrics_tests
   ${CMAKE_CURRENT_LIST_DIR}/gpu_monitor_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/metrics_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tfevents_test.cc
-  ${PROJECT_SOURCE_DIR}/tests/agent/device_test.cc
 )
-target_link_libraries(metrics_tests PRIVATE convoy_metrics convoy_device convoy_test_support
-                                            convoy_test_main)
+target_link_libraries(metrics_tests PRIVATE convoy_metrics convoy_test_support convoy_test_main)
 target_compile_definitions(metrics_tests PRIVATE
                            CONVOY_FAKE_NVML_PATH="$<TARGET_FILE:convoy_fake_nvml>")
 add_dependencies(metrics_tests convoy_fake_nvml)

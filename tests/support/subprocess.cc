@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/files.h"
 
 
 namespace convoy::testing {
@@ -42,10 +43,7 @@ std::string MakeTempDir(const std::string& prefix) {
 }
 
 std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  return ReadFileToString(path).value_or("");
 }
 
 }  // namespace convoy::testing
