@@ -4,12 +4,12 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/files.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/security.h"
@@ -42,7 +42,7 @@ ABSL_FLAG(int, keep_checkpoints, Defaults().keep_checkpoints, "Newest checkpoint
 ABSL_FLAG(uint64_t, checkpoint_every_updates, Defaults().checkpoint_every_updates, "Checkpoint every N applied updates (0: off).");
 ABSL_FLAG(double, checkpoint_every_seconds, absl::ToDoubleSeconds(Defaults().checkpoint_every),
           "Checkpoint every N seconds (0: off).");
-ABSL_FLAG(std::string, optimizer, Defaults().optimizer.name,
+ABSL_FLAG(convoy::Optimizer, optimizer, Defaults().optimizer.kind,
           "adam, adamw, rmsprop, sgd, or delta (w += pushed tensor).");
 ABSL_FLAG(double, learning_rate, Defaults().optimizer.learning_rate,
           "Learning rate of the server's optimizer, and of the agents' local Adam (handed to agents).");
@@ -160,7 +160,7 @@ ParameterServerOptions OptionsFromFlags() {
   o.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   o.checkpoint_every_updates = absl::GetFlag(FLAGS_checkpoint_every_updates);
   o.checkpoint_every = absl::Seconds(absl::GetFlag(FLAGS_checkpoint_every_seconds));
-  o.optimizer.name = absl::GetFlag(FLAGS_optimizer);
+  o.optimizer.kind = absl::GetFlag(FLAGS_optimizer);
   o.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   o.optimizer.beta1 = absl::GetFlag(FLAGS_beta1);
   o.optimizer.beta2 = absl::GetFlag(FLAGS_beta2);
@@ -262,15 +262,18 @@ int Run() {
   const std::string bound = absl::StrCat(absl::GetFlag(FLAGS_bind), ":", (*server)->port());
   LOG(INFO) << "convoy_ps serving model " << model.spec.name << " (" << model.fingerprint << "), "
             << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
-            << " bytes fp32; optimizer " << options.optimizer.name << " lr "
+            << " bytes fp32; optimizer " << OptimizerName(options.optimizer.kind) << " lr "
             << options.optimizer.learning_rate << "; version " << version << "; on " << bound
             << (security.tls_cert_file.empty() ? " (plaintext" : " (TLS")
             << (security.tls_client_ca_file.empty() ? "" : ", client certificates required")
             << (security.auth_token.empty() ? ", no token)" : ", bearer token)");
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    const std::string temp = port_file + ".tmp";
-    std::ofstream(temp) << (*server)->port() << "\n";
-    std::rename(temp.c_str(), port_file.c_str());
+    // Whole or absent: a launcher polling for the file never reads half a number.
+    if (absl::Status s = WriteFileAtomically(port_file, absl::StrCat((*server)->port(), "\n"), 0644);
+        !s.ok()) {
+      LOG(ERROR) << "--port_file: " << s;
+      return 1;
+    }
   }
   (*server)->core().StartPeriodicCheckpoints();
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 namespace convoy {
 namespace {
@@ -18,34 +19,40 @@ class TorchFlatOptimizer final : public FlatOptimizer {
         size_(static_cast<int64_t>(size)),
         param_(torch::from_blob(weights, {size_}, torch::kFloat32).set_requires_grad(true)) {
     std::vector<torch::Tensor> params = {param_};
-    if (options.name == "adam" || options.name == "adamw") {
-      auto betas = std::make_tuple(options.beta1, options.beta2);
-      if (options.name == "adam") {
+    const auto betas = std::make_tuple(options.beta1, options.beta2);
+    switch (options.kind) {
+      case Optimizer::kAdam:
         optimizer_ = std::make_unique<torch::optim::Adam>(
             params, torch::optim::AdamOptions(options.learning_rate)
                         .betas(betas)
                         .eps(options.eps)
                         .weight_decay(options.weight_decay));
-      } else {
+        return;
+      case Optimizer::kAdamW:
         optimizer_ = std::make_unique<torch::optim::AdamW>(
             params, torch::optim::AdamWOptions(options.learning_rate)
                         .betas(betas)
                         .eps(options.eps)
                         .weight_decay(options.weight_decay));
-      }
-    } else if (options.name == "rmsprop") {
-      optimizer_ = std::make_unique<torch::optim::RMSprop>(
-          params, torch::optim::RMSpropOptions(options.learning_rate)
-                      .alpha(options.rmsprop_alpha)
-                      .eps(options.eps)
-                      .weight_decay(options.weight_decay)
-                      .momentum(options.momentum));
-    } else {  // sgd
-      optimizer_ = std::make_unique<torch::optim::SGD>(
-          params, torch::optim::SGDOptions(options.learning_rate)
-                      .momentum(options.momentum)
-                      .weight_decay(options.weight_decay));
+        return;
+      case Optimizer::kRmsprop:
+        optimizer_ = std::make_unique<torch::optim::RMSprop>(
+            params, torch::optim::RMSpropOptions(options.learning_rate)
+                        .alpha(options.rmsprop_alpha)
+                        .eps(options.eps)
+                        .weight_decay(options.weight_decay)
+                        .momentum(options.momentum));
+        return;
+      case Optimizer::kSgd:
+        optimizer_ = std::make_unique<torch::optim::SGD>(
+            params, torch::optim::SGDOptions(options.learning_rate)
+                        .momentum(options.momentum)
+                        .weight_decay(options.weight_decay));
+        return;
+      case Optimizer::kDelta:
+        break;
     }
+    LOG(FATAL) << "the delta rule is not a LibTorch optimizer";
   }
 
   void Apply(float* pushed, double lr_scale) override {
@@ -74,7 +81,7 @@ class TorchFlatOptimizer final : public FlatOptimizer {
       optimizer_->load(archive);
     } catch (const c10::Error& e) {
       return absl::InvalidArgumentError(
-          absl::StrCat("optimizer state does not match '", options_.name, "': ", e.what_without_backtrace()));
+          absl::StrCat("optimizer state does not match '", OptimizerName(options_.kind), "': ", e.what_without_backtrace()));
     }
     return absl::OkStatus();
   }
@@ -127,12 +134,44 @@ class DeltaOptimizer final : public FlatOptimizer {
 
 }  // namespace
 
-absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
-  if (o.name != "adam" && o.name != "adamw" && o.name != "rmsprop" && o.name != "sgd" &&
-      o.name != "delta") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown optimizer '", o.name, "'; expected adam, adamw, rmsprop, sgd or delta"));
+absl::string_view OptimizerName(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kAdam:
+      return "adam";
+    case Optimizer::kAdamW:
+      return "adamw";
+    case Optimizer::kRmsprop:
+      return "rmsprop";
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kDelta:
+      return "delta";
   }
+  return "unknown";
+}
+
+absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name) {
+  for (Optimizer optimizer : {Optimizer::kAdam, Optimizer::kAdamW, Optimizer::kRmsprop,
+                              Optimizer::kSgd, Optimizer::kDelta}) {
+    if (name == OptimizerName(optimizer)) return optimizer;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer '", name, "'; expected adam, adamw, rmsprop, sgd or delta"));
+}
+
+bool AbslParseFlag(absl::string_view text, Optimizer* optimizer, std::string* error) {
+  absl::StatusOr<Optimizer> parsed = ParseOptimizer(text);
+  if (!parsed.ok()) {
+    *error = std::string(parsed.status().message());
+    return false;
+  }
+  *optimizer = *parsed;
+  return true;
+}
+
+std::string AbslUnparseFlag(Optimizer optimizer) { return std::string(OptimizerName(optimizer)); }
+
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   if (!(o.learning_rate > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("learning rate must be > 0, got ", o.learning_rate));
   }
@@ -157,7 +196,7 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
 absl::StatusOr<std::unique_ptr<FlatOptimizer>> FlatOptimizer::Create(const OptimizerOptions& options,
                                                                      float* weights, size_t size) {
   if (absl::Status s = ValidateOptimizerOptions(options); !s.ok()) return s;
-  if (options.name == "delta") return std::make_unique<DeltaOptimizer>(options, weights, size);
+  if (options.kind == Optimizer::kDelta) return std::make_unique<DeltaOptimizer>(options, weights, size);
   return std::make_unique<TorchFlatOptimizer>(options, weights, size);
 }
 

@@ -8,12 +8,26 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/run_defaults.h"
 
 namespace convoy {
 
+// The server's update rule. Named on flags, in RunConfig and in checkpoint manifests by OptimizerName.
+enum class Optimizer { kAdam, kAdamW, kRmsprop, kSgd, kDelta };
+
+// "adam", "adamw", "rmsprop", "sgd", "delta".
+absl::string_view OptimizerName(Optimizer optimizer);
+
+// The optimizer `name` names. Errors: INVALID_ARGUMENT naming it and listing the known names.
+absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name);
+
+// Abseil flag support (--optimizer=sgd): parsed once, where the flag is read.
+bool AbslParseFlag(absl::string_view text, Optimizer* optimizer, std::string* error);
+std::string AbslUnparseFlag(Optimizer optimizer);
+
 struct OptimizerOptions {
-  std::string name = "adam";  // adam | adamw | rmsprop | sgd | delta
+  Optimizer kind = Optimizer::kAdam;
   double learning_rate = run_defaults::kLearningRate;
   double beta1 = 0.9;          // Adam's first-moment decay.
   double beta2 = 0.999;        // Adam's second-moment decay.

@@ -27,7 +27,7 @@ uint64_t NewIncarnation() {
 std::map<std::string, std::string> HyperparametersOf(const ParameterServerOptions& o) {
   const OptimizerOptions& opt = o.optimizer;
   return {
-      {"optimizer", opt.name},
+      {"optimizer", std::string(OptimizerName(opt.kind))},
       {"learning_rate", absl::StrCat(opt.learning_rate)},
       {"beta1", absl::StrCat(opt.beta1)},
       {"beta2", absl::StrCat(opt.beta2)},
@@ -149,9 +149,9 @@ absl::Status ParameterServer::Initialise() {
   absl::MutexLock stats(&stats_mu_);
   if (resumed) {
     const v1::CheckpointManifest& m = resumed->manifest;
-    if (m.optimizer() != options_.optimizer.name) {
+    if (m.optimizer() != OptimizerName(options_.optimizer.kind)) {
       LOG(WARNING) << "checkpoint " << resumed->path << " was written with optimizer '"
-                   << m.optimizer() << "'; starting '" << options_.optimizer.name
+                   << m.optimizer() << "'; starting '" << OptimizerName(options_.optimizer.kind)
                    << "' with fresh state";
     } else if (absl::Status s = optimizer_->RestoreState(resumed->optimizer_state); !s.ok()) {
       return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
@@ -190,9 +190,9 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
   config.set_batch_update_frequency(options_.batch_update_frequency);
   config.set_target_update_frequency(options_.target_update_frequency);
   config.set_gamma(options_.gamma);
-  config.set_optimizer(options_.optimizer.name);
+  config.set_optimizer(std::string(OptimizerName(options_.optimizer.kind)));
   config.set_learning_rate(options_.optimizer.learning_rate);
-  config.set_update_rule(options_.optimizer.name == "delta" ? "delta" : "gradients");
+  config.set_update_rule(options_.optimizer.kind == Optimizer::kDelta ? "delta" : "gradients");
   config.set_max_staleness(options_.max_staleness < 0 ? 0 : options_.max_staleness);
   config.set_exploration(options_.exploration.apex ? v1::EXPLORATION_APEX : v1::EXPLORATION_GLOBAL);
   {
@@ -452,7 +452,7 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   m.set_model_name(model_.spec.name);
   m.set_model_fingerprint(model_.fingerprint);
   m.set_parameter_count(model_.parameter_count);
-  m.set_optimizer(options_.optimizer.name);
+  m.set_optimizer(std::string(OptimizerName(options_.optimizer.kind)));
   for (const auto& [key, value] : HyperparametersOf(options_)) (*m.mutable_hyperparameters())[key] = value;
   m.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
 

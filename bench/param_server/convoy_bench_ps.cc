@@ -62,7 +62,7 @@ ABSL_FLAG(std::vector<std::string>, encodings, std::vector<std::string>({"fp32",
           "Push encodings to measure, comma-separated (fp32, bf16). Pulls are always fp32.");
 ABSL_FLAG(double, seconds, 5, "Measured seconds per configuration.");
 ABSL_FLAG(double, warmup_seconds, 1, "Unmeasured seconds before each configuration's measurement.");
-ABSL_FLAG(std::string, optimizer, "adam",
+ABSL_FLAG(convoy::Optimizer, optimizer, convoy::Optimizer::kAdam,
           "Optimizer of the in-process server and of the apply limit.");
 ABSL_FLAG(int64_t, tcp_bytes, int64_t{1} << 30, "Bytes each loopback TCP measurement sends.");
 ABSL_FLAG(int, tcp_repeats, 3, "Loopback TCP measurements; the fastest is the limit.");
@@ -172,11 +172,11 @@ void FillGradient(uint64_t seed, std::vector<float>* out) {
   }
 }
 
-absl::StatusOr<ApplyRates> MeasureApply(size_t parameters, const std::string& optimizer_name,
+absl::StatusOr<ApplyRates> MeasureApply(size_t parameters, Optimizer optimizer_kind,
                                         absl::Duration duration) {
   WeightStore store(std::vector<float>(parameters, 0.01f), 0);
   OptimizerOptions options;
-  options.name = optimizer_name;
+  options.kind = optimizer_kind;
   absl::StatusOr<std::unique_ptr<FlatOptimizer>> optimizer =
       FlatOptimizer::Create(options, store.mutable_master(), store.size());
   if (!optimizer.ok()) return optimizer.status();
@@ -462,7 +462,7 @@ int Run() {
               tcp_bytes_per_s / 1e9, absl::StrJoin(tcp_runs, ", ").c_str(),
               absl::GetFlag(FLAGS_tcp_bytes) / 1e9);
   std::printf("  %-8s apply        %8.1f /s     (%.2f ms)\n",
-              absl::GetFlag(FLAGS_optimizer).c_str(), apply->apply_per_s, 1e3 / apply->apply_per_s);
+              std::string(OptimizerName(absl::GetFlag(FLAGS_optimizer))).c_str(), apply->apply_per_s, 1e3 / apply->apply_per_s);
   std::printf("  apply + publish copy  %8.1f /s     (%.2f ms)\n", apply->apply_publish_per_s,
               1e3 / apply->apply_publish_per_s);
   for (TensorEncoding push : *encodings) {
@@ -478,7 +478,7 @@ int Run() {
   if (address.empty()) {
     ParameterServerOptions options;
     options.model = absl::GetFlag(FLAGS_model);
-    options.optimizer.name = absl::GetFlag(FLAGS_optimizer);
+    options.optimizer.kind = absl::GetFlag(FLAGS_optimizer);
     absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
     if (!core.ok()) {
       LOG(ERROR) << "cannot create the parameter server: " << core.status();

@@ -39,7 +39,7 @@ AgentOptions SmallAgent(const std::string& log_dir) {
 ParameterServerOptions DeltaServer() {
   ParameterServerOptions o;
   o.model = "compact";
-  o.optimizer.name = "delta";
+  o.optimizer.kind = Optimizer::kDelta;
   return o;
 }
 
@@ -249,7 +249,7 @@ TEST_CASE("What an agent learns while the server is unreachable reaches it once 
     DYNAMIC_SECTION("push=" << push) {
       ParameterServerOptions ps_options;
       ps_options.model = "compact";
-      if (push == "deltas") ps_options.optimizer.name = "delta";
+      if (push == "deltas") ps_options.optimizer.kind = Optimizer::kDelta;
       testing::LoopbackServer ps(ps_options);
       const int port = ps.server->port();
       AgentOptions o = SmallAgent("");

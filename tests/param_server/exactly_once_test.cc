@@ -13,7 +13,7 @@ namespace {
 ParameterServerOptions SgdOptions() {
   ParameterServerOptions o;
   o.model = "tiny";
-  o.optimizer.name = "sgd";
+  o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.momentum = 0;
   o.optimizer.learning_rate = 0.5;
   return o;

@@ -20,7 +20,7 @@ void Step(FlatOptimizer& optimizer, std::vector<float> gradient, double lr_scale
 
 TEST_CASE("SGD with momentum matches hand-computed steps", "[optimizer]") {
   OptimizerOptions o;
-  o.name = "sgd";
+  o.kind = Optimizer::kSgd;
   o.learning_rate = 0.1;
   o.momentum = 0.9;
   std::vector<float> w = {1.0f, -2.0f};
@@ -54,7 +54,7 @@ TEST_CASE("Adam matches hand-computed steps", "[optimizer]") {
 
 TEST_CASE("RMSprop without momentum matches a hand-computed step", "[optimizer]") {
   OptimizerOptions o;
-  o.name = "rmsprop";
+  o.kind = Optimizer::kRmsprop;
   o.learning_rate = 0.01;
   o.momentum = 0;
   o.rmsprop_alpha = 0.99;
@@ -67,7 +67,7 @@ TEST_CASE("RMSprop without momentum matches a hand-computed step", "[optimizer]"
 
 TEST_CASE("The delta rule adds the pushed tensor, scaled", "[optimizer]") {
   OptimizerOptions o;
-  o.name = "delta";
+  o.kind = Optimizer::kDelta;
   std::vector<float> w = {1.0f, 2.0f};
   auto delta = Make(o, w);
   Step(*delta, {0.5f, -1.0f});
@@ -78,7 +78,7 @@ TEST_CASE("The delta rule adds the pushed tensor, scaled", "[optimizer]") {
 
 TEST_CASE("Staleness scaling multiplies the learning rate", "[optimizer]") {
   OptimizerOptions o;
-  o.name = "sgd";
+  o.kind = Optimizer::kSgd;
   o.momentum = 0;
   o.learning_rate = 1.0;
   std::vector<float> w = {0.0f};
@@ -89,7 +89,7 @@ TEST_CASE("Staleness scaling multiplies the learning rate", "[optimizer]") {
 
 TEST_CASE("Gradient-norm clipping scales the pushed gradient to the limit", "[optimizer]") {
   OptimizerOptions o;
-  o.name = "sgd";
+  o.kind = Optimizer::kSgd;
   o.momentum = 0;
   o.learning_rate = 1.0;
   o.max_grad_norm = 1.0;
@@ -104,7 +104,7 @@ TEST_CASE("Gradient-norm clipping scales the pushed gradient to the limit", "[op
 
 TEST_CASE("Weight decay adds an L2 term to SGD", "[optimizer]") {
   OptimizerOptions o;
-  o.name = "sgd";
+  o.kind = Optimizer::kSgd;
   o.momentum = 0;
   o.learning_rate = 0.1;
   o.weight_decay = 0.5;
@@ -115,10 +115,10 @@ TEST_CASE("Weight decay adds an L2 term to SGD", "[optimizer]") {
 }
 
 TEST_CASE("Restored optimizer state continues exactly where it left off", "[optimizer]") {
-  for (const char* name : {"adam", "adamw", "rmsprop", "sgd"}) {
-    INFO(name);
+  for (Optimizer kind : {Optimizer::kAdam, Optimizer::kAdamW, Optimizer::kRmsprop, Optimizer::kSgd}) {
+    INFO(OptimizerName(kind));
     OptimizerOptions o;
-    o.name = name;
+    o.kind = kind;
     std::vector<float> a = {0.1f, 0.2f, 0.3f}, b = a;
     auto opt_a = Make(o, a);
     auto opt_b = Make(o, b);
@@ -136,19 +136,42 @@ TEST_CASE("Restored optimizer state continues exactly where it left off", "[opti
 }
 
 TEST_CASE("Bad optimizer options are refused, naming the option", "[optimizer]") {
+  CHECK_THAT(std::string(ParseOptimizer("adagrad").status().message()), Catch::Contains("adagrad"));
   OptimizerOptions o;
-  o.name = "adagrad";
-  CHECK_THAT(std::string(ValidateOptimizerOptions(o).message()), Catch::Contains("adagrad"));
-  o = OptimizerOptions();
   o.learning_rate = 0;
   CHECK_THAT(std::string(ValidateOptimizerOptions(o).message()), Catch::Contains("learning rate"));
   o = OptimizerOptions();
   o.beta1 = 1.0;
   CHECK(ValidateOptimizerOptions(o).code() == absl::StatusCode::kInvalidArgument);
   std::vector<float> w(1);
-  o.name = "bogus";
+  CHECK(ParseOptimizer("bogus").status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(FlatOptimizer::Create(o, w.data(), 1).status().code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Every optimizer's name parses back to it, as a flag too, and nothing else does",
+          "[optimizer]") {
+  for (Optimizer kind : {Optimizer::kAdam, Optimizer::kAdamW, Optimizer::kRmsprop, Optimizer::kSgd,
+                         Optimizer::kDelta}) {
+    const std::string name(OptimizerName(kind));
+    INFO(name);
+    absl::StatusOr<Optimizer> parsed = ParseOptimizer(name);
+    REQUIRE(parsed.ok());
+    CHECK(*parsed == kind);
+    Optimizer flag = kind == Optimizer::kSgd ? Optimizer::kAdam : Optimizer::kSgd;
+    std::string error;
+    CHECK(AbslParseFlag(AbslUnparseFlag(kind), &flag, &error));
+    CHECK(flag == kind);
+  }
+  Optimizer flag = Optimizer::kSgd;
+  std::string error;
+  // Case, whitespace and near-misses are refused, and the flag keeps its value.
+  for (const char* wrong : {"Adam", "sgd ", "", "adam_w", "momentum"}) {
+    INFO(wrong);
+    CHECK(!AbslParseFlag(wrong, &flag, &error));
+    CHECK_THAT(error, Catch::Contains("expected adam, adamw, rmsprop, sgd or delta"));
+    CHECK(flag == Optimizer::kSgd);
+  }
 }
 
 }  // namespace

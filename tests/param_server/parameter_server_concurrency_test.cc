@@ -30,7 +30,7 @@ using testing::MakeTempDir;
 ParameterServerOptions DeltaOptions() {
   ParameterServerOptions o;
   o.model = "tiny";
-  o.optimizer.name = "delta";
+  o.optimizer.kind = Optimizer::kDelta;
   o.target_update_frequency = 3;
   return o;
 }

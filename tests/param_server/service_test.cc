@@ -133,7 +133,7 @@ TEST_CASE("bf16 pulls and pushes carry the weights within bf16 precision", "[ser
 TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential application",
           "[service][concurrency]") {
   ParameterServerOptions o = Options("cookbook");
-  o.optimizer.name = "sgd";
+  o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.learning_rate = 0.01;
   o.optimizer.momentum = 0.9;
   o.max_staleness = 2;  // Some pushes will be stale under contention.
@@ -198,7 +198,7 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
 
 TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[service][concurrency]") {
   ParameterServerOptions o = Options("cookbook");
-  o.optimizer.name = "delta";  // w += 1 per push: every version has a known state.
+  o.optimizer.kind = Optimizer::kDelta;  // w += 1 per push: every version has a known state.
   LoopbackServer ps(o);
   const std::vector<float> initial = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
   const size_t n = initial.size();
@@ -422,7 +422,7 @@ TEST_CASE("Stale and ahead pushes are rejected in-band with the current version"
 TEST_CASE("A push whose reply is lost after the apply is retried and applied once",
           "[service][exactly_once]") {
   ParameterServerOptions o = Options();
-  o.optimizer.name = "sgd";
+  o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.momentum = 0;
   LoopbackServer ps(o);
   std::atomic<int> dropped{0};
@@ -536,7 +536,7 @@ TEST_CASE("Ape-X mode gives each agent its own epsilon", "[service]") {
 
 TEST_CASE("A 100M-parameter model pushes and pulls in 1 MiB chunks", "[service][scale]") {
   ParameterServerOptions o = Options("wide");
-  o.optimizer.name = "sgd";
+  o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.momentum = 0;
   o.optimizer.learning_rate = 1.0;
   LoopbackServer ps(o);
