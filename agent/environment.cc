@@ -1,7 +1,5 @@
 #include "agent/environment.h"
 
-#include <cstring>
-
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -55,15 +53,6 @@ absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSp
   if (!env.ok()) return env.status();
   environment->env = *std::move(env);
   return environment;
-}
-
-void FrameStack::Reset(const uint8_t* frame) {
-  for (int i = 0; i < k_; ++i) std::memcpy(data_.data() + i * frame_size_, frame, frame_size_);
-}
-
-void FrameStack::Push(const uint8_t* frame) {
-  std::memmove(data_.data(), data_.data() + frame_size_, (k_ - 1) * frame_size_);
-  std::memcpy(data_.data() + (k_ - 1) * frame_size_, frame, frame_size_);
 }
 
 }  // namespace convoy

@@ -1,5 +1,6 @@
-// Environment: a DrivingEnv over the simulator an agent was told to use, `embedded` (in-process EmbeddedSim)
-// or `airsim://host:port` (AirSimClient to AirSim, Colosseum or convoy_sim), on the bundled Neighborhood map.
+// Environment: a DrivingEnv over the simulator an agent was told to use, `embedded` (in-process
+// EmbeddedSim) or `airsim://host:port` (AirSimClient to AirSim, Colosseum or convoy_sim), on the
+// bundled Neighborhood map.
 #ifndef CONVOY_AGENT_ENVIRONMENT_H_
 #define CONVOY_AGENT_ENVIRONMENT_H_
 
@@ -25,24 +26,9 @@ struct Environment {
   std::unique_ptr<DrivingEnv> env;
 };
 
-// Errors: INVALID_ARGUMENT for an unknown --sim; UNAVAILABLE when an AirSim server cannot be reached.
+// Errors: INVALID_ARGUMENT for an unknown --sim; UNAVAILABLE when an AirSim server cannot be
+// reached.
 absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSpec& spec);
-
-// Stacks the newest k frames along C, oldest first; after Reset every slot holds the first frame. For acting
-// and evaluation without a replay memory.
-class FrameStack {
- public:
-  FrameStack(size_t frame_size, int k) : frame_size_(frame_size), k_(k), data_(frame_size * k) {}
-  void Reset(const uint8_t* frame);
-  void Push(const uint8_t* frame);
-  const uint8_t* data() const { return data_.data(); }
-  size_t size() const { return data_.size(); }
-
- private:
-  size_t frame_size_;
-  int k_;
-  std::vector<uint8_t> data_;
-};
 
 }  // namespace convoy
 

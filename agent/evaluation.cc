@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/learner.h"
 #include "common/weights_file.h"
+#include "simulator_bridge/frame_stack.h"
 
 namespace convoy {
 namespace {

@@ -53,7 +53,10 @@ struct ReplayBatch {
 // is the index of its observation's newest frame plus (action, reward, terminal). A stacked
 // observation is gathered at sample time from the frame slots; slots before the episode's first
 // frame repeat the first frame. The frame ring holds capacity + frame_stack + n_step frames and is
-// allocated in chunks as it fills.
+// allocated in chunks as it fills. This is deliberately not simulator_bridge's FrameStack, which
+// holds one episode's newest stack for acting: here every frame is stored once for all the
+// transitions that need it, and a stack is index arithmetic over the ring, clipped at the start of
+// each frame's own episode.
 //
 // Capacity. At most `capacity` sampleable transitions are held (the oldest is dropped first), plus
 // the up to n_step - 1 held back (below). Each episode also stores one frame that is no

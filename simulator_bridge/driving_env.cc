@@ -85,8 +85,7 @@ DrivingEnv::DrivingEnv(CarSim* sim, RoadMap map, const DrivingEnvOptions& option
   } else {
     shape_ = {0, 0, 0};
   }
-  frame_size_ = observation_size() / options_.frame_stack;
-  frames_.assign(observation_size(), 0);
+  frames_ = FrameStack(observation_size() / options_.frame_stack, options_.frame_stack);
   if (options_.observation != ObservationKind::kNone) {
     ImageRequest request;
     request.camera_name = options_.camera_name;
@@ -211,21 +210,10 @@ absl::Status DrivingEnv::Observe(StepResult* result, uint8_t* observation, bool 
 absl::Status DrivingEnv::ObserveImage(uint8_t* observation, bool first) {
   const std::vector<ImageResponse>& responses = sim_observation_.images;
   if (responses.size() != 1) return absl::InternalError("simulator returned no image");
-  // Frame into the ring, then the stack into the caller's buffer.
-  if (!first) newest_ = (newest_ + 1) % options_.frame_stack;
-  uint8_t* frame = &frames_[frame_size_ * newest_];
-  if (absl::Status st = WriteFrame(responses[0], frame); !st.ok()) return st;
-  if (first) {
-    for (int k = 0; k < options_.frame_stack; ++k) {
-      if (k != newest_) std::memcpy(&frames_[frame_size_ * k], frame, frame_size_);
-    }
-  }
-  if (observation != nullptr) {
-    for (int k = 0; k < options_.frame_stack; ++k) {
-      const int slot = (newest_ + 1 + k) % options_.frame_stack;
-      std::memcpy(observation + frame_size_ * k, &frames_[frame_size_ * slot], frame_size_);
-    }
-  }
+  // The frame straight into the stack, then the stack into the caller's buffer.
+  if (absl::Status st = WriteFrame(responses[0], frames_.PushSlot()); !st.ok()) return st;
+  if (first) frames_.FillWithNewest();
+  if (observation != nullptr) std::memcpy(observation, frames_.data(), frames_.size());
 
   return absl::OkStatus();
 }

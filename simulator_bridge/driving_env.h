@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "simulator_bridge/car_sim.h"
 #include "simulator_bridge/embedded_sim.h"
+#include "simulator_bridge/frame_stack.h"
 #include "simulator_bridge/road_map.h"
 
 namespace convoy {
@@ -135,12 +136,10 @@ class DrivingEnv {
   RoadMap map_;
   DrivingEnvOptions options_;
   std::array<int, 3> shape_{};
-  size_t frame_size_ = 0;
   std::vector<ImageRequest> requests_;
   SimObservation sim_observation_;  // what the simulator reported last
-  std::vector<uint8_t> frames_;     // frame_stack frames, ring
-  int newest_ = 0;
-  std::vector<int> box_x_;  // gray84 area boundaries, 85 each
+  FrameStack frames_{0, 1};         // the episode's newest frame_stack frames
+  std::vector<int> box_x_;          // gray84 area boundaries, 85 each
   std::vector<int> box_y_;
   std::vector<uint32_t> column_sums_;  // gray84 scratch, one per scene column
   bool active_ = false;

@@ -1,43 +1,150 @@
 #include "simulator_bridge/png.h"
 
-#include <zlib.h>
+#include <png.h>
 
+#include <algorithm>
+#include <csetjmp>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 namespace convoy {
 namespace {
 
-constexpr uint8_t kSignature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+// The largest width or height DecodePng accepts.
+constexpr png_uint_32 kMaxDecodedSide = 16384;
 
-void PutU32(std::vector<uint8_t>* out, uint32_t v) {
-  out->push_back(static_cast<uint8_t>(v >> 24));
-  out->push_back(static_cast<uint8_t>(v >> 16));
-  out->push_back(static_cast<uint8_t>(v >> 8));
-  out->push_back(static_cast<uint8_t>(v));
+// What libpng's callbacks share with the code that called libpng (as both its error and its I/O
+// pointer): where the encoded bytes go or come from, and the message of the error that ended the
+// call. libpng reports an error by calling OnPngError, which longjmps back to the setjmp in the
+// function that made the failing call; so the functions that call setjmp (the Run* functions below)
+// hold only trivially destructible locals, and everything with a destructor lives in their callers.
+struct PngIo {
+  std::vector<uint8_t>* out = nullptr;  // encoding
+  const uint8_t* in = nullptr;          // decoding
+  size_t in_size = 0;
+  size_t in_pos = 0;
+  char error[256] = {};
+  char warning[256] = {};  // the last warning before it, which often says why
+};
+
+PngIo* IoOf(png_structp png) { return static_cast<PngIo*>(png_get_io_ptr(png)); }
+
+[[noreturn]] void OnPngError(png_structp png, png_const_charp message) {
+  PngIo* io = static_cast<PngIo*>(png_get_error_ptr(png));
+  std::snprintf(io->error, sizeof(io->error), "%s", message);
+  png_longjmp(png, 1);
 }
 
-uint32_t GetU32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+void OnPngWarning(png_structp png, png_const_charp message) {
+  PngIo* io = static_cast<PngIo*>(png_get_error_ptr(png));
+  std::snprintf(io->warning, sizeof(io->warning), "%s", message);
+  VLOG(1) << "libpng: " << message;
 }
 
-void PutChunk(std::vector<uint8_t>* out, const char type[4], const uint8_t* data, size_t size) {
-  PutU32(out, static_cast<uint32_t>(size));
-  const size_t start = out->size();
-  out->insert(out->end(), type, type + 4);
-  if (size > 0) out->insert(out->end(), data, data + size);
-  const uLong crc = crc32(0L, out->data() + start, static_cast<uInt>(size + 4));
-  PutU32(out, static_cast<uint32_t>(crc));
+// libpng's error, with the warning before it when there was one ("Invalid IHDR data (Image width
+// exceeds user limit in IHDR)").
+std::string Describe(const PngIo& io) {
+  if (io.warning[0] == '\0') return io.error;
+  return absl::StrCat(io.error, " (", io.warning, ")");
 }
 
-int Paeth(int a, int b, int c) {
-  const int p = a + b - c;
-  const int pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
-  if (pa <= pb && pa <= pc) return a;
-  return pb <= pc ? b : c;
+void WriteToVector(png_structp png, png_bytep data, size_t length) {
+  bool out_of_memory = false;
+  try {
+    IoOf(png)->out->insert(IoOf(png)->out->end(), data, data + length);
+  } catch (const std::bad_alloc&) {
+    out_of_memory = true;
+  }
+  // Outside the catch block: png_error longjmps and must not leave one.
+  if (out_of_memory) png_error(png, "out of memory for the encoded image");
+}
+
+void FlushNothing(png_structp) {}
+
+void ReadFromMemory(png_structp png, png_bytep data, size_t length) {
+  PngIo* io = IoOf(png);
+  if (length > io->in_size - io->in_pos) png_error(png, "PNG data truncated");
+  std::copy(io->in + io->in_pos, io->in + io->in_pos + length, data);
+  io->in_pos += length;
+}
+
+// Owns a libpng write or read struct and its info struct.
+class PngStruct {
+ public:
+  enum Mode { kWrite, kRead };
+  PngStruct(Mode mode, PngIo* io) : mode_(mode) {
+    png_ = mode == kWrite
+               ? png_create_write_struct(PNG_LIBPNG_VER_STRING, io, OnPngError, OnPngWarning)
+               : png_create_read_struct(PNG_LIBPNG_VER_STRING, io, OnPngError, OnPngWarning);
+    if (png_ != nullptr) info_ = png_create_info_struct(png_);
+  }
+  ~PngStruct() {
+    if (png_ == nullptr) return;
+    png_infopp info = info_ != nullptr ? &info_ : nullptr;
+    if (mode_ == kWrite) {
+      png_destroy_write_struct(&png_, info);
+    } else {
+      png_destroy_read_struct(&png_, info, nullptr);
+    }
+  }
+  PngStruct(const PngStruct&) = delete;
+  PngStruct& operator=(const PngStruct&) = delete;
+
+  bool ok() const { return png_ != nullptr && info_ != nullptr; }
+  png_structp png() const { return png_; }
+  png_infop info() const { return info_; }
+
+ private:
+  Mode mode_;
+  png_structp png_ = nullptr;
+  png_infop info_ = nullptr;
+};
+
+// Writes the whole PNG; false when libpng reported an error (its message is in the PngIo).
+bool RunEncode(png_structp png, png_infop info, const uint8_t* pixels, int width, int height,
+               int color_type, bool bgr, size_t stride) {
+  if (setjmp(png_jmpbuf(png))) return false;
+  png_set_write_fn(png, png_get_error_ptr(png), WriteToVector, FlushNothing);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), 8,
+               color_type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  // Filter Sub on every row at zlib level 6: cheap, and compresses rendered images well.
+  png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
+  png_set_compression_level(png, 6);
+  png_write_info(png, info);
+  if (bgr) png_set_bgr(png);
+  for (int y = 0; y < height; ++y) {
+    png_write_row(png, pixels + stride * static_cast<size_t>(y));
+  }
+  png_write_end(png, nullptr);
+  return true;
+}
+
+// Reads up to the image data and returns IHDR's fields; false on a libpng error.
+bool RunReadHeader(png_structp png, png_infop info, png_uint_32* width, png_uint_32* height,
+                   int* bit_depth, int* color_type, int* interlace) {
+  if (setjmp(png_jmpbuf(png))) return false;
+  png_set_read_fn(png, png_get_error_ptr(png), ReadFromMemory);
+  // Every chunk's CRC is checked, ancillary ones too, and a bad one fails the decode; so do the
+  // irregularities libpng would otherwise only warn about (such as surplus image data).
+  png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
+  png_set_benign_errors(png, 0);
+  png_set_user_limits(png, kMaxDecodedSide, kMaxDecodedSide);
+  png_read_info(png, info);
+  png_get_IHDR(png, info, width, height, bit_depth, color_type, interlace, nullptr, nullptr);
+  return true;
+}
+
+// Reads the rows into `out` (height rows of `stride` bytes) and the chunks up to IEND.
+bool RunReadImage(png_structp png, png_infop info, uint8_t* out, size_t stride,
+                  png_uint_32 height) {
+  if (setjmp(png_jmpbuf(png))) return false;
+  for (png_uint_32 y = 0; y < height; ++y) png_read_row(png, out + stride * y, nullptr);
+  png_read_end(png, info);
+  return true;
 }
 
 }  // namespace
@@ -48,11 +155,11 @@ absl::Status EncodePng(const uint8_t* pixels, int width, int height, PixelOrder 
     return absl::InvalidArgumentError("EncodePng: empty image");
   }
   int channels = 3;
-  uint8_t color_type = 2;
+  int color_type = PNG_COLOR_TYPE_RGB;
   switch (order) {
     case PixelOrder::kGray:
       channels = 1;
-      color_type = 0;
+      color_type = PNG_COLOR_TYPE_GRAY;
       break;
     case PixelOrder::kRgb:
     case PixelOrder::kBgr:
@@ -60,48 +167,20 @@ absl::Status EncodePng(const uint8_t* pixels, int width, int height, PixelOrder 
     case PixelOrder::kRgba:
     case PixelOrder::kBgra:
       channels = 4;
-      color_type = 6;
+      color_type = PNG_COLOR_TYPE_RGB_ALPHA;
       break;
   }
-  const bool swap = order == PixelOrder::kBgr || order == PixelOrder::kBgra;
-  const size_t stride = static_cast<size_t>(width) * channels;
-  // Filter 1 (Sub) on every row: cheap and compresses rendered images well.
-  std::vector<uint8_t> raw((stride + 1) * height);
-  for (int y = 0; y < height; ++y) {
-    uint8_t* out = &raw[(stride + 1) * y];
-    out[0] = 1;
-    const uint8_t* row = pixels + stride * y;
-    for (size_t i = 0; i < stride; ++i) {
-      size_t src = i;
-      if (swap && (i % channels) != 3) src = i - (i % channels) + (2 - (i % channels));
-      const int left_index = static_cast<int>(i) - channels;
-      size_t left_src = 0;
-      if (left_index >= 0) {
-        left_src = static_cast<size_t>(left_index);
-        if (swap && (left_src % channels) != 3) {
-          left_src = left_src - (left_src % channels) + (2 - (left_src % channels));
-        }
-      }
-      const uint8_t left = left_index >= 0 ? row[left_src] : 0;
-      out[1 + i] = static_cast<uint8_t>(row[src] - left);
-    }
-  }
-  uLongf compressed_size = compressBound(static_cast<uLong>(raw.size()));
-  std::vector<uint8_t> compressed(compressed_size);
-  if (compress2(compressed.data(), &compressed_size, raw.data(), static_cast<uLong>(raw.size()),
-                6) != Z_OK) {
-    return absl::InternalError("EncodePng: zlib compress2 failed");
-  }
+  const bool bgr = order == PixelOrder::kBgr || order == PixelOrder::kBgra;
   png->clear();
-  png->reserve(compressed_size + 64);
-  png->insert(png->end(), kSignature, kSignature + 8);
-  std::vector<uint8_t> header;
-  PutU32(&header, static_cast<uint32_t>(width));
-  PutU32(&header, static_cast<uint32_t>(height));
-  header.insert(header.end(), {8, color_type, 0, 0, 0});
-  PutChunk(png, "IHDR", header.data(), header.size());
-  PutChunk(png, "IDAT", compressed.data(), compressed_size);
-  PutChunk(png, "IEND", nullptr, 0);
+  PngIo io;
+  io.out = png;
+  PngStruct s(PngStruct::kWrite, &io);
+  if (!s.ok()) return absl::ResourceExhaustedError("EncodePng: libpng could not start a write");
+  if (!RunEncode(s.png(), s.info(), pixels, width, height, color_type, bgr,
+                 static_cast<size_t>(width) * channels)) {
+    png->clear();
+    return absl::InternalError(absl::StrCat("EncodePng: libpng: ", Describe(io)));
+  }
   return absl::OkStatus();
 }
 
@@ -122,76 +201,37 @@ absl::Status WritePng(const std::string& path, const uint8_t* pixels, int width,
 
 absl::StatusOr<std::vector<uint8_t>> DecodePng(const std::vector<uint8_t>& png, int* width,
                                                int* height, int* channels) {
-  if (png.size() < 8 || std::memcmp(png.data(), kSignature, 8) != 0) {
+  if (png.size() < 8 || png_sig_cmp(png.data(), 0, 8) != 0) {
     return absl::InvalidArgumentError("not a PNG");
   }
-  size_t pos = 8;
-  std::vector<uint8_t> idat;
-  int w = 0, h = 0, ch = 0;
-  while (pos + 12 <= png.size()) {
-    const uint32_t len = GetU32(&png[pos]);
-    if (len > png.size() - pos - 12) return absl::InvalidArgumentError("PNG chunk truncated");
-    const uint8_t* type = &png[pos + 4];
-    const uint8_t* data = &png[pos + 8];
-    if (crc32(0L, type, len + 4) != GetU32(data + len)) {
-      return absl::InvalidArgumentError("PNG chunk CRC mismatch");
-    }
-    if (std::memcmp(type, "IHDR", 4) == 0 && len == 13) {
-      w = static_cast<int>(GetU32(data));
-      h = static_cast<int>(GetU32(data + 4));
-      if (data[8] != 8 || data[12] != 0) return absl::UnimplementedError("PNG: 8-bit only");
-      ch = data[9] == 0 ? 1 : data[9] == 2 ? 3 : data[9] == 6 ? 4 : 0;
-      if (ch == 0) return absl::UnimplementedError("PNG: grey, RGB or RGBA only");
-    } else if (std::memcmp(type, "IDAT", 4) == 0) {
-      idat.insert(idat.end(), data, data + len);
-    } else if (std::memcmp(type, "IEND", 4) == 0) {
-      break;
-    }
-    pos += 12 + len;
+  PngIo io;
+  io.in = png.data();
+  io.in_size = png.size();
+  PngStruct s(PngStruct::kRead, &io);
+  if (!s.ok()) return absl::ResourceExhaustedError("DecodePng: libpng could not start a read");
+  png_uint_32 w = 0, h = 0;
+  int bit_depth = 0, color_type = 0, interlace = 0;
+  if (!RunReadHeader(s.png(), s.info(), &w, &h, &bit_depth, &color_type, &interlace)) {
+    return absl::InvalidArgumentError(absl::StrCat("PNG: ", Describe(io)));
   }
-  if (w <= 0 || h <= 0 || w > 16384 || h > 16384) return absl::InvalidArgumentError("PNG size");
+  if (bit_depth != 8 || interlace != PNG_INTERLACE_NONE) {
+    return absl::UnimplementedError("PNG: 8-bit non-interlaced only");
+  }
+  const int ch = color_type == PNG_COLOR_TYPE_GRAY        ? 1
+                 : color_type == PNG_COLOR_TYPE_RGB       ? 3
+                 : color_type == PNG_COLOR_TYPE_RGB_ALPHA ? 4
+                                                          : 0;
+  if (ch == 0) return absl::UnimplementedError("PNG: grey, RGB or RGBA only");
+  if (w == 0 || h == 0 || w > kMaxDecodedSide || h > kMaxDecodedSide) {
+    return absl::InvalidArgumentError("PNG size");
+  }
   const size_t stride = static_cast<size_t>(w) * ch;
-  std::vector<uint8_t> raw((stride + 1) * h);
-  uLongf raw_size = static_cast<uLongf>(raw.size());
-  if (uncompress(raw.data(), &raw_size, idat.data(), static_cast<uLong>(idat.size())) != Z_OK ||
-      raw_size != raw.size()) {
-    return absl::InvalidArgumentError("PNG: bad image data");
-  }
   std::vector<uint8_t> out(stride * h);
-  for (int y = 0; y < h; ++y) {
-    const uint8_t filter = raw[(stride + 1) * y];
-    const uint8_t* in = &raw[(stride + 1) * y + 1];
-    uint8_t* row = &out[stride * y];
-    const uint8_t* up = y > 0 ? &out[stride * (y - 1)] : nullptr;
-    for (size_t i = 0; i < stride; ++i) {
-      const int a = i >= static_cast<size_t>(ch) ? row[i - ch] : 0;
-      const int b = up != nullptr ? up[i] : 0;
-      const int c = (up != nullptr && i >= static_cast<size_t>(ch)) ? up[i - ch] : 0;
-      int predicted = 0;
-      switch (filter) {
-        case 0:
-          predicted = 0;
-          break;
-        case 1:
-          predicted = a;
-          break;
-        case 2:
-          predicted = b;
-          break;
-        case 3:
-          predicted = (a + b) / 2;
-          break;
-        case 4:
-          predicted = Paeth(a, b, c);
-          break;
-        default:
-          return absl::InvalidArgumentError("PNG: bad filter");
-      }
-      row[i] = static_cast<uint8_t>(in[i] + predicted);
-    }
+  if (!RunReadImage(s.png(), s.info(), out.data(), stride, h)) {
+    return absl::InvalidArgumentError(absl::StrCat("PNG: ", Describe(io)));
   }
-  *width = w;
-  *height = h;
+  *width = static_cast<int>(w);
+  *height = static_cast<int>(h);
   *channels = ch;
   return out;
 }

@@ -3,9 +3,11 @@
 // For each agent count it runs a LocalCluster (convoy_ps + N convoy_agent processes on the embedded
 // simulator, convoy_train's defaults) for --minutes, and every --eval_every_seconds pulls the
 // server's weights and drives the greedy policy over the fixed evaluation seeds. A random policy on
-// the same seeds is the baseline. Prints a table per configuration, RESULT key=value lines, and a
-// PNG of evaluation return against wall-clock minutes and against environment steps. The evaluation
-// runs in this process on the same cores as the training.
+// the same seeds is the baseline. Prints a table per configuration and RESULT key=value lines,
+// writes every evaluation to a CSV, and draws it with bench/plot.py (matplotlib) as evaluation
+// return against wall-clock minutes and against environment steps; without matplotlib the plot is
+// not drawn and the bench says so, with the command that draws it later. The evaluation runs in
+// this process on the same cores as the training.
 #include <glog/logging.h>
 #include <signal.h>
 #include <torch/torch.h>
@@ -19,16 +21,20 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/environment.h"
 #include "agent/evaluation.h"
 #include "agent/learner.h"
 #include "agent/preprocess.h"
-#include "bench/agent/line_plot.h"
+#include "common/child_process.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "deploy/local/local_cluster.h"
@@ -48,7 +54,13 @@ ABSL_FLAG(double, max_epoch_runtime_sec, convoy::LocalClusterOptions{}.max_epoch
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: bench-learn-<date>-<time>); agents-N/ beneath it.");
-ABSL_FLAG(std::string, plot, "learning_curves.png", "PNG of the learning curves.");
+ABSL_FLAG(std::string, plot, "learning_curves.png",
+          "The learning curves' plot, drawn by --plot_script: .png, .svg or .pdf.");
+ABSL_FLAG(std::string, csv, "",
+          "CSV of every evaluation, the plot's data (default: --plot with the extension .csv).");
+ABSL_FLAG(std::string, python, "/usr/bin/python3",
+          "Python with Debian's python3-matplotlib, to draw the plot.");
+ABSL_FLAG(std::string, plot_script, CONVOY_PLOT_SCRIPT, "Draws the plot from the CSV.");
 // Training hyperparameters, defaulting to convoy_train's (LocalClusterOptions).
 ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
           "Server's Adam learning rate.");
@@ -293,39 +305,81 @@ void PrintResults(const RunResult& r) {
               r.train_steps / r.training_seconds / n);
 }
 
-// Distinct colours for agent counts in the order given (1, 2, 4: blue, orange, green).
-Rgb SeriesColor(size_t index) {
-  static constexpr Rgb kColors[] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},
-                                    {214, 39, 40},  {148, 103, 189}, {140, 86, 75}};
-  return kColors[index % (sizeof(kColors) / sizeof(kColors[0]))];
+std::string SeriesName(int agents) {
+  return absl::StrCat(agents, agents == 1 ? " agent" : " agents");
 }
 
-absl::Status WritePlot(const std::string& path, const std::vector<RunResult>& runs,
-                       const EvalSummary& random) {
-  PlotPanel by_time{"EVALUATION RETURN VS WALL TIME", "WALL MINUTES", "MEAN RETURN", {}};
-  PlotPanel by_steps{"EVALUATION RETURN VS ENV STEPS", "ENV STEPS ALL AGENTS", "MEAN RETURN", {}};
-  double max_minutes = 0, max_steps = 0;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    PlotSeries time_series{absl::StrCat(runs[i].agents, " AGENT", runs[i].agents == 1 ? "" : "S"),
-                           SeriesColor(i),
-                           false,
-                           {}};
-    PlotSeries step_series = time_series;
-    for (const EvalPoint& p : runs[i].points) {
-      time_series.points.emplace_back(p.wall_seconds / 60, p.summary.mean_return);
-      step_series.points.emplace_back(p.env_steps, p.summary.mean_return);
-      max_minutes = std::max(max_minutes, p.wall_seconds / 60);
-      max_steps = std::max(max_steps, p.env_steps);
+// One row per evaluation: the series (agent count, or "random" for the baseline, which has no
+// time or steps), when it ran and what it measured.
+absl::Status WriteCsv(const std::string& path, const std::vector<RunResult>& runs,
+                      const EvalSummary& random) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  std::fprintf(f,
+               "series,agents,wall_minutes,env_steps,train_steps,version,mean_return,"
+               "mean_distance_m,full_episodes,episodes,collisions\n");
+  auto summary = [](const EvalSummary& s) {
+    return absl::StrFormat("%.3f,%.2f,%d,%d,%d", s.mean_return, s.mean_distance_m, s.full_episodes,
+                           static_cast<int>(s.episodes.size()), s.collisions);
+  };
+  for (const RunResult& r : runs) {
+    for (const EvalPoint& p : r.points) {
+      std::fprintf(f, "%s,%d,%.3f,%.0f,%.0f,%llu,%s\n", SeriesName(r.agents).c_str(), r.agents,
+                   p.wall_seconds / 60, p.env_steps, p.train_steps,
+                   static_cast<unsigned long long>(p.version), summary(p.summary).c_str());
     }
-    by_time.series.push_back(std::move(time_series));
-    by_steps.series.push_back(std::move(step_series));
   }
-  const Rgb grey = {128, 128, 128};
-  by_time.series.push_back(
-      {"RANDOM", grey, true, {{0.0, random.mean_return}, {max_minutes, random.mean_return}}});
-  by_steps.series.push_back(
-      {"RANDOM", grey, true, {{0.0, random.mean_return}, {max_steps, random.mean_return}}});
-  return WriteLinePlot(path, {by_time, by_steps});
+  std::fprintf(f, "random,0,,,,,%s\n", summary(random).c_str());
+  if (std::fclose(f) != 0) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+// The command that draws --plot from the CSV.
+std::vector<std::string> PlotCommand(const std::string& csv, const std::string& plot) {
+  return {absl::GetFlag(FLAGS_python),
+          absl::GetFlag(FLAGS_plot_script),
+          csv,
+          "-o",
+          plot,
+          "--series",
+          "series",
+          "--y",
+          "mean_return=mean return",
+          "--x",
+          "wall_minutes=wall-clock minutes",
+          "--x",
+          "env_steps=env steps, all agents",
+          "--hline",
+          "random",
+          "--y_from_zero",
+          "--title",
+          "convoy_bench_learn: evaluation return"};
+}
+
+// The command as one line for a shell: arguments with characters a shell would read are
+// single-quoted.
+std::string ShellLine(const std::vector<std::string>& argv) {
+  std::vector<std::string> words;
+  for (const std::string& a : argv) {
+    const bool plain = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
+      return absl::ascii_isalnum(c) ||
+             absl::string_view("_-./=:,+@%").find(c) != absl::string_view::npos;
+    });
+    words.push_back(plain ? a : absl::StrCat("'", absl::StrReplaceAll(a, {{"'", "'\\''"}}), "'"));
+  }
+  return absl::StrJoin(words, " ");
+}
+
+// Runs the plot script; its own messages go to stderr. OK when drawn; FAILED_PRECONDITION when
+// matplotlib is missing (plot.py's exit status 3).
+absl::Status DrawPlot(const std::vector<std::string>& command) {
+  absl::StatusOr<ChildProcess> child = ChildProcess::Start(command, {});
+  if (!child.ok()) return child.status();
+  const std::optional<int> code = child->Wait(absl::Minutes(5));
+  if (!code.has_value()) return absl::DeadlineExceededError("the plot script ran 5 minutes");
+  if (*code == 3) return absl::FailedPreconditionError("matplotlib is not installed");
+  if (*code != 0) return absl::UnknownError(absl::StrCat("the plot script exited ", *code));
+  return absl::OkStatus();
 }
 
 int Run() {
@@ -405,11 +459,28 @@ int Run() {
   std::printf("RESULT random_full_episodes=%d\n", random->full_episodes);
   std::printf("RESULT eval_episodes=%d\n", final_episodes);
   const std::string plot = absl::GetFlag(FLAGS_plot);
-  if (absl::Status s = WritePlot(plot, runs, *random); !s.ok()) {
-    LOG(ERROR) << "plot: " << s;
+  std::string csv = absl::GetFlag(FLAGS_csv);
+  if (csv.empty()) {
+    const size_t dot = plot.rfind('.');
+    const size_t slash = plot.rfind('/');
+    const bool has_extension =
+        dot != std::string::npos && (slash == std::string::npos || dot > slash);
+    csv = absl::StrCat(has_extension ? plot.substr(0, dot) : plot, ".csv");
+  }
+  if (absl::Status s = WriteCsv(csv, runs, *random); !s.ok()) {
+    LOG(ERROR) << "curves: " << s;
     return 1;
   }
-  std::printf("plot: %s\n", plot.c_str());
+  std::printf("curves: %s\n", csv.c_str());
+  const std::vector<std::string> command = PlotCommand(csv, plot);
+  std::fflush(stdout);
+  if (absl::Status s = DrawPlot(command); s.ok()) {
+    std::printf("plot: %s\n", plot.c_str());
+  } else {
+    // The results stand without the figure: say so, and how to draw it later.
+    std::printf("plot: not drawn (%s); with python3-matplotlib installed, draw it with\n  %s\n",
+                std::string(s.message()).c_str(), ShellLine(command).c_str());
+  }
   int failed = 0;
   for (const RunResult& r : runs) failed += r.failed_agents;
   return failed == 0 ? 0 : 1;
@@ -422,7 +493,8 @@ int main(int argc, char** argv) {
   convoy::InitProcess(
       argc, argv,
       "convoy_bench_learn: evaluation return against time and env steps for 1, 2, 4 agents.\n"
-      "Usage: convoy_bench_learn [--agents=1,2,4] [--minutes=8] [--plot=learning_curves.png]");
+      "Usage: convoy_bench_learn [--agents=1,2,4] [--minutes=8] [--plot=learning_curves.png]\n"
+      "The plot is drawn with matplotlib (Debian's python3-matplotlib) by bench/plot.py.");
   struct sigaction action = {};
   action.sa_handler = [](int) { convoy::g_stop = true; };
   sigaction(SIGINT, &action, nullptr);

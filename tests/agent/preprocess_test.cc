@@ -3,8 +3,6 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "agent/environment.h"
-
 namespace convoy {
 namespace {
 
@@ -40,16 +38,6 @@ TEST_CASE("Equal shapes copy and impossible shapes are refused", "[preprocess]")
         absl::StatusCode::kInvalidArgument);
   CHECK(Preprocess::Create({3, 10, 10}, {3, 20, 5}).status().code() ==
         absl::StatusCode::kInvalidArgument);
-}
-
-TEST_CASE("A frame stack keeps the newest frames oldest first", "[preprocess]") {
-  FrameStack stack(2, 3);
-  const uint8_t a[2] = {1, 1}, b[2] = {2, 2}, c[2] = {3, 3};
-  stack.Reset(a);
-  CHECK(std::vector<uint8_t>(stack.data(), stack.data() + 6) == std::vector<uint8_t>{1, 1, 1, 1, 1, 1});
-  stack.Push(b);
-  stack.Push(c);
-  CHECK(std::vector<uint8_t>(stack.data(), stack.data() + 6) == std::vector<uint8_t>{1, 1, 2, 2, 3, 3});
 }
 
 }  // namespace
