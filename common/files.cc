@@ -84,13 +84,24 @@ absl::Status WriteAll(int fd, absl::string_view contents, absl::string_view path
   return absl::OkStatus();
 }
 
-absl::Status WriteNewFileDurably(const std::string& path, absl::string_view contents, mode_t mode) {
+namespace {
+
+absl::Status WriteNewFile(const std::string& path, absl::string_view contents, mode_t mode,
+                          Durability durability) {
   absl::StatusOr<int> fd = CreateExclusiveFile(path, mode);
   if (!fd.ok()) return fd.status();
   absl::Status written = WriteAll(*fd, contents, path);
-  if (written.ok() && ::fsync(*fd) != 0) written = ErrnoError(errno, "cannot fsync", path);
+  if (written.ok() && durability == Durability::kDurable && ::fsync(*fd) != 0) {
+    written = ErrnoError(errno, "cannot fsync", path);
+  }
   if (::close(*fd) != 0 && written.ok()) written = ErrnoError(errno, "cannot close", path);
   return written;
+}
+
+}  // namespace
+
+absl::Status WriteNewFileDurably(const std::string& path, absl::string_view contents, mode_t mode) {
+  return WriteNewFile(path, contents, mode, Durability::kDurable);
 }
 
 absl::Status FsyncDirectory(const std::string& path) {
@@ -103,14 +114,15 @@ absl::Status FsyncDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode) {
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode,
+                                 Durability durability) {
   absl::BitGen random;
   std::string temp = path + ".tmp";
-  absl::Status written = WriteNewFileDurably(temp, contents, mode);
+  absl::Status written = WriteNewFile(temp, contents, mode, durability);
   for (int attempt = 1; attempt < kTemporaryNameAttempts && absl::IsAlreadyExists(written);
        ++attempt) {
     temp = absl::StrFormat("%s.tmp-%016x", path, absl::Uniform<uint64_t>(random));
-    written = WriteNewFileDurably(temp, contents, mode);
+    written = WriteNewFile(temp, contents, mode, durability);
   }
   if (absl::IsAlreadyExists(written)) {
     return absl::Status(written.code(), absl::StrCat("cannot write ", path, ": ", written.message()));
@@ -120,7 +132,9 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
     renamed = std::rename(temp.c_str(), path.c_str()) == 0;
     if (!renamed) written = ErrnoError(errno, "cannot rename", absl::StrCat(temp, " to ", path));
   }
-  if (written.ok()) written = FsyncDirectory(ParentDirectory(path));
+  if (written.ok() && durability == Durability::kDurable) {
+    written = FsyncDirectory(ParentDirectory(path));
+  }
   if (!written.ok()) {
     if (!renamed) ::unlink(temp.c_str());
     return absl::Status(written.code(), absl::StrCat("cannot write ", path, ": ", written.message()));

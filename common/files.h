@@ -32,6 +32,11 @@ absl::StatusOr<int> CreateExclusiveFile(const std::string& path, mode_t mode);
 // naming `path`.
 absl::Status WriteAll(int fd, absl::string_view contents, absl::string_view path);
 
+// Whether a write waits for the disk: kDurable fsyncs the file (and, after a rename, its directory), so a
+// crash right after the write returns keeps it; kAtomicOnly still never shows a partial file, but a crash
+// may lose the newest write (frame dumps and other output that is cheap to make again).
+enum class Durability { kDurable, kAtomicOnly };
+
 // Creates `path` (it must not exist) with `mode`, writes `contents` and fsyncs the file. For a file inside a
 // directory that is itself made durable later (a checkpoint's temporary directory, renamed into place and
 // then FsyncDirectory-ed). Errors: as CreateExclusiveFile and WriteAll.
@@ -43,9 +48,11 @@ absl::Status FsyncDirectory(const std::string& path);
 // Replaces `path` with `contents` all at once: into a temporary file beside it, created by
 // CreateExclusiveFile with `mode` (first <path>.tmp, then <path>.tmp-<random> when that name is taken —
 // an existing name is never opened, followed or removed), fsynced, renamed over `path`, and the directory
-// fsynced. A reader sees the old file or the whole new one, and the file never has another mode. On an
-// error the temporary file is removed. Errors: ErrnoError's code, the message naming `path`.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode);
+// fsynced (kAtomicOnly: neither fsync). A reader sees the old file or the whole new one, and the file never
+// has another mode. On an error the temporary file is removed. Errors: ErrnoError's code, the message
+// naming `path`.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode,
+                                 Durability durability = Durability::kDurable);
 
 }  // namespace convoy
 

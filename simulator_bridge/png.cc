@@ -8,6 +8,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "glog/logging.h"
 
 namespace convoy {
@@ -188,15 +189,10 @@ absl::Status WritePng(const std::string& path, const uint8_t* pixels, int width,
                       PixelOrder order) {
   std::vector<uint8_t> png;
   if (absl::Status s = EncodePng(pixels, width, height, order, &png); !s.ok()) return s;
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  const bool ok = std::fwrite(png.data(), 1, png.size(), f) == png.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
+  // Frames and maps are cheap to make again: atomic, without waiting for the disk.
+  return WriteFileAtomically(
+      path, absl::string_view(reinterpret_cast<const char*>(png.data()), png.size()), 0644,
+      Durability::kAtomicOnly);
 }
 
 absl::StatusOr<std::vector<uint8_t>> DecodePng(const std::vector<uint8_t>& png, int* width,

@@ -20,7 +20,7 @@ enum class PixelOrder { kGray, kRgb, kBgr, kRgba, kBgra };
 absl::Status EncodePng(const uint8_t* pixels, int width, int height, PixelOrder order,
                        std::vector<uint8_t>* png);
 
-// Encodes and writes to `path` (replaced atomically via a temporary file and rename).
+// Encodes and writes to `path`, replaced atomically (common/files.h WriteFileAtomically, kAtomicOnly).
 absl::Status WritePng(const std::string& path, const uint8_t* pixels, int width, int height,
                       PixelOrder order);
 

@@ -70,6 +70,11 @@ TEST_CASE("An atomic write replaces the file whole, with its mode, and leaves no
   CHECK(testing::ReadWholeFile(dir + "/w") == "second");
   CHECK(ModeOf(dir + "/w") == 0644);  // Exactly the mode asked for, whatever the umask.
   CHECK(EntriesIn(dir) == 1);
+  // Without waiting for the disk, the replacement is just as whole.
+  REQUIRE(WriteFileAtomically(dir + "/w", "third", 0600, Durability::kAtomicOnly).ok());
+  CHECK(testing::ReadWholeFile(dir + "/w") == "third");
+  CHECK(ModeOf(dir + "/w") == 0600);
+  CHECK(EntriesIn(dir) == 1);
 }
 
 TEST_CASE("An atomic write never follows or removes what sits at its temporary name", "[files]") {
