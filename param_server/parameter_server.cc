@@ -16,8 +16,6 @@ namespace {
 
 // Pushes per second are measured over this trailing window.
 constexpr absl::Duration kRateWindow = absl::Seconds(10);
-// How often the periodic checkpoint thread looks at the clock when nothing wakes it.
-constexpr absl::Duration kCheckpointPoll = absl::Milliseconds(200);
 
 uint64_t NewIncarnation() {
   absl::BitGen rng;
@@ -90,11 +88,13 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       staleness_(options.max_staleness, options.staleness_lr_scaling) {}
 
 ParameterServer::~ParameterServer() {
+  std::unique_ptr<PeriodicTask> task;
   {
     absl::MutexLock lock(&loop_mu_);
-    stopping_ = true;
+    task = std::move(checkpoint_task_);
   }
-  if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
+  // Outside loop_mu_, which the callback takes: stopping waits for a checkpoint in progress.
+  task.reset();
 }
 
 absl::Status ParameterServer::Initialise() {
@@ -344,6 +344,10 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
   if (outcome.accepted) {
     absl::MutexLock lock(&loop_mu_);
     ++updates_since_checkpoint_;
+    if (checkpoint_task_ != nullptr && options_.checkpoint_every_updates > 0 &&
+        updates_since_checkpoint_ >= options_.checkpoint_every_updates) {
+      checkpoint_task_->Wake();
+    }
   }
   return outcome;
 }
@@ -475,35 +479,42 @@ void ParameterServer::StartPeriodicCheckpoints() {
       (options_.checkpoint_every_updates == 0 && options_.checkpoint_every <= absl::ZeroDuration())) {
     return;
   }
-  checkpoint_thread_ = std::thread([this] { CheckpointLoop(); });
+  absl::MutexLock lock(&loop_mu_);
+  if (checkpoint_task_ != nullptr) return;
+  last_periodic_checkpoint_ = absl::Now();
+  const absl::Duration period = options_.checkpoint_every > absl::ZeroDuration()
+                                    ? options_.checkpoint_every
+                                    : absl::InfiniteDuration();
+  checkpoint_task_ =
+      std::make_unique<PeriodicTask>("checkpoint", period, [this] { PeriodicCheckpoint(); });
+  // Updates applied before the start count: enough of them make the first checkpoint due now.
+  if (options_.checkpoint_every_updates > 0 &&
+      updates_since_checkpoint_ >= options_.checkpoint_every_updates) {
+    checkpoint_task_->Wake();
+  }
 }
 
-void ParameterServer::CheckpointLoop() {
-  absl::Time last = absl::Now();
-  while (true) {
-    {
-      absl::MutexLock lock(&loop_mu_);
-      auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_mu_) {
-        return stopping_ || (options_.checkpoint_every_updates > 0 &&
-                             updates_since_checkpoint_ >= options_.checkpoint_every_updates);
-      };
-      loop_mu_.AwaitWithTimeout(absl::Condition(&due), kCheckpointPoll);
-      if (stopping_) return;
-      const bool by_updates = options_.checkpoint_every_updates > 0 &&
-                              updates_since_checkpoint_ >= options_.checkpoint_every_updates;
-      const bool by_time = options_.checkpoint_every > absl::ZeroDuration() &&
-                           absl::Now() - last >= options_.checkpoint_every;
-      if (!by_updates && !by_time) continue;
-      updates_since_checkpoint_ = 0;
-    }
-    last = absl::Now();
-    // A checkpoint of an unchanged version writes nothing (Checkpoint() returns the last one's path).
-    absl::StatusOr<std::string> path = Checkpoint();
-    if (path.ok()) {
-      VLOG(1) << "checkpoint " << *path;
-    } else {
-      LOG(ERROR) << "checkpoint failed, training goes on: " << path.status();
-    }
+void ParameterServer::PeriodicCheckpoint() {
+  {
+    absl::MutexLock lock(&loop_mu_);
+    // The task runs when its period is up (one period after its previous run ended, so never
+    // before the time is due) or when Apply woke it; a wake that an earlier run already answered
+    // finds neither trigger due.
+    const absl::Time now = absl::Now();
+    const bool by_updates = options_.checkpoint_every_updates > 0 &&
+                            updates_since_checkpoint_ >= options_.checkpoint_every_updates;
+    const bool by_time = options_.checkpoint_every > absl::ZeroDuration() &&
+                         now - last_periodic_checkpoint_ >= options_.checkpoint_every;
+    if (!by_updates && !by_time) return;
+    updates_since_checkpoint_ = 0;
+    last_periodic_checkpoint_ = now;
+  }
+  // A checkpoint of an unchanged version writes nothing (Checkpoint() returns the last one's path).
+  absl::StatusOr<std::string> path = Checkpoint();
+  if (path.ok()) {
+    VLOG(1) << "checkpoint " << *path;
+  } else {
+    LOG(ERROR) << "checkpoint failed, training goes on: " << path.status();
   }
 }
 
