@@ -85,7 +85,8 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       model_(std::move(model)),
       incarnation_(NewIncarnation()),
       started_(absl::Now()),
-      staleness_(options.max_staleness, options.staleness_lr_scaling) {}
+      staleness_(options.max_staleness, options.staleness_lr_scaling),
+      apply_rate_(kRateWindow, started_) {}
 
 ParameterServer::~ParameterServer() {
   std::unique_ptr<PeriodicTask> task;
@@ -325,11 +326,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
         counters_.target_version = version_;
         refresh_target = true;
       }
-      const absl::Time now = absl::Now();
-      recent_applies_.push_back(now);
-      while (!recent_applies_.empty() && recent_applies_.front() < now - kRateWindow) {
-        recent_applies_.pop_front();
-      }
+      apply_rate_.Record(1);
     } else {
       ++record.rejected;
       ++rejections_[outcome.reason];
@@ -387,9 +384,11 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_bytes_in(bytes_in_.load(std::memory_order_relaxed));
   status.set_bytes_out(bytes_out_.load(std::memory_order_relaxed));
   status.set_unauthenticated_calls(unauthenticated_.load(std::memory_order_relaxed));
+  absl::MutexLock lock(&stats_mu_);
+  // Read under the lock, as Apply's are: the rate meter's times never go backwards, and uptime and
+  // rate are of one moment.
   const absl::Time now = absl::Now();
   status.set_uptime_seconds(absl::ToDoubleSeconds(now - started_));
-  absl::MutexLock lock(&stats_mu_);
   status.set_updates_applied(counters_.updates_applied);
   status.set_applied_minibatches(counters_.applied_minibatches);
   status.set_target_version(counters_.target_version);
@@ -403,14 +402,7 @@ v1::StatusResponse ParameterServer::Status() const {
   for (const auto& [reason, count] : rejections_) {
     (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
   }
-  size_t recent = 0;
-  for (auto it = recent_applies_.rbegin(); it != recent_applies_.rend() && *it >= now - kRateWindow;
-       ++it) {
-    ++recent;
-  }
-  const double window = std::min(absl::ToDoubleSeconds(kRateWindow),
-                                 std::max(1e-3, absl::ToDoubleSeconds(now - started_)));
-  status.set_pushes_per_second(static_cast<double>(recent) / window);
+  status.set_pushes_per_second(apply_rate_.PerSecond(now));
   for (const auto& [id, record] : agents_) {
     v1::AgentStatus* agent = status.add_agents();
     agent->set_agent_id(id);

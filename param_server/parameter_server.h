@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/metrics.h"
 #include "common/model_registry.h"
 #include "common/periodic_task.h"
 #include "common/run_defaults.h"
@@ -182,7 +182,8 @@ class ParameterServer {
   Counters counters_ ABSL_GUARDED_BY(stats_mu_);
   std::map<v1::RejectReason, uint64_t> rejections_ ABSL_GUARDED_BY(stats_mu_);
   std::map<std::string, AgentRecord> agents_ ABSL_GUARDED_BY(stats_mu_);
-  std::deque<absl::Time> recent_applies_ ABSL_GUARDED_BY(stats_mu_);
+  // Accepted pushes; mutable because reading the rate drops the events that left its window.
+  mutable RateMeter apply_rate_ ABSL_GUARDED_BY(stats_mu_);
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
   std::atomic<uint64_t> unauthenticated_{0};
