@@ -9,7 +9,9 @@
 namespace convoy {
 namespace {
 using grpc::health::v1::HealthCheckResponse;
-// How often a Watch stream notices that its client went away.
+// How often a Watch stream notices that its client went away. A status change and Shutdown wake the
+// stream at once (the condition below); a cancelled call does not, since the synchronous API has no
+// notification for it, so that alone is polled.
 constexpr absl::Duration kWatchPoll = absl::Milliseconds(200);
 }  // namespace
 

@@ -16,8 +16,6 @@ namespace {
 
 // Pushes per second are measured over this trailing window.
 constexpr absl::Duration kRateWindow = absl::Seconds(10);
-// How often the periodic checkpoint thread looks at the clock when nothing wakes it.
-constexpr absl::Duration kCheckpointPoll = absl::Milliseconds(200);
 
 uint64_t NewIncarnation() {
   absl::BitGen rng;
@@ -87,14 +85,17 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       model_(std::move(model)),
       incarnation_(NewIncarnation()),
       started_(absl::Now()),
-      staleness_(options.max_staleness, options.staleness_lr_scaling) {}
+      staleness_(options.max_staleness, options.staleness_lr_scaling),
+      apply_rate_(kRateWindow, started_) {}
 
 ParameterServer::~ParameterServer() {
+  std::unique_ptr<PeriodicTask> task;
   {
     absl::MutexLock lock(&loop_mu_);
-    stopping_ = true;
+    task = std::move(checkpoint_task_);
   }
-  if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
+  // Outside loop_mu_, which the callback takes: stopping waits for a checkpoint in progress.
+  task.reset();
 }
 
 absl::Status ParameterServer::Initialise() {
@@ -325,11 +326,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
         counters_.target_version = version_;
         refresh_target = true;
       }
-      const absl::Time now = absl::Now();
-      recent_applies_.push_back(now);
-      while (!recent_applies_.empty() && recent_applies_.front() < now - kRateWindow) {
-        recent_applies_.pop_front();
-      }
+      apply_rate_.Record(1);
     } else {
       ++record.rejected;
       ++rejections_[outcome.reason];
@@ -344,6 +341,10 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
   if (outcome.accepted) {
     absl::MutexLock lock(&loop_mu_);
     ++updates_since_checkpoint_;
+    if (checkpoint_task_ != nullptr && options_.checkpoint_every_updates > 0 &&
+        updates_since_checkpoint_ >= options_.checkpoint_every_updates) {
+      checkpoint_task_->Wake();
+    }
   }
   return outcome;
 }
@@ -383,9 +384,11 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_bytes_in(bytes_in_.load(std::memory_order_relaxed));
   status.set_bytes_out(bytes_out_.load(std::memory_order_relaxed));
   status.set_unauthenticated_calls(unauthenticated_.load(std::memory_order_relaxed));
+  absl::MutexLock lock(&stats_mu_);
+  // Read under the lock, as Apply's are: the rate meter's times never go backwards, and uptime and
+  // rate are of one moment.
   const absl::Time now = absl::Now();
   status.set_uptime_seconds(absl::ToDoubleSeconds(now - started_));
-  absl::MutexLock lock(&stats_mu_);
   status.set_updates_applied(counters_.updates_applied);
   status.set_applied_minibatches(counters_.applied_minibatches);
   status.set_target_version(counters_.target_version);
@@ -399,14 +402,7 @@ v1::StatusResponse ParameterServer::Status() const {
   for (const auto& [reason, count] : rejections_) {
     (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
   }
-  size_t recent = 0;
-  for (auto it = recent_applies_.rbegin(); it != recent_applies_.rend() && *it >= now - kRateWindow;
-       ++it) {
-    ++recent;
-  }
-  const double window = std::min(absl::ToDoubleSeconds(kRateWindow),
-                                 std::max(1e-3, absl::ToDoubleSeconds(now - started_)));
-  status.set_pushes_per_second(static_cast<double>(recent) / window);
+  status.set_pushes_per_second(apply_rate_.PerSecond(now));
   for (const auto& [id, record] : agents_) {
     v1::AgentStatus* agent = status.add_agents();
     agent->set_agent_id(id);
@@ -475,35 +471,42 @@ void ParameterServer::StartPeriodicCheckpoints() {
       (options_.checkpoint_every_updates == 0 && options_.checkpoint_every <= absl::ZeroDuration())) {
     return;
   }
-  checkpoint_thread_ = std::thread([this] { CheckpointLoop(); });
+  absl::MutexLock lock(&loop_mu_);
+  if (checkpoint_task_ != nullptr) return;
+  last_periodic_checkpoint_ = absl::Now();
+  const absl::Duration period = options_.checkpoint_every > absl::ZeroDuration()
+                                    ? options_.checkpoint_every
+                                    : absl::InfiniteDuration();
+  checkpoint_task_ =
+      std::make_unique<PeriodicTask>("checkpoint", period, [this] { PeriodicCheckpoint(); });
+  // Updates applied before the start count: enough of them make the first checkpoint due now.
+  if (options_.checkpoint_every_updates > 0 &&
+      updates_since_checkpoint_ >= options_.checkpoint_every_updates) {
+    checkpoint_task_->Wake();
+  }
 }
 
-void ParameterServer::CheckpointLoop() {
-  absl::Time last = absl::Now();
-  while (true) {
-    {
-      absl::MutexLock lock(&loop_mu_);
-      auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_mu_) {
-        return stopping_ || (options_.checkpoint_every_updates > 0 &&
-                             updates_since_checkpoint_ >= options_.checkpoint_every_updates);
-      };
-      loop_mu_.AwaitWithTimeout(absl::Condition(&due), kCheckpointPoll);
-      if (stopping_) return;
-      const bool by_updates = options_.checkpoint_every_updates > 0 &&
-                              updates_since_checkpoint_ >= options_.checkpoint_every_updates;
-      const bool by_time = options_.checkpoint_every > absl::ZeroDuration() &&
-                           absl::Now() - last >= options_.checkpoint_every;
-      if (!by_updates && !by_time) continue;
-      updates_since_checkpoint_ = 0;
-    }
-    last = absl::Now();
-    // A checkpoint of an unchanged version writes nothing (Checkpoint() returns the last one's path).
-    absl::StatusOr<std::string> path = Checkpoint();
-    if (path.ok()) {
-      VLOG(1) << "checkpoint " << *path;
-    } else {
-      LOG(ERROR) << "checkpoint failed, training goes on: " << path.status();
-    }
+void ParameterServer::PeriodicCheckpoint() {
+  {
+    absl::MutexLock lock(&loop_mu_);
+    // The task runs when its period is up (one period after its previous run ended, so never
+    // before the time is due) or when Apply woke it; a wake that an earlier run already answered
+    // finds neither trigger due.
+    const absl::Time now = absl::Now();
+    const bool by_updates = options_.checkpoint_every_updates > 0 &&
+                            updates_since_checkpoint_ >= options_.checkpoint_every_updates;
+    const bool by_time = options_.checkpoint_every > absl::ZeroDuration() &&
+                         now - last_periodic_checkpoint_ >= options_.checkpoint_every;
+    if (!by_updates && !by_time) return;
+    updates_since_checkpoint_ = 0;
+    last_periodic_checkpoint_ = now;
+  }
+  // A checkpoint of an unchanged version writes nothing (Checkpoint() returns the last one's path).
+  absl::StatusOr<std::string> path = Checkpoint();
+  if (path.ok()) {
+    VLOG(1) << "checkpoint " << *path;
+  } else {
+    LOG(ERROR) << "checkpoint failed, training goes on: " << path.status();
   }
 }
 

@@ -6,18 +6,18 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/rates.h"
 #include "common/model_registry.h"
+#include "common/periodic_task.h"
 #include "common/run_defaults.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "param_server/checkpointer.h"
@@ -110,7 +110,10 @@ class ParameterServer {
   // file error otherwise (the previous checkpoints stay intact, training goes on).
   absl::StatusOr<std::string> Checkpoint();
 
-  // Starts the background thread that checkpoints every N updates and/or every T seconds.
+  // Starts the background thread that checkpoints every N updates and/or every T seconds (each
+  // measured from the previous periodic checkpoint). Does nothing without --checkpoint_dir, with
+  // both triggers off, or when already started. The destructor stops the thread, after finishing a
+  // checkpoint in progress.
   void StartPeriodicCheckpoints();
 
   const ModelInfo& model() const { return model_; }
@@ -153,7 +156,8 @@ class ParameterServer {
   ParameterServer(const ParameterServerOptions& options, ModelInfo model);
   absl::Status Initialise();
   AgentRecord& TouchAgent(const std::string& agent_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stats_mu_);
-  void CheckpointLoop();
+  // The periodic checkpoint task's callback: a checkpoint when one of the triggers is due.
+  void PeriodicCheckpoint();
 
   const ParameterServerOptions options_;
   const ModelInfo model_;
@@ -178,7 +182,8 @@ class ParameterServer {
   Counters counters_ ABSL_GUARDED_BY(stats_mu_);
   std::map<v1::RejectReason, uint64_t> rejections_ ABSL_GUARDED_BY(stats_mu_);
   std::map<std::string, AgentRecord> agents_ ABSL_GUARDED_BY(stats_mu_);
-  std::deque<absl::Time> recent_applies_ ABSL_GUARDED_BY(stats_mu_);
+  // Accepted pushes; mutable because reading the rate drops the events that left its window.
+  mutable RateMeter apply_rate_ ABSL_GUARDED_BY(stats_mu_);
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
   std::atomic<uint64_t> unauthenticated_{0};
@@ -188,9 +193,10 @@ class ParameterServer {
   uint64_t checkpointed_version_ ABSL_GUARDED_BY(checkpoint_mu_) = UINT64_MAX;
   std::string checkpointed_path_ ABSL_GUARDED_BY(checkpoint_mu_);
   absl::Mutex loop_mu_;
-  bool stopping_ ABSL_GUARDED_BY(loop_mu_) = false;
   uint64_t updates_since_checkpoint_ ABSL_GUARDED_BY(loop_mu_) = 0;
-  std::thread checkpoint_thread_;
+  absl::Time last_periodic_checkpoint_ ABSL_GUARDED_BY(loop_mu_);
+  // Runs PeriodicCheckpoint every --checkpoint_every; Apply wakes it when the updates are due.
+  std::unique_ptr<PeriodicTask> checkpoint_task_ ABSL_GUARDED_BY(loop_mu_);
 };
 
 }  // namespace convoy

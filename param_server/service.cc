@@ -47,27 +47,25 @@ ParameterServerService::ParameterServerService(ParameterServer* server, std::str
     : server_(server),
       auth_token_(std::move(auth_token)),
       stream_idle_timeout_(stream_idle_timeout) {
-  if (stream_idle_timeout_ > absl::ZeroDuration()) watchdog_ = std::thread([this] { Watchdog(); });
-}
-
-ParameterServerService::~ParameterServerService() {
-  {
-    absl::MutexLock lock(&streams_mu_);
-    stopping_ = true;
+  if (stream_idle_timeout_ > absl::ZeroDuration()) {
+    // At least a nanosecond: a sub-nanosecond timeout's quarter rounds to zero.
+    const absl::Duration check_every =
+        std::clamp(stream_idle_timeout_ / 4, absl::Nanoseconds(1), absl::Seconds(1));
+    watchdog_ = std::make_unique<PeriodicTask>("push stream watchdog", check_every,
+                                               [this] { CancelIdleStreams(); });
   }
-  if (watchdog_.joinable()) watchdog_.join();
 }
 
-void ParameterServerService::Watchdog() {
-  const absl::Duration check_every = std::min(absl::Seconds(1), stream_idle_timeout_ / 4);
+// Stops the watchdog first: it reads the streams and the timeout.
+ParameterServerService::~ParameterServerService() { watchdog_.reset(); }
+
+void ParameterServerService::CancelIdleStreams() {
   absl::MutexLock lock(&streams_mu_);
-  while (!streams_mu_.AwaitWithTimeout(absl::Condition(&stopping_), check_every)) {
-    const absl::Time now = absl::Now();
-    for (auto& [context, state] : streams_) {
-      if (!state.timed_out && now - state.last_chunk > stream_idle_timeout_) {
-        state.timed_out = true;
-        context->TryCancel();  // The handler's Read() returns false; it rejects and unregisters.
-      }
+  const absl::Time now = absl::Now();
+  for (auto& [context, state] : streams_) {
+    if (!state.timed_out && now - state.last_chunk > stream_idle_timeout_) {
+      state.timed_out = true;
+      context->TryCancel();  // The handler's Read() returns false; it rejects and unregisters.
     }
   }
 }

@@ -5,14 +5,15 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/periodic_task.h"
 #include "convoy/v1/parameter_server.grpc.pb.h"
 #include "param_server/parameter_server.h"
 
@@ -64,8 +65,8 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   };
   friend class PushStreamWatch;
 
-  // Cancels push streams idle for longer than stream_idle_timeout_, until the service is destroyed.
-  void Watchdog();
+  // Cancels the push streams idle for longer than stream_idle_timeout_; run by watchdog_.
+  void CancelIdleStreams() ABSL_LOCKS_EXCLUDED(streams_mu_);
 
   ParameterServer* server_;
   const std::string auth_token_;
@@ -76,8 +77,8 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   AfterApplyHook after_apply_ ABSL_GUARDED_BY(hook_mu_);
   absl::Mutex streams_mu_;
   absl::flat_hash_map<grpc::ServerContext*, StreamState> streams_ ABSL_GUARDED_BY(streams_mu_);
-  bool stopping_ ABSL_GUARDED_BY(streams_mu_) = false;
-  std::thread watchdog_;
+  // Runs every min(1 s, stream_idle_timeout / 4) until destroyed; null without a timeout.
+  std::unique_ptr<PeriodicTask> watchdog_;
 };
 
 }  // namespace convoy

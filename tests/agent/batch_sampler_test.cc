@@ -107,6 +107,8 @@ TEST_CASE("Stop wakes a Next that is waiting", "[batch_sampler]") {
   auto memory = FrameMemory(2);
   BatchSampler sampler(memory.get(), 8, 0, torch::kCPU);
   std::thread stopper([&] {
+    // Time for Next to start waiting, the case under test; no state shows that it waits. A Stop
+    // that came first would give Next the same answer, so the check below holds either way.
     absl::SleepFor(absl::Milliseconds(50));
     sampler.Stop();
   });
@@ -119,7 +121,9 @@ TEST_CASE("Destroying a sampler that waits on an empty memory stops it", "[batch
   // The destructor must wake the waiting thread and join it, not wait for transitions that never come.
   std::future<void> destroyed = std::async(std::launch::async, [&] {
     BatchSampler sampler(memory.get(), 32, 1000, torch::kCPU);
-    absl::SleepFor(absl::Milliseconds(50));  // Let its thread start waiting.
+    // Time for its thread to start waiting on the memory, the case under test; nothing shows that
+    // it waits, and a destructor that came first must return all the same.
+    absl::SleepFor(absl::Milliseconds(50));
   });
   REQUIRE(destroyed.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
 }
@@ -128,6 +132,12 @@ TEST_CASE("The sampler keeps at most prefetch batches ready", "[batch_sampler]")
   auto memory = FrameMemory(100);
   BatchSampler sampler(memory.get(), 8, 0, torch::kCPU, /*prefetch=*/3);
   REQUIRE(sampler.Next(kPatience).ok());
+  // The one taken and three ready: the sampler must get there, then stop.
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (sampler.batches_produced() < 1 + 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  // A negative check: time passes to show that no batch is made beyond the prefetch.
   absl::SleepFor(absl::Milliseconds(100));
   CHECK(sampler.batches_produced() <= 1 + 3);
 }

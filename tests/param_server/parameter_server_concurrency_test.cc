@@ -146,7 +146,7 @@ TEST_CASE("Concurrent pushes and pulls keep exact counts and whole snapshots",
       server->RunConfigFor(static_cast<uint32_t>(last_version % kPushers));
       absl::StatusOr<std::string> path = server->Checkpoint();
       if (!path.ok()) ++checkpoint_errors;
-      absl::SleepFor(absl::Milliseconds(5));
+      absl::SleepFor(absl::Milliseconds(5));  // Pacing, so checkpoints do not crowd out the pushes.
     }
   });
 

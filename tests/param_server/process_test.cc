@@ -160,7 +160,9 @@ TEST_CASE("A client rides out a killed and restarted server", "[process]") {
   ps.process->Signal(SIGKILL);
   REQUIRE(ps.process->Wait(absl::Seconds(10)).has_value());
 
-  // Restart on the same port a moment later, while the client is already retrying.
+  // Restart on the same port a moment later, while the client is already retrying. The delay is the
+  // scenario, not a wait for something: the client shows no state while it retries, and a restart
+  // that came before its first attempt would give the same answer.
   std::thread restarter([&] {
     absl::SleepFor(absl::Milliseconds(700));
     ps.Start(port, {"--resume"});

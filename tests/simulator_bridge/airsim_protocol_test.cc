@@ -689,6 +689,7 @@ TEST_CASE("real-time mode advances the clock until paused", "[airsim_protocol]")
   CHECK(client->GetState()->timestamp > t0);
   REQUIRE(client->Pause(true).ok());
   const uint64_t paused_at = client->GetState()->timestamp;
+  // A negative check: real time passes to show that the paused clock does not move.
   absl::SleepFor(absl::Milliseconds(150));
   CHECK(client->GetState()->timestamp == paused_at);
   REQUIRE(client->ContinueForTime(absl::Milliseconds(500)).ok());
@@ -785,6 +786,7 @@ TEST_CASE("a reconnect pauses a restarted real-time server again", "[airsim_prot
   REQUIRE(client->Ping().ok());
   CHECK(*observer->IsPaused());
   const uint64_t paused_at = observer->GetState()->timestamp;
+  // A negative check: real time passes to show that the paused clock does not move.
   absl::SleepFor(absl::Milliseconds(150));
   CHECK(observer->GetState()->timestamp == paused_at);
 }
