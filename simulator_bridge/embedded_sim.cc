@@ -325,15 +325,7 @@ absl::Status EmbeddedSim::GetImages(const std::vector<ImageRequest>& requests,
       r.image_data_float.clear();
       r.image_data_uint8.resize(pixels * 3);
       RenderScene(r.image_data_uint8.data());
-      if (request.compress) {
-        if (absl::Status s =
-                EncodePng(r.image_data_uint8.data(), w, h, PixelOrder::kBgr, &png_scratch_);
-            !s.ok()) {
-          SetFailure(&r, std::string(s.message()));
-          continue;
-        }
-        r.image_data_uint8.swap(png_scratch_);
-      }
+      if (request.compress) CompressToPng(&r);
       continue;
     }
     const bool perspective = type == ImageType::kDepthPerspective;
@@ -352,17 +344,19 @@ absl::Status EmbeddedSim::GetImages(const std::vector<ImageRequest>& requests,
           static_cast<uint8_t>(std::min(255.0f, depth_scratch_[p] * (255.0f / 100.0f)));
       r.image_data_uint8[p * 3] = r.image_data_uint8[p * 3 + 1] = r.image_data_uint8[p * 3 + 2] = v;
     }
-    if (request.compress) {
-      if (absl::Status s =
-              EncodePng(r.image_data_uint8.data(), w, h, PixelOrder::kBgr, &png_scratch_);
-          !s.ok()) {
-        SetFailure(&r, std::string(s.message()));
-        continue;
-      }
-      r.image_data_uint8.swap(png_scratch_);
-    }
+    if (request.compress) CompressToPng(&r);
   }
   return absl::OkStatus();
+}
+
+void EmbeddedSim::CompressToPng(ImageResponse* r) {
+  if (absl::Status s = EncodePng(r->image_data_uint8.data(), r->width, r->height, PixelOrder::kBgr,
+                                 &png_scratch_);
+      !s.ok()) {
+    SetFailure(r, std::string(s.message()));
+    return;
+  }
+  r->image_data_uint8.swap(png_scratch_);
 }
 
 }  // namespace convoy

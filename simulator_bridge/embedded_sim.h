@@ -77,6 +77,8 @@ class EmbeddedSim : public CarSim {
 
  private:
   explicit EmbeddedSim(const EmbeddedSimOptions& options);
+  // Replaces r's 8-bit BGR pixels by their PNG encoding (in png_scratch_'s storage), or marks r failed.
+  void CompressToPng(ImageResponse* r);
 
   EmbeddedSimOptions options_;
   std::unique_ptr<Renderer> renderer_;
