@@ -21,6 +21,7 @@
 #include "agent/ps_client.h"
 #include "agent/replay_memory.h"
 #include "common/backoff.h"
+#include "common/exploration.h"
 #include "common/gpu_monitor.h"
 #include "common/metrics.h"
 #include "common/model_registry.h"
@@ -157,6 +158,8 @@ class Agent::Impl {
 
   // Episode and training state.
   double epsilon_ = 1.0;
+  // Alone: the schedule the parameter server would run, here per sync.
+  std::optional<ExplorationSchedule> local_exploration_;
   double train_credit_ = 0;
   uint64_t minibatches_ = 0;
   uint64_t minibatches_at_target_ = 0;  // Alone: when the target network was last copied.
@@ -196,9 +199,14 @@ absl::Status Agent::Impl::Init() {
   absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);
   if (!environment.ok()) return environment.status();
   environment_ = *std::move(environment);
-  epsilon_ = 1.0;
   if (!options_.ps_address.empty()) {
     if (absl::Status s = JoinServer(environment_->env->num_actions()); !s.ok()) return s;
+  } else {
+    ExplorationOptions exploration;
+    exploration.min_epsilon = options_.min_epsilon;
+    exploration.per_iter_epsilon_reduction = options_.per_iter_epsilon_reduction;
+    local_exploration_.emplace(exploration);
+    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
   }
   absl::StatusOr<ModelSpec> spec = ResolveModel(options_.model);
   if (!spec.ok()) return spec.status();
@@ -587,11 +595,12 @@ void Agent::Impl::FinalSync() {
 void Agent::Impl::Sync() {
   if (ps_ == nullptr) {
     // Alone: the local optimizer already stepped; refresh the target and decay epsilon like the server would.
-    if (minibatches_ - minibatches_at_target_ >= options_.target_update_frequency) {
+    if (TargetRefreshDue(minibatches_, minibatches_at_target_, options_.target_update_frequency)) {
       learner_->CopyOnlineToTarget();
       minibatches_at_target_ = minibatches_;
     }
-    epsilon_ = std::max(options_.min_epsilon, epsilon_ - options_.per_iter_epsilon_reduction);
+    local_exploration_->OnUpdateApplied();
+    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
     return;
   }
   if (!connected_) {
