@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <deque>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <type_traits>
@@ -35,7 +33,7 @@ constexpr absl::Duration kPsRetryWhileTraining = absl::Seconds(2);
 constexpr absl::Duration kRejoinEvery = absl::Seconds(3);
 constexpr absl::Duration kSamplerTimeout = absl::Seconds(30);
 constexpr absl::Duration kWeightsEvery = absl::Seconds(60);
-constexpr int kReturnWindow = 20;
+constexpr size_t kReturnWindow = 20;  // Episodes in the average return.
 
 std::string Hostname() {
   char host[256] = {0};
@@ -167,7 +165,9 @@ class Agent::Impl {
   uint64_t episode_seed_ = 0;
   double episode_return_ = 0;
   int episode_length_ = 0;
-  std::deque<double> recent_returns_;
+  MovingAverage recent_returns_{kReturnWindow};
+  // Steps per second over the last report_every, for the reports.
+  std::optional<RateMeter> env_rate_, train_rate_;
   double loss_sum_ = 0, q_sum_ = 0;
   int loss_count_ = 0;
   double push_ms_sum_ = 0, pull_ms_sum_ = 0;
@@ -176,7 +176,6 @@ class Agent::Impl {
   absl::Time started_;
   absl::Time last_report_;
   absl::Time last_weights_save_;
-  uint64_t env_steps_at_report_ = 0, train_steps_at_report_ = 0;
 
   mutable absl::Mutex stats_mu_;
   AgentStats stats_ ABSL_GUARDED_BY(stats_mu_);
@@ -409,6 +408,9 @@ int Agent::Impl::ChooseAction() {
 
 absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   started_ = last_report_ = last_weights_save_ = absl::Now();
+  const absl::Duration rate_window = std::max(options_.report_every, absl::Milliseconds(1));
+  env_rate_.emplace(rate_window, started_);
+  train_rate_.emplace(rate_window, started_);
   if (absl::Status s = ResetEpisode(); !s.ok()) return s;
   const double train_steps_per_env_step = options_.replay_ratio / options_.batch_size;
   while (!stop.load()) {
@@ -435,6 +437,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
       absl::MutexLock lock(&stats_mu_);
       ++stats_.env_steps;
     }
+    env_rate_->Record(1);
     if (step->done) {
       EndEpisode(*step);
       if (absl::Status s = ResetEpisode(); !s.ok()) {
@@ -474,6 +477,7 @@ absl::Status Agent::Impl::TrainOne() {
   q_sum_ += stats.mean_q;
   ++loss_count_;
   ++minibatches_;
+  train_rate_->Record(1);
   {
     absl::MutexLock lock(&stats_mu_);
     ++stats_.train_steps;
@@ -679,10 +683,8 @@ void Agent::Impl::PullAfterPush(uint64_t target_version) {
 }
 
 void Agent::Impl::EndEpisode(const StepResult& last) {
-  recent_returns_.push_back(episode_return_);
-  if (recent_returns_.size() > kReturnWindow) recent_returns_.pop_front();
-  const double average = std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
-                         recent_returns_.size();
+  recent_returns_.Add(episode_return_);
+  const double average = recent_returns_.value();
   uint64_t episodes, env_steps;
   {
     absl::MutexLock lock(&stats_mu_);
@@ -705,12 +707,9 @@ void Agent::Impl::EndEpisode(const StepResult& last) {
 
 void Agent::Impl::Report(bool final) {
   const absl::Time now = absl::Now();
-  const double seconds = std::max(1e-3, absl::ToDoubleSeconds(now - last_report_));
   const AgentStats s = stats();
-  const double env_sps = (s.env_steps - env_steps_at_report_) / seconds;
-  const double train_sps = (s.train_steps - train_steps_at_report_) / seconds;
-  env_steps_at_report_ = s.env_steps;
-  train_steps_at_report_ = s.train_steps;
+  const double env_sps = env_rate_->PerSecond(now);
+  const double train_sps = train_rate_->PerSecond(now);
   last_report_ = now;
   const double loss = loss_count_ > 0 ? loss_sum_ / loss_count_ : 0;
   const double mean_q = loss_count_ > 0 ? q_sum_ / loss_count_ : 0;
