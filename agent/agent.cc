@@ -257,6 +257,10 @@ absl::Status Agent::Impl::ResetEpisode() {
 }
 
 absl::Status Agent::Impl::ReconnectSimulator() {
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.simulator_outages;
+  }
   Backoff backoff;
   while (true) {
     absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);

@@ -119,6 +119,7 @@ struct AgentStats {
   uint64_t last_batch_size = 0;  // Transitions in the newest minibatch trained on.
   uint64_t outage_pushes = 0;    // Pushes of what was learned while the server was away.
   bool connected = false;        // In step with the parameter server (false alone).
+  uint64_t simulator_outages = 0;  // Times the simulator connection was lost (AirSim: reconnected).
 };
 
 class Agent {

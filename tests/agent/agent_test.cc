@@ -360,7 +360,8 @@ TEST_CASE("An agent rides out its AirSim-protocol simulator restarting", "[agent
   sim.Signal(SIGKILL);
   sim.Wait(absl::Seconds(10));
   const uint64_t steps_at_kill = agent.stats().env_steps;
-  absl::SleepFor(absl::Milliseconds(500));
+  // Restarted once the agent has found its simulator gone.
+  CHECK(WaitFor([&] { return agent.stats().simulator_outages >= 1; }));
   auto [restarted, same_port] = start_sim(port);
   CHECK(same_port == port);
   CHECK(WaitFor([&] { return agent.stats().env_steps >= steps_at_kill + 100; }));
