@@ -1,26 +1,21 @@
 #include "agent/agent.h"
 
 #include <glog/logging.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <deque>
-#include <numeric>
 #include <optional>
-#include <set>
-#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "agent/batch_sampler.h"
 #include "agent/device.h"
 #include "agent/learner.h"
-#include "agent/ps_client.h"
+#include "agent/ps_session.h"
 #include "agent/replay_memory.h"
 #include "common/backoff.h"
+#include "common/exploration.h"
 #include "common/gpu_monitor.h"
 #include "common/metrics.h"
 #include "common/model_registry.h"
@@ -29,60 +24,28 @@
 namespace convoy {
 namespace {
 
-// Calls to a parameter server that is down give up after this, and the agent learns locally meanwhile.
-constexpr absl::Duration kPsRetryWhileTraining = absl::Seconds(2);
-constexpr absl::Duration kRejoinEvery = absl::Seconds(3);
 constexpr absl::Duration kSamplerTimeout = absl::Seconds(30);
 constexpr absl::Duration kWeightsEvery = absl::Seconds(60);
-constexpr int kReturnWindow = 20;
-
-std::string Hostname() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  return host;
-}
-
-// Adopts the server's value of one run setting, or refuses it when the user pinned a different one.
-class RunConfigAdopter {
- public:
-  explicit RunConfigAdopter(const std::set<std::string>& pinned) : pinned_(pinned) {}
-
-  // `flag` is the agent's flag, `server_flag` the convoy_ps flag that sets the server's value.
-  template <typename T, typename U>
-  void Take(const char* flag, const char* server_flag, T* mine, const U& server) {
-    const T theirs = static_cast<T>(server);
-    if (*mine == theirs || !status_.ok()) return;
-    if (pinned_.count(flag) > 0) {
-      status_ = absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, "=", Show(*mine), " disagrees with the parameter server's ", Show(theirs),
-          ": the server owns it for the whole run. Drop --", flag,
-          " (the agent adopts the server's value), or start convoy_ps with --", server_flag, "=",
-          Show(*mine)));
-      return;
-    }
-    adopted_.push_back(absl::StrCat(flag, "=", Show(theirs), " (alone: ", Show(*mine), ")"));
-    *mine = theirs;
-  }
-
-  const absl::Status& status() const { return status_; }
-  const std::vector<std::string>& adopted() const { return adopted_; }
-
- private:
-  template <typename T>
-  static std::string Show(const T& value) {
-    if constexpr (std::is_same_v<T, bool>) {
-      return value ? "true" : "false";
-    } else {
-      return absl::StrCat(value);
-    }
-  }
-
-  const std::set<std::string>& pinned_;
-  absl::Status status_;
-  std::vector<std::string> adopted_;
-};
+constexpr size_t kReturnWindow = 20;  // Episodes in the average return.
 
 }  // namespace
+
+absl::StatusOr<PushMode> ParsePushMode(absl::string_view name) {
+  if (name == "gradients") return PushMode::kGradients;
+  if (name == "deltas") return PushMode::kDeltas;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--push must be gradients or deltas, got '", name, "'"));
+}
+
+const char* PushModeName(PushMode mode) {
+  switch (mode) {
+    case PushMode::kGradients:
+      return "gradients";
+    case PushMode::kDeltas:
+      return "deltas";
+  }
+  return "unknown";  // Unreachable: the switch names every mode.
+}
 
 class Agent::Impl {
  public:
@@ -107,22 +70,18 @@ class Agent::Impl {
   absl::Status ReconnectSimulator();
   int ChooseAction();
   absl::Status TrainOne();
-  // Joins the parameter server and adopts its run settings (before anything depends on them).
-  absl::Status JoinServer(int num_actions);
   void Sync();
   // The last sync of a run: whatever was learned since the previous one reaches the server.
   void FinalSync();
-  bool TryJoin();
+  // Disconnected: rejoins, pushes what the outage learned and pulls; true when in step again.
+  bool TryJoin(RejoinPace pace);
   // After an outage: pushes what was learned while the server was away, on the weights held before it.
   // False when a push got no answer (it stays pending for the next rejoin).
   bool PushOutageProgress();
-  void Disconnected(const absl::Status& why);
-  void SetConnected(bool connected) {
-    connected_ = connected;
-    absl::MutexLock lock(&stats_mu_);
-    stats_.connected = connected;
-  }
-  void PullAfterPush(uint64_t target_version);
+  // Pulls the server's weights (and its target network when that changed) into the learner.
+  void PullWeights();
+  // The session's standing into stats_.
+  void RefreshSessionStats();
   void EndEpisode(const StepResult& last);
   void Report(bool final);
   absl::Status OpenLogs();
@@ -136,27 +95,20 @@ class Agent::Impl {
   std::unique_ptr<DqnLearner> learner_;
   std::unique_ptr<ReplayMemory> replay_;
   std::unique_ptr<BatchSampler> sampler_;
-  std::unique_ptr<PsClient> ps_;
-  std::unique_ptr<PsClient> rejoin_;
+  std::unique_ptr<ParameterServerSession> ps_;  // Null alone.
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<GpuMonitor> gpu_;
 
   std::vector<uint8_t> env_frame_, model_frame_, observation_;
-  std::vector<float> gradient_, weights_, weights_at_sync_;
+  std::vector<float> gradient_, weights_, target_weights_, weights_at_sync_;
   // Gradients mode during an outage: the sum of the mean gradients the local optimizer stepped with.
   std::vector<float> outage_gradient_sum_, step_gradient_;
   uint64_t outage_minibatches_ = 0;
 
-  // Parameter-server state.
-  bool connected_ = false;
-  uint64_t version_ = 0;
-  uint64_t incarnation_ = 0;
-  uint64_t target_version_ = 0;
-  uint64_t target_version_at_join_ = 0;
-  absl::Time next_rejoin_ = absl::InfinitePast();
-
   // Episode and training state.
   double epsilon_ = 1.0;
+  // Alone: the schedule the parameter server would run, here per sync.
+  std::optional<ExplorationSchedule> local_exploration_;
   double train_credit_ = 0;
   uint64_t minibatches_ = 0;
   uint64_t minibatches_at_target_ = 0;  // Alone: when the target network was last copied.
@@ -164,7 +116,9 @@ class Agent::Impl {
   uint64_t episode_seed_ = 0;
   double episode_return_ = 0;
   int episode_length_ = 0;
-  std::deque<double> recent_returns_;
+  MovingAverage recent_returns_{kReturnWindow};
+  // Steps per second over the last report_every, for the reports.
+  std::optional<RateMeter> env_rate_, train_rate_;
   double loss_sum_ = 0, q_sum_ = 0;
   int loss_count_ = 0;
   double push_ms_sum_ = 0, pull_ms_sum_ = 0;
@@ -173,17 +127,12 @@ class Agent::Impl {
   absl::Time started_;
   absl::Time last_report_;
   absl::Time last_weights_save_;
-  uint64_t env_steps_at_report_ = 0, train_steps_at_report_ = 0;
 
   mutable absl::Mutex stats_mu_;
   AgentStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
 absl::Status Agent::Impl::Init() {
-  if (options_.push != "gradients" && options_.push != "deltas") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--push must be gradients or deltas, got '", options_.push, "'"));
-  }
   if (options_.batch_size < 1 || options_.batch_update_frequency < 1 || options_.replay_ratio <= 0) {
     return absl::InvalidArgumentError(
         "--batch_size, --batch_update_frequency and --replay_ratio must be positive");
@@ -196,9 +145,21 @@ absl::Status Agent::Impl::Init() {
   absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);
   if (!environment.ok()) return environment.status();
   environment_ = *std::move(environment);
-  epsilon_ = 1.0;
   if (!options_.ps_address.empty()) {
-    if (absl::Status s = JoinServer(environment_->env->num_actions()); !s.ok()) return s;
+    // Joins and adopts the server's run settings before anything depends on them.
+    absl::StatusOr<std::unique_ptr<PsSession>> session =
+        PsSession::Create(PsSession::OptionsFor(options_));
+    if (!session.ok()) return session.status();
+    ps_ = *std::move(session);
+    absl::StatusOr<double> epsilon = ps_->Join(environment_->env->num_actions(), &options_);
+    if (!epsilon.ok()) return epsilon.status();
+    epsilon_ = *epsilon;
+  } else {
+    ExplorationOptions exploration;
+    exploration.min_epsilon = options_.min_epsilon;
+    exploration.per_iter_epsilon_reduction = options_.per_iter_epsilon_reduction;
+    local_exploration_.emplace(exploration);
+    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
   }
   absl::StatusOr<ModelSpec> spec = ResolveModel(options_.model);
   if (!spec.ok()) return spec.status();
@@ -258,91 +219,11 @@ absl::Status Agent::Impl::Init() {
   }
 
   if (ps_ != nullptr) {
-    CHECK_EQ(learner_->model().fingerprint, ps_->options().model_fingerprint);
-    PullAfterPush(target_version_at_join_);
-    PsClientOptions training = ps_->options();
-    training.retry_for = kPsRetryWhileTraining;
-    ps_ = *PsClient::Create(training);  // The same credentials just worked.
-    // Rejoin attempts during an outage try once and return, so acting waits on them only as long as a
-    // reachable but busy server takes to answer (a refused connection fails at once). One second was
-    // too short on a loaded machine: the server took the Join and the answer came after the deadline.
-    training.retry_for = absl::ZeroDuration();
-    training.call_timeout = absl::Seconds(3);
-    rejoin_ = *PsClient::Create(training);
+    PullWeights();
+    ps_->StartTraining();
+    RefreshSessionStats();
   }
   learner_->GetWeights(&weights_at_sync_);
-  return absl::OkStatus();
-}
-
-absl::Status Agent::Impl::JoinServer(int num_actions) {
-  PsClientOptions ps;
-  ps.address = options_.ps_address;
-  ps.agent_id = options_.agent_id;
-  ps.hostname = Hostname();
-  ps.agent_index = options_.agent_index;
-  ps.push_encoding = options_.push_encoding;
-  ps.retry_for = absl::Seconds(60);  // Joining at start waits for a server that is still starting.
-  ps.security = options_.ps_security;
-  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(ps);
-  if (!client.ok()) return client.status();
-  ps_ = *std::move(client);
-  // The model first: Join needs its fingerprint.
-  absl::StatusOr<v1::StatusResponse> status = ps_->Status();
-  if (!status.ok()) return status.status();
-  RunConfigAdopter adopt(options_.pinned);
-  if (!status->model_name().empty()) {
-    adopt.Take("model", "model", &options_.model, status->model_name());
-  }
-  if (!adopt.status().ok()) return adopt.status();
-  absl::StatusOr<ModelInfo> model = DescribeModel(options_.model, num_actions);
-  if (!model.ok()) return model.status();
-  ps_->set_model_fingerprint(model->fingerprint);
-  absl::StatusOr<v1::JoinResponse> joined = ps_->Join();
-  if (!joined.ok()) return joined.status();
-  const v1::RunConfig& config = joined->config();
-  if (config.update_rule() == "delta" && options_.push != "deltas") {
-    return absl::InvalidArgumentError(
-        "the parameter server applies deltas (--optimizer=delta): start agents with --push=deltas");
-  }
-  if (config.update_rule() != "delta" && options_.push == "deltas") {
-    return absl::InvalidArgumentError(
-        "--push=deltas needs a parameter server started with --optimizer=delta");
-  }
-  if (config.batch_size() > 0) adopt.Take("batch_size", "batch_size", &options_.batch_size, config.batch_size());
-  if (config.batch_update_frequency() > 0) {
-    adopt.Take("batch_update_frequency", "batch_update_frequency", &options_.batch_update_frequency,
-               config.batch_update_frequency());
-  }
-  adopt.Take("gamma", "gamma", &options_.gamma, config.gamma());
-  if (config.target_update_frequency() > 0) {
-    adopt.Take("target_update_frequency", "target_update_frequency",
-               &options_.target_update_frequency, config.target_update_frequency());
-  }
-  if (config.learning_rate() > 0) {
-    adopt.Take("learning_rate", "learning_rate", &options_.learning_rate, config.learning_rate());
-  }
-  adopt.Take("min_epsilon", "min_epsilon", &options_.min_epsilon, config.min_epsilon());
-  adopt.Take("per_iter_epsilon_reduction", "per_iter_epsilon_reduction",
-             &options_.per_iter_epsilon_reduction, config.per_iter_epsilon_reduction());
-  // Fields a server that predates them does not send: the agent's own values stand.
-  if (config.has_n_step()) adopt.Take("n_step", "n_step", &options_.n_step, config.n_step());
-  if (config.has_double_dqn()) {
-    adopt.Take("double_dqn", "double_dqn", &options_.double_dqn, config.double_dqn());
-  }
-  if (config.has_learner_max_grad_norm()) {
-    adopt.Take("max_grad_norm", "learner_max_grad_norm", &options_.max_grad_norm,
-               config.learner_max_grad_norm());
-  }
-  if (config.has_prioritized()) {
-    adopt.Take("prioritized", "prioritized", &options_.prioritized, config.prioritized());
-  }
-  if (!adopt.status().ok()) return adopt.status();
-  LOG(INFO) << options_.agent_id << ": run settings of the parameter server at " << options_.ps_address
-            << (adopt.adopted().empty() ? ": all equal to this agent's"
-                                         : absl::StrCat(", adopted: ", absl::StrJoin(adopt.adopted(), ", ")));
-  epsilon_ = config.epsilon();
-  SetConnected(true);
-  target_version_at_join_ = joined->target_version();
   return absl::OkStatus();
 }
 
@@ -376,6 +257,10 @@ absl::Status Agent::Impl::ResetEpisode() {
 }
 
 absl::Status Agent::Impl::ReconnectSimulator() {
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.simulator_outages;
+  }
   Backoff backoff;
   while (true) {
     absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);
@@ -401,6 +286,9 @@ int Agent::Impl::ChooseAction() {
 
 absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   started_ = last_report_ = last_weights_save_ = absl::Now();
+  const absl::Duration rate_window = std::max(options_.report_every, absl::Milliseconds(1));
+  env_rate_.emplace(rate_window, started_);
+  train_rate_.emplace(rate_window, started_);
   if (absl::Status s = ResetEpisode(); !s.ok()) return s;
   const double train_steps_per_env_step = options_.replay_ratio / options_.batch_size;
   while (!stop.load()) {
@@ -427,6 +315,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
       absl::MutexLock lock(&stats_mu_);
       ++stats_.env_steps;
     }
+    env_rate_->Record(1);
     if (step->done) {
       EndEpisode(*step);
       if (absl::Status s = ResetEpisode(); !s.ok()) {
@@ -466,16 +355,16 @@ absl::Status Agent::Impl::TrainOne() {
   q_sum_ += stats.mean_q;
   ++loss_count_;
   ++minibatches_;
+  train_rate_->Record(1);
   {
     absl::MutexLock lock(&stats_mu_);
     ++stats_.train_steps;
     stats_.last_batch_size = static_cast<uint64_t>(batch->actions.size(0));
   }
-  const bool deltas = options_.push == "deltas";
-  if (deltas || ps_ == nullptr) {
+  if (options_.push == PushMode::kDeltas || ps_ == nullptr) {
     // Deltas, or training alone: the local optimizer steps every minibatch.
     learner_->StepLocal();
-  } else if (!connected_) {
+  } else if (!ps_->connected()) {
     // Riding out a server outage: step locally, and keep the gradients for the server.
     if (learner_->StepLocal(&step_gradient_)) {
       outage_gradient_sum_.resize(step_gradient_.size(), 0.0f);
@@ -487,66 +376,52 @@ absl::Status Agent::Impl::TrainOne() {
   return absl::OkStatus();
 }
 
-bool Agent::Impl::TryJoin() {
-  if (absl::Now() < next_rejoin_) return false;
-  next_rejoin_ = absl::Now() + kRejoinEvery;
-  absl::StatusOr<v1::JoinResponse> joined = rejoin_->Join();
-  if (!joined.ok()) {
-    VLOG(1) << options_.agent_id << ": rejoin failed: " << joined.status();
-    return false;
-  }
-  LOG(INFO) << options_.agent_id << ": rejoined the parameter server at version "
-            << joined->version();
-  epsilon_ = joined->config().epsilon();
-  if (!PushOutageProgress()) {
-    Disconnected(absl::UnavailableError("the server took the Join but not the pushes"));
-    return false;
-  }
-  SetConnected(true);
-  incarnation_ = 0;  // Whatever we hold, take the server's weights.
-  PullAfterPush(joined->target_version());
-  learner_->GetWeights(&weights_at_sync_);
-  minibatches_at_sync_ = minibatches_;
-  return true;
+bool Agent::Impl::TryJoin(RejoinPace pace) {
+  const bool joined = [&] {
+    absl::StatusOr<double> epsilon = ps_->Rejoin(pace);
+    if (!epsilon.ok()) return false;
+    epsilon_ = *epsilon;
+    if (!PushOutageProgress()) return false;
+    ps_->Reconnected();
+    PullWeights();
+    learner_->GetWeights(&weights_at_sync_);
+    minibatches_at_sync_ = minibatches_;
+    return true;
+  }();
+  RefreshSessionStats();
+  return joined;
 }
 
 bool Agent::Impl::PushOutageProgress() {
-  if (ps_->has_pending_push()) {
-    absl::StatusOr<PushResult> resent = ps_->ResendPendingPush();
-    LOG(INFO) << options_.agent_id << ": resent the push that got no answer: "
-              << (!resent.ok()        ? resent.status().ToString()
-                  : resent->repeated  ? "the server had applied it already"
-                  : resent->accepted  ? "applied"
-                                      : absl::StrCat("refused, ", resent->message));
-    if (ps_->has_pending_push()) return false;
-  }
-  const bool deltas = options_.push == "deltas";
   uint64_t minibatches = 0;
-  if (deltas) {
-    minibatches = minibatches_ - minibatches_at_sync_;
-    if (minibatches == 0) return true;
-    learner_->GetWeights(&weights_);
-    gradient_.resize(weights_.size());
-    for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
-  } else {
-    minibatches = outage_minibatches_;
-    if (minibatches == 0) return true;
-    gradient_.resize(outage_gradient_sum_.size());
-    const float scale = 1.0f / static_cast<float>(minibatches);
-    for (size_t i = 0; i < gradient_.size(); ++i) gradient_[i] = outage_gradient_sum_[i] * scale;
-    outage_gradient_sum_.clear();
-    outage_minibatches_ = 0;
+  switch (options_.push) {
+    case PushMode::kDeltas:
+      minibatches = minibatches_ - minibatches_at_sync_;
+      if (minibatches == 0) return true;
+      learner_->GetWeights(&weights_);
+      gradient_.resize(weights_.size());
+      for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
+      break;
+    case PushMode::kGradients: {
+      minibatches = outage_minibatches_;
+      if (minibatches == 0) return true;
+      gradient_.resize(outage_gradient_sum_.size());
+      const float scale = 1.0f / static_cast<float>(minibatches);
+      for (size_t i = 0; i < gradient_.size(); ++i) gradient_[i] = outage_gradient_sum_[i] * scale;
+      outage_gradient_sum_.clear();
+      outage_minibatches_ = 0;
+      break;
+    }
   }
   absl::StatusOr<PushResult> pushed =
-      ps_->Push(gradient_.data(), gradient_.size(), version_,
-                static_cast<uint32_t>(std::min<uint64_t>(minibatches, UINT32_MAX)), incarnation_);
+      ps_->Push(gradient_, static_cast<uint32_t>(std::min<uint64_t>(minibatches, UINT32_MAX)));
   if (!pushed.ok()) {
     LOG(WARNING) << options_.agent_id << ": the push of " << minibatches
                  << " minibatches learned while the server was away failed: " << pushed.status();
     if (ps_->has_pending_push()) {
       // It goes again, under its number, with the next rejoin; what is learned meanwhile is new.
       minibatches_at_sync_ = minibatches_;
-      if (deltas) weights_at_sync_ = weights_;
+      if (options_.push == PushMode::kDeltas) weights_at_sync_ = weights_;
       return false;
     }
     return true;
@@ -561,21 +436,13 @@ bool Agent::Impl::PushOutageProgress() {
   return true;
 }
 
-void Agent::Impl::Disconnected(const absl::Status& why) {
-  LOG(WARNING) << options_.agent_id << ": parameter server unreachable (" << why.message()
-               << "); learning locally until it is back";
-  SetConnected(false);
-  next_rejoin_ = absl::Now() + kRejoinEvery;
-}
-
 void Agent::Impl::FinalSync() {
   const absl::Time give_up = absl::Now() + options_.final_sync_for;
-  while (!connected_ && absl::Now() < give_up) {
-    next_rejoin_ = absl::InfinitePast();
-    if (TryJoin()) break;  // Pushes what the outage learned.
+  while (!ps_->connected() && absl::Now() < give_up) {
+    if (TryJoin(RejoinPace::kNow)) break;  // Pushes what the outage learned.
     absl::SleepFor(std::min(absl::Seconds(1), std::max(absl::ZeroDuration(), give_up - absl::Now())));
   }
-  if (!connected_) {
+  if (!ps_->connected()) {
     LOG(WARNING) << options_.agent_id << ": the parameter server stayed away for "
                  << options_.final_sync_for << "; the last "
                  << (minibatches_ - minibatches_at_sync_) << " minibatches did not reach it";
@@ -587,38 +454,43 @@ void Agent::Impl::FinalSync() {
 void Agent::Impl::Sync() {
   if (ps_ == nullptr) {
     // Alone: the local optimizer already stepped; refresh the target and decay epsilon like the server would.
-    if (minibatches_ - minibatches_at_target_ >= options_.target_update_frequency) {
+    if (TargetRefreshDue(minibatches_, minibatches_at_target_, options_.target_update_frequency)) {
       learner_->CopyOnlineToTarget();
       minibatches_at_target_ = minibatches_;
     }
-    epsilon_ = std::max(options_.min_epsilon, epsilon_ - options_.per_iter_epsilon_reduction);
+    local_exploration_->OnUpdateApplied();
+    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
     return;
   }
-  if (!connected_) {
-    TryJoin();
+  if (!ps_->connected()) {
+    TryJoin(RejoinPace::kPaced);
     return;
   }
   const absl::Time push_start = absl::Now();
   const uint32_t minibatches =
       static_cast<uint32_t>(std::min<uint64_t>(minibatches_ - minibatches_at_sync_, UINT32_MAX));
   if (minibatches == 0) return;
-  if (options_.push == "deltas") {
-    learner_->GetWeights(&weights_);
-    gradient_.resize(weights_.size());
-    for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
-  } else if (!learner_->TakeMeanGradient(&gradient_)) {
-    minibatches_at_sync_ = minibatches_;
-    return;  // AMP overflow: this update is skipped, as a gradient scaler does.
+  switch (options_.push) {
+    case PushMode::kDeltas:
+      learner_->GetWeights(&weights_);
+      gradient_.resize(weights_.size());
+      for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
+      break;
+    case PushMode::kGradients:
+      if (!learner_->TakeMeanGradient(&gradient_)) {
+        minibatches_at_sync_ = minibatches_;
+        return;  // AMP overflow: this update is skipped, as a gradient scaler does.
+      }
+      break;
   }
-  absl::StatusOr<PushResult> pushed =
-      ps_->Push(gradient_.data(), gradient_.size(), version_, minibatches, incarnation_);
+  absl::StatusOr<PushResult> pushed = ps_->Push(gradient_, minibatches);
   if (!pushed.ok()) {
     if (ps_->has_pending_push()) {
-      // No answer: the client keeps this push and resends it under its number on rejoin, so the server
-      // applies it once whether or not it already did. What is learned from here on is the outage's.
-      Disconnected(pushed.status());
+      // No answer: the session keeps this push and resends it on rejoin, so the server applies it
+      // once whether or not it already did. What is learned from here on is the outage's.
       minibatches_at_sync_ = minibatches_;
-      if (options_.push == "deltas") weights_at_sync_ = weights_;
+      if (options_.push == PushMode::kDeltas) weights_at_sync_ = weights_;
+      RefreshSessionStats();
       return;
     }
     LOG(ERROR) << options_.agent_id << ": push refused: " << pushed.status();
@@ -638,42 +510,30 @@ void Agent::Impl::Sync() {
     ++stats_.pushes;
     if (!pushed->accepted) ++stats_.pushes_rejected;
   }
-  PullAfterPush(pushed->target_version);
+  PullWeights();
   learner_->GetWeights(&weights_at_sync_);
+  RefreshSessionStats();
 }
 
-void Agent::Impl::PullAfterPush(uint64_t target_version) {
+void Agent::Impl::PullWeights() {
   const absl::Time pull_start = absl::Now();
-  absl::StatusOr<PullResult> pulled =
-      ps_->Pull(version_, incarnation_, v1::NETWORK_ONLINE, &weights_);
-  if (!pulled.ok()) {
-    LOG(WARNING) << options_.agent_id << ": pull failed: " << pulled.status();
-    if (pulled.status().code() == absl::StatusCode::kUnavailable) SetConnected(false);
-    return;
-  }
-  if (pulled->updated) learner_->SetWeights(weights_);
-  const bool new_incarnation = pulled->incarnation != incarnation_;
-  version_ = pulled->version;
-  incarnation_ = pulled->incarnation;
+  absl::StatusOr<PullUpdate> pulled = ps_->Pull(&weights_, &target_weights_);
+  if (!pulled.ok()) return;  // The session logged it.
+  if (pulled->online) learner_->SetWeights(weights_);
+  if (pulled->target) learner_->SetTargetWeights(target_weights_);
   pull_ms_sum_ += absl::ToDoubleMilliseconds(absl::Now() - pull_start);
   ++pull_count_;
-  if (target_version != target_version_ || new_incarnation) {
-    std::vector<float> target;
-    absl::StatusOr<PullResult> t = ps_->Pull(0, 0, v1::NETWORK_TARGET, &target);
-    if (t.ok() && t->updated) {
-      learner_->SetTargetWeights(target);
-      target_version_ = t->version;
-    }
-  }
+}
+
+void Agent::Impl::RefreshSessionStats() {
   absl::MutexLock lock(&stats_mu_);
-  stats_.ps_version = version_;
+  stats_.connected = ps_->connected();
+  stats_.ps_version = ps_->version();
 }
 
 void Agent::Impl::EndEpisode(const StepResult& last) {
-  recent_returns_.push_back(episode_return_);
-  if (recent_returns_.size() > kReturnWindow) recent_returns_.pop_front();
-  const double average = std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
-                         recent_returns_.size();
+  recent_returns_.Add(episode_return_);
+  const double average = recent_returns_.value();
   uint64_t episodes, env_steps;
   {
     absl::MutexLock lock(&stats_mu_);
@@ -696,12 +556,9 @@ void Agent::Impl::EndEpisode(const StepResult& last) {
 
 void Agent::Impl::Report(bool final) {
   const absl::Time now = absl::Now();
-  const double seconds = std::max(1e-3, absl::ToDoubleSeconds(now - last_report_));
   const AgentStats s = stats();
-  const double env_sps = (s.env_steps - env_steps_at_report_) / seconds;
-  const double train_sps = (s.train_steps - train_steps_at_report_) / seconds;
-  env_steps_at_report_ = s.env_steps;
-  train_steps_at_report_ = s.train_steps;
+  const double env_sps = env_rate_->PerSecond(now);
+  const double train_sps = train_rate_->PerSecond(now);
   last_report_ = now;
   const double loss = loss_count_ > 0 ? loss_sum_ / loss_count_ : 0;
   const double mean_q = loss_count_ > 0 ? q_sum_ / loss_count_ : 0;
@@ -729,24 +586,26 @@ void Agent::Impl::Report(bool final) {
     left = absl::StrFormat(", %d steps left",
                            options_.max_steps > s.env_steps ? options_.max_steps - s.env_steps : 0);
   }
-  std::fprintf(stderr,
-               "[%s] %s%llu episodes, %llu steps, avg return %.1f, %.0f env steps/s, %.1f train "
-               "steps/s, loss %.4f, eps %.2f%s%s\n",
-               options_.agent_id.c_str(), final ? "done: " : "",
-               static_cast<unsigned long long>(s.episodes),
-               static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps,
-               loss, epsilon_,
-               ps_ ? absl::StrCat(", PS v", version_, connected_ ? "" : " (disconnected)").c_str()
-                   : "",
-               left.c_str());
+  std::fprintf(
+      stderr,
+      "[%s] %s%llu episodes, %llu steps, avg return %.1f, %.0f env steps/s, %.1f train "
+      "steps/s, loss %.4f, eps %.2f%s%s\n",
+      options_.agent_id.c_str(), final ? "done: " : "", static_cast<unsigned long long>(s.episodes),
+      static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps, loss,
+      epsilon_,
+      ps_ ? absl::StrCat(", PS v", ps_->version(), ps_->connected() ? "" : " (disconnected)")
+                .c_str()
+          : "",
+      left.c_str());
   if (options_.machine_progress) {
     std::printf(
         "PROGRESS agent=%s episodes=%llu env_steps=%llu train_steps=%llu avg_return=%.3f "
         "env_sps=%.1f train_sps=%.2f epsilon=%.3f loss=%.5f version=%llu connected=%d\n",
         options_.agent_id.c_str(), static_cast<unsigned long long>(s.episodes),
-        static_cast<unsigned long long>(s.env_steps), static_cast<unsigned long long>(s.train_steps),
-        s.average_return, env_sps, train_sps, epsilon_, loss,
-        static_cast<unsigned long long>(version_), connected_ || ps_ == nullptr ? 1 : 0);
+        static_cast<unsigned long long>(s.env_steps),
+        static_cast<unsigned long long>(s.train_steps), s.average_return, env_sps, train_sps,
+        epsilon_, loss, static_cast<unsigned long long>(ps_ ? ps_->version() : 0),
+        ps_ == nullptr || ps_->connected() ? 1 : 0);
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {
@@ -755,7 +614,8 @@ void Agent::Impl::Report(bool final) {
         {absl::ToDoubleSeconds(now - started_), static_cast<double>(s.env_steps),
          static_cast<double>(s.train_steps), static_cast<double>(s.episodes), loss, mean_q,
          epsilon_, env_sps, train_sps, push_ms, pull_ms, static_cast<double>(last_staleness_),
-         static_cast<double>(version_), sampler_->learner_wait_seconds(), gpu_util, gpu_mb});
+         static_cast<double>(ps_ ? ps_->version() : 0), sampler_->learner_wait_seconds(), gpu_util,
+         gpu_mb});
     if (!st.ok()) LOG(WARNING) << "metrics: " << st;
   }
 }

@@ -15,6 +15,8 @@
 // gradients it stepped with), pulls the server's weights and carries on. The last steps of a run reach the
 // server too: Run() ends with a sync, rejoining first (for up to final_sync_for) when the server is away.
 // When an AirSim connection drops it reconnects and restarts the episode.
+// The server's side of all this (join, versions, pushes and pulls, outages) is a
+// ParameterServerSession, agent/ps_session.h; the loop here decides what to push and when.
 //
 // With a parameter server, the run's learner settings are the server's (RunConfig, handed over on Join):
 // the model, batch_size, batch_update_frequency, gamma, n_step, target_update_frequency, double_dqn,
@@ -32,6 +34,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "agent/environment.h"
 #include "agent/preprocess.h"
@@ -40,6 +44,18 @@
 #include "common/tensor_encoding.h"
 
 namespace convoy {
+
+// What an agent pushes to the parameter server (--push).
+enum class PushMode {
+  kGradients,  // The mean gradient of its minibatches; the server runs the optimizer.
+  kDeltas,     // The weight change of its local optimizer since the last sync (--optimizer=delta).
+};
+
+// "gradients" or "deltas". Errors: INVALID_ARGUMENT "--push must be gradients or deltas, got
+// '<name>'".
+absl::StatusOr<PushMode> ParsePushMode(absl::string_view name);
+// The name ParsePushMode takes.
+const char* PushModeName(PushMode mode);
 
 struct AgentOptions {
   std::string agent_id = "agent-0";
@@ -80,7 +96,7 @@ struct AgentOptions {
   // At the end of a run with a parameter server that is away: how long to keep trying to rejoin so that
   // the last local steps reach it.
   absl::Duration final_sync_for = absl::Seconds(10);
-  std::string push = "gradients";          // or "deltas"
+  PushMode push = PushMode::kGradients;
   TensorEncoding push_encoding = TensorEncoding::kFp32;
   // Bounds: whichever comes first; 0 / zero duration = unbounded.
   uint64_t max_steps = 0;
@@ -103,6 +119,7 @@ struct AgentStats {
   uint64_t last_batch_size = 0;  // Transitions in the newest minibatch trained on.
   uint64_t outage_pushes = 0;    // Pushes of what was learned while the server was away.
   bool connected = false;        // In step with the parameter server (false alone).
+  uint64_t simulator_outages = 0;  // Times the simulator connection was lost (AirSim: reconnected).
 };
 
 class Agent {

@@ -93,7 +93,7 @@ ABSL_FLAG(std::optional<double>, per_iter_epsilon_reduction, std::nullopt,
                      absl::StrCat(Defaults().per_iter_epsilon_reduction)));
 ABSL_FLAG(double, max_epoch_runtime_sec, Defaults().environment.env.max_epoch_runtime_sec,
           "Episode time limit, simulation seconds.");
-ABSL_FLAG(std::string, push, Defaults().push,
+ABSL_FLAG(std::string, push, convoy::PushModeName(Defaults().push),
           "gradients, or deltas (for a PS run with --optimizer=delta).");
 ABSL_FLAG(std::string, push_encoding, "fp32", "fp32 or bf16.");
 ABSL_FLAG(uint64_t, max_steps, Defaults().max_steps,
@@ -161,7 +161,8 @@ bool NumericFlagsInRange() {
                  Ends::kOpenMin)});
 }
 
-AgentOptions OptionsFromFlags() {
+// `push`: --push, parsed by the caller.
+AgentOptions OptionsFromFlags(PushMode push) {
   AgentOptions o;
   o.agent_id = absl::GetFlag(FLAGS_agent_id);
   o.agent_index = absl::GetFlag(FLAGS_agent_index);
@@ -191,7 +192,7 @@ AgentOptions OptionsFromFlags() {
   TakeSetting(FLAGS_target_update_frequency, &o.target_update_frequency, &o.pinned);
   TakeSetting(FLAGS_min_epsilon, &o.min_epsilon, &o.pinned);
   TakeSetting(FLAGS_per_iter_epsilon_reduction, &o.per_iter_epsilon_reduction, &o.pinned);
-  o.push = absl::GetFlag(FLAGS_push);
+  o.push = push;
   o.push_encoding =
       absl::GetFlag(FLAGS_push_encoding) == "bf16" ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
@@ -209,6 +210,11 @@ int Run() {
     std::fprintf(stderr, "--push_encoding must be fp32 or bf16, got '%s'\n", encoding.c_str());
     return 2;
   }
+  const absl::StatusOr<PushMode> push = ParsePushMode(absl::GetFlag(FLAGS_push));
+  if (!push.ok()) {
+    std::fprintf(stderr, "convoy_agent: cannot start: %s\n", push.status().ToString().c_str());
+    return 2;
+  }
   BlockTerminationSignals();
   static std::atomic<bool> stop{false};  // Outlives the detached waiter.
   std::thread([] {
@@ -216,7 +222,7 @@ int Run() {
     stop = true;
   }).detach();
 
-  AgentOptions options = OptionsFromFlags();
+  AgentOptions options = OptionsFromFlags(*push);
   if (!options.ps_address.empty()) {  // Alone, no channel: the security flags do not apply.
     absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
     if (!security.ok()) {

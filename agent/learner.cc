@@ -46,11 +46,7 @@ absl::StatusOr<std::unique_ptr<DqnLearner>> DqnLearner::Create(const LearnerOpti
   if (!online.ok()) return online.status();
   absl::StatusOr<QNetwork> target = BuildQNetwork(*spec, options.seed);
   if (!target.ok()) return target.status();
-  ModelInfo model;
-  model.spec = *spec;
-  model.layout = ParameterLayoutOf(**online);
-  model.fingerprint = FingerprintOf(spec->name, **online);
-  for (const ParameterSlot& slot : model.layout) model.parameter_count += slot.numel;
+  ModelInfo model = ModelInfoOf(*spec, **online);
   return std::unique_ptr<DqnLearner>(
       new DqnLearner(options, std::move(model), *std::move(online), *std::move(target)));
 }

@@ -207,10 +207,14 @@ absl::StatusOr<ModelInfo> DescribeModel(const std::string& name, int num_actions
   absl::StatusOr<ModelSpec> spec = ResolveModel(name, num_actions);
   if (!spec.ok()) return spec.status();
   QNetwork net(*spec);
+  return ModelInfoOf(*spec, *net);
+}
+
+ModelInfo ModelInfoOf(const ModelSpec& spec, torch::nn::Module& module) {
   ModelInfo info;
-  info.spec = *spec;
-  info.layout = ParameterLayoutOf(*net);
-  info.fingerprint = FingerprintOf(name, *net);
+  info.spec = spec;
+  info.layout = ParameterLayoutOf(module);
+  info.fingerprint = FingerprintOf(spec.name, module);
   for (const ParameterSlot& slot : info.layout) info.parameter_count += slot.numel;
   return info;
 }

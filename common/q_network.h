@@ -47,6 +47,10 @@ std::vector<ParameterSlot> ParameterLayoutOf(torch::nn::Module& module);
 // The model identity: a digest of the architecture name and every parameter's name, shape and dtype.
 std::string FingerprintOf(const std::string& model_name, torch::nn::Module& module);
 
+// The identity and flat layout of `module`, a network built from `spec`: what DescribeModel
+// reports, read off a network the caller already holds (so it is not built a second time).
+ModelInfo ModelInfoOf(const ModelSpec& spec, torch::nn::Module& module);
+
 // Copies every parameter, in layout order, into `out` (resized to the parameter count).
 void FlattenParameters(torch::nn::Module& module, std::vector<float>* out);
 

@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/exploration.h"
 #include "common/files.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
@@ -59,7 +60,7 @@ ABSL_FLAG(bool, staleness_lr_scaling, Defaults().staleness_lr_scaling, "Apply a 
 ABSL_FLAG(uint64_t, target_update_frequency, Defaults().target_update_frequency,
           "Applied minibatches between target-network snapshots.");
 ABSL_FLAG(
-    std::string, exploration, Defaults().exploration.apex ? "apex" : "global",
+    std::string, exploration, convoy::ExplorationModeName(Defaults().exploration.mode),
     "global: one epsilon decayed per update (the cookbook's); apex: fixed per-agent epsilons.");
 ABSL_FLAG(double, start_epsilon, Defaults().exploration.start_epsilon, "Initial global epsilon.");
 ABSL_FLAG(double, min_epsilon, Defaults().exploration.min_epsilon, "Floor of the global epsilon.");
@@ -149,7 +150,8 @@ bool NumericFlagsInRange() {
                  kNoRealMax)});
 }
 
-ParameterServerOptions OptionsFromFlags() {
+// `exploration`: --exploration, parsed by the caller.
+ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   ParameterServerOptions o;
   o.model = absl::GetFlag(FLAGS_model);
   o.num_actions = absl::GetFlag(FLAGS_num_actions);
@@ -172,7 +174,7 @@ ParameterServerOptions OptionsFromFlags() {
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
   o.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
-  o.exploration.apex = absl::GetFlag(FLAGS_exploration) == "apex";
+  o.exploration.mode = exploration;
   o.exploration.start_epsilon = absl::GetFlag(FLAGS_start_epsilon);
   o.exploration.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
   o.exploration.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
@@ -206,9 +208,10 @@ int Run() {
   if (const std::string dir = absl::GetFlag(FLAGS_write_credentials); !dir.empty()) {
     return WriteCredentials(dir);
   }
-  const std::string exploration = absl::GetFlag(FLAGS_exploration);
-  if (exploration != "global" && exploration != "apex") {
-    LOG(ERROR) << "--exploration must be global or apex, got '" << exploration << "'";
+  const absl::StatusOr<ExplorationMode> exploration =
+      ParseExplorationMode(absl::GetFlag(FLAGS_exploration));
+  if (!exploration.ok()) {
+    LOG(ERROR) << "--exploration " << exploration.status().message();
     return 2;
   }
   // Signals are taken synchronously by this thread; every thread started later inherits the mask.
@@ -237,7 +240,7 @@ int Run() {
     }
   }
 
-  const ParameterServerOptions options = OptionsFromFlags();
+  const ParameterServerOptions options = OptionsFromFlags(*exploration);
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
   if (!core.ok()) {
     LOG(ERROR) << "cannot start: " << core.status();

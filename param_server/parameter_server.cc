@@ -36,7 +36,7 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
       {"max_staleness", absl::StrCat(o.max_staleness)},
       {"staleness_lr_scaling", o.staleness_lr_scaling ? "true" : "false"},
       {"target_update_frequency", absl::StrCat(o.target_update_frequency)},
-      {"exploration", o.exploration.apex ? "apex" : "global"},
+      {"exploration", ExplorationModeName(o.exploration.mode)},
       {"min_epsilon", absl::StrCat(o.exploration.min_epsilon)},
       {"per_iter_epsilon_reduction", absl::StrCat(o.exploration.per_iter_epsilon_reduction)},
       {"batch_size", absl::StrCat(o.batch_size)},
@@ -195,7 +195,14 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
   config.set_learning_rate(options_.optimizer.learning_rate);
   config.set_update_rule(options_.optimizer.kind == Optimizer::kDelta ? "delta" : "gradients");
   config.set_max_staleness(options_.max_staleness < 0 ? 0 : options_.max_staleness);
-  config.set_exploration(options_.exploration.apex ? v1::EXPLORATION_APEX : v1::EXPLORATION_GLOBAL);
+  switch (options_.exploration.mode) {
+    case ExplorationMode::kGlobal:
+      config.set_exploration(v1::EXPLORATION_GLOBAL);
+      break;
+    case ExplorationMode::kApex:
+      config.set_exploration(v1::EXPLORATION_APEX);
+      break;
+  }
   {
     absl::MutexLock lock(&apply_mu_);
     config.set_epsilon(exploration_->EpsilonFor(agent_index));
@@ -320,8 +327,8 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       ++counters_.updates_applied;
       counters_.applied_minibatches += minibatch_count;
       counters_.epsilon = exploration_->global_epsilon();
-      if (counters_.applied_minibatches - counters_.minibatches_at_target >=
-          options_.target_update_frequency) {
+      if (TargetRefreshDue(counters_.applied_minibatches, counters_.minibatches_at_target,
+                           options_.target_update_frequency)) {
         counters_.minibatches_at_target = counters_.applied_minibatches;
         counters_.target_version = version_;
         refresh_target = true;

@@ -5,6 +5,7 @@ add_executable(agent_tests
   ${CMAKE_CURRENT_LIST_DIR}/evaluation_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/learner_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/preprocess_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ps_session_test.cc
 )
 target_link_libraries(agent_tests PRIVATE
   convoy_agent convoy_param_server convoy_test_support convoy_test_main)

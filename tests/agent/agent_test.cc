@@ -128,7 +128,7 @@ TEST_CASE("An agent pushing weight deltas moves a delta-rule server to its own w
   testing::LoopbackServer ps(DeltaServer());
   AgentOptions o = SmallAgent("");
   o.ps_address = ps.address;
-  o.push = "deltas";
+  o.push = PushMode::kDeltas;
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
   REQUIRE(agent.ok());
   std::atomic<bool> stop{false};
@@ -141,7 +141,7 @@ TEST_CASE("An agent pushing weight deltas moves a delta-rule server to its own w
   REQUIRE(server.size() == local.size());
   for (size_t i = 0; i < local.size(); ++i) REQUIRE(server[i] == Approx(local[i]).margin(1e-6));
   // A gradient agent is refused by a delta server, and the other way round.
-  o.push = "gradients";
+  o.push = PushMode::kGradients;
   CHECK(Agent::Create(o).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
@@ -227,7 +227,7 @@ TEST_CASE("The last local steps of a run reach the server, also pushing deltas",
   testing::LoopbackServer ps(DeltaServer());
   AgentOptions o = SmallAgent("");
   o.ps_address = ps.address;
-  o.push = "deltas";
+  o.push = PushMode::kDeltas;
   o.max_steps = 590;  // 97 minibatches: 24 pushes of 4, and the last one.
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
   REQUIRE(agent.ok());
@@ -254,7 +254,7 @@ TEST_CASE("What an agent learns while the server is unreachable reaches it once 
       const int port = ps.server->port();
       AgentOptions o = SmallAgent("");
       o.ps_address = ps.address;
-      o.push = push;
+      o.push = *ParsePushMode(push);
       o.max_steps = 1000;
       o.final_sync_for = absl::Seconds(60);
       BackgroundAgent background(o);
@@ -360,7 +360,8 @@ TEST_CASE("An agent rides out its AirSim-protocol simulator restarting", "[agent
   sim.Signal(SIGKILL);
   sim.Wait(absl::Seconds(10));
   const uint64_t steps_at_kill = agent.stats().env_steps;
-  absl::SleepFor(absl::Milliseconds(500));
+  // Restarted once the agent has found its simulator gone.
+  CHECK(WaitFor([&] { return agent.stats().simulator_outages >= 1; }));
   auto [restarted, same_port] = start_sim(port);
   CHECK(same_port == port);
   CHECK(WaitFor([&] { return agent.stats().env_steps >= steps_at_kill + 100; }));

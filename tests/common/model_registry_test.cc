@@ -108,5 +108,25 @@ TEST_CASE("Q-networks map a batch of observations to one Q-value per action", "[
   }
 }
 
+TEST_CASE("A built network describes itself as the registry describes its model", "[models]") {
+  for (const char* name : {"tiny", "tiny_dueling", "compact"}) {
+    const absl::StatusOr<ModelSpec> spec = ResolveModel(name);
+    REQUIRE(spec.ok());
+    absl::StatusOr<QNetwork> net = BuildQNetwork(*spec, 7);
+    REQUIRE(net.ok());
+    const ModelInfo built = ModelInfoOf(*spec, **net);
+    const absl::StatusOr<ModelInfo> described = DescribeModel(name);
+    REQUIRE(described.ok());
+    CHECK(built.spec.name == name);
+    CHECK(built.fingerprint == described->fingerprint);
+    CHECK(built.parameter_count == described->parameter_count);
+    REQUIRE(built.layout.size() == described->layout.size());
+    for (size_t i = 0; i < built.layout.size(); ++i) {
+      CHECK(built.layout[i].name == described->layout[i].name);
+      CHECK(built.layout[i].offset == described->layout[i].offset);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace convoy

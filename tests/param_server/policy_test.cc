@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "param_server/exploration.h"
+#include "common/exploration.h"
 #include "param_server/staleness_policy.h"
 
 namespace convoy {
@@ -51,7 +51,7 @@ TEST_CASE("Global epsilon decays per update down to its floor", "[exploration]")
 
 TEST_CASE("Ape-X gives each agent a fixed epsilon from its index", "[exploration]") {
   ExplorationOptions o;
-  o.apex = true;
+  o.mode = ExplorationMode::kApex;
   o.apex_base_epsilon = 0.4;
   o.apex_alpha = 7;
   o.apex_num_agents = 3;
@@ -61,6 +61,28 @@ TEST_CASE("Ape-X gives each agent a fixed epsilon from its index", "[exploration
   CHECK(schedule.EpsilonFor(2) == Approx(std::pow(0.4, 8)));
   schedule.OnUpdateApplied();
   CHECK(schedule.EpsilonFor(0) == Approx(0.4));  // Fixed: updates do not change it.
+}
+
+TEST_CASE("Exploration modes parse from their names and nothing else", "[exploration]") {
+  CHECK(*ParseExplorationMode("global") == ExplorationMode::kGlobal);
+  CHECK(*ParseExplorationMode("apex") == ExplorationMode::kApex);
+  for (ExplorationMode mode : {ExplorationMode::kGlobal, ExplorationMode::kApex}) {
+    CHECK(*ParseExplorationMode(ExplorationModeName(mode)) == mode);
+  }
+  const absl::StatusOr<ExplorationMode> unknown = ParseExplorationMode("Global");
+  CHECK(unknown.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(unknown.status().message() == "must be global or apex, got 'Global'");
+}
+
+TEST_CASE(
+    "The target network is refreshed once enough minibatches were applied since the last copy",
+    "[exploration][target]") {
+  CHECK_FALSE(TargetRefreshDue(0, 0, 4));
+  CHECK_FALSE(TargetRefreshDue(3, 0, 4));
+  CHECK(TargetRefreshDue(4, 0, 4));
+  CHECK(TargetRefreshDue(9, 4, 4));
+  CHECK_FALSE(TargetRefreshDue(7, 4, 4));
+  CHECK(TargetRefreshDue(1, 0, 1));
 }
 
 TEST_CASE("Bad exploration options are refused", "[exploration]") {

@@ -524,7 +524,7 @@ TEST_CASE("Push replies carry epsilon and the target-network version", "[service
 
 TEST_CASE("Ape-X mode gives each agent its own epsilon", "[service]") {
   ParameterServerOptions o = Options();
-  o.exploration.apex = true;
+  o.exploration.mode = ExplorationMode::kApex;
   o.exploration.apex_num_agents = 4;
   LoopbackServer ps(o);
   PsClientOptions first = ps.ClientOptions("a0"), last = ps.ClientOptions("a3");

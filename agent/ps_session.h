@@ -1,0 +1,181 @@
+// An agent's session with the parameter server: joining and adopting the run's settings, pushes and
+// pulls with their versions and incarnation, and riding out the server being away.
+//
+// ParameterServerSession is what the agent's acting/learning loop sees of the server. It is narrow
+// on purpose, so that one logical session may also fan out to several servers, each owning a slice
+// of the weights; PsSession is the implementation for one server, over one PsClient.
+//
+// States:
+//   connected     after Join, and after Rejoin + Reconnected: Push and Pull go to the server.
+//   disconnected  after a push got no answer (it is kept, see has_pending_push()), a pull found the
+//                 server unavailable, or Disconnected(): the loop learns locally and calls Rejoin.
+//   rejoining     after a successful Rejoin: the server took the Join and the push that got no
+//   answer
+//                 was resent; the loop pushes what it learned while the server was away, then calls
+//                 Reconnected(). A push that gets no answer here makes the session disconnected
+//                 again.
+// Thread-compatible: the loop's thread makes every call.
+#ifndef CONVOY_AGENT_PS_SESSION_H_
+#define CONVOY_AGENT_PS_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "agent/agent.h"
+#include "agent/ps_client.h"
+#include "common/security.h"
+#include "common/tensor_encoding.h"
+
+namespace convoy {
+
+// How the parameter server applies pushes (RunConfig.update_rule, a string on the wire).
+enum class UpdateRule {
+  kGradients,  // "gradients": the server runs the optimizer on pushed gradients.
+  kDelta,      // "delta": the server adds the pushed tensor to its weights (--optimizer=delta).
+};
+
+// Errors: INVALID_ARGUMENT naming the unknown rule.
+absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name);
+
+// OK when an agent pushing `push` can train with a server applying `rule`; otherwise
+// INVALID_ARGUMENT saying which flag to change.
+absl::Status CheckPushModeFits(PushMode push, UpdateRule rule);
+
+// Which of the local copies a pull wrote.
+struct PullUpdate {
+  bool online = false;
+  bool target = false;
+};
+
+// When Rejoin may try.
+enum class RejoinPace {
+  kPaced,  // Not before the interval since the previous attempt has passed.
+  kNow,    // At once (the last sync of a run).
+};
+
+class ParameterServerSession {
+ public:
+  virtual ~ParameterServerSession() = default;
+
+  // Start of a run, before the local model is built: takes the server's model and run settings into
+  // *options (each one the server sends, logged as adopted; one named in options->pinned that
+  // disagrees is refused), checks options->push against the server's update rule, and joins with
+  // the model's fingerprint. Returns the epsilon the server gives this agent; connected afterwards.
+  // Errors: INVALID_ARGUMENT for a pinned setting that disagrees with the server's (naming the
+  // agent's flag and value, the server's value and the convoy_ps flag), a push mode the update rule
+  // does not take, or an unknown update rule; FAILED_PRECONDITION for a model mismatch; UNAVAILABLE
+  // when the server did not answer in time.
+  virtual absl::StatusOr<double> Join(int num_actions, AgentOptions* options) = 0;
+
+  // After Join and the first Pull: from here on calls give up soon when the server is away, so that
+  // the loop keeps learning locally.
+  virtual void StartTraining() = 0;
+
+  // Pushes `values` (a mean gradient or a weight change, per the push mode) learned over
+  // `minibatch_count` minibatches on the weights of the last pull, exactly once: a push that gets
+  // no answer is kept and resent by the next Rejoin, and the session becomes disconnected. A
+  // refusal by the server (stale, wrong incarnation, ...) is OK with accepted=false. Connected or
+  // rejoining only.
+  virtual absl::StatusOr<PushResult> Push(const std::vector<float>& values,
+                                          uint32_t minibatch_count) = 0;
+
+  // Writes the server's newest weights into *online unless the version held is current, and its
+  // target network into *target when the target version the server last announced differs from the
+  // one held or the incarnation changed. Errors: the pull's (logged; UNAVAILABLE also makes the
+  // session disconnected).
+  virtual absl::StatusOr<PullUpdate> Pull(std::vector<float>* online,
+                                          std::vector<float>* target) = 0;
+
+  // The loop lost the server: logs why; learning is local until a Rejoin succeeds, the next one not
+  // before the rejoin interval.
+  virtual void Disconnected(const absl::Status& why) = 0;
+
+  // Disconnected: joins again and resends the push that got no answer, so the server applies it
+  // once whether or not it already had. Returns the server's epsilon for this agent; the session is
+  // then rejoining. Errors: UNAVAILABLE when not due yet (kPaced), when the server did not answer,
+  // or when the resent push got no answer (then disconnected again).
+  virtual absl::StatusOr<double> Rejoin(RejoinPace pace) = 0;
+
+  // Rejoining: the loop pushed what it learned meanwhile; in step again. The next Pull takes the
+  // server's weights whatever is held.
+  virtual void Reconnected() = 0;
+
+  virtual bool connected() const = 0;
+  // A push got no answer and has not been resent successfully since.
+  virtual bool has_pending_push() const = 0;
+  // The server version of the weights last pulled (0 before the first pull).
+  virtual uint64_t version() const = 0;
+  // The server start those weights came from (0: none yet, or forgotten by Reconnected).
+  virtual uint64_t incarnation() const = 0;
+};
+
+struct PsSessionOptions {
+  std::string address;  // host:port
+  std::string agent_id;
+  uint32_t agent_index = 0;
+  TensorEncoding push_encoding = TensorEncoding::kFp32;
+  ClientSecurity security = [] {
+    ClientSecurity plaintext;
+    plaintext.insecure = true;
+    return plaintext;
+  }();
+  // Join at the start waits this long for a server that is still starting.
+  absl::Duration join_for = absl::Seconds(60);
+  // Once training, calls to a server that is down give up after this, and the loop learns locally.
+  absl::Duration retry_while_training = absl::Seconds(2);
+  // Rejoin attempts try once, with this deadline, at most once per rejoin_every. The deadline is
+  // what a reachable but busy server takes to answer (a refused connection fails at once); one
+  // second was too short on a loaded machine: the server took the Join and the answer came after
+  // the deadline.
+  absl::Duration rejoin_every = absl::Seconds(3);
+  absl::Duration rejoin_timeout = absl::Seconds(3);
+};
+
+// The session with one parameter server.
+class PsSession : public ParameterServerSession {
+ public:
+  // The options of `agent` that concern the server, with the default timings.
+  static PsSessionOptions OptionsFor(const AgentOptions& agent);
+
+  // Errors: the channel credentials' (a missing TLS file, TLS neither given nor waived).
+  static absl::StatusOr<std::unique_ptr<PsSession>> Create(const PsSessionOptions& options);
+
+  absl::StatusOr<double> Join(int num_actions, AgentOptions* options) override;
+  void StartTraining() override;
+  absl::StatusOr<PushResult> Push(const std::vector<float>& values,
+                                  uint32_t minibatch_count) override;
+  absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>* target) override;
+  void Disconnected(const absl::Status& why) override;
+  absl::StatusOr<double> Rejoin(RejoinPace pace) override;
+  void Reconnected() override;
+
+  bool connected() const override { return state_ == State::kConnected; }
+  bool has_pending_push() const override { return ps_->has_pending_push(); }
+  uint64_t version() const override { return version_; }
+  uint64_t incarnation() const override { return incarnation_; }
+
+ private:
+  enum class State { kConnected, kDisconnected, kRejoining };
+
+  PsSession(const PsSessionOptions& options, std::unique_ptr<PsClient> client);
+
+  const PsSessionOptions options_;
+  std::unique_ptr<PsClient> ps_;      // Pushes, pulls; Join at the start.
+  std::unique_ptr<PsClient> rejoin_;  // Join during an outage; set by StartTraining.
+  State state_ = State::kDisconnected;
+  uint64_t version_ = 0;
+  uint64_t incarnation_ = 0;
+  uint64_t target_version_ = 0;         // Of the target weights held.
+  uint64_t server_target_version_ = 0;  // The newest the server announced.
+  absl::Time next_rejoin_ = absl::InfinitePast();
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_AGENT_PS_SESSION_H_

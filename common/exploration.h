@@ -1,0 +1,77 @@
+// The exploration schedule (epsilon) and the target-network refresh rule: the parameter server runs
+// both for a run with agents, an agent training alone runs the same ones locally. Neither depends
+// on gRPC or LibTorch.
+#ifndef CONVOY_COMMON_EXPLORATION_H_
+#define CONVOY_COMMON_EXPLORATION_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/run_defaults.h"
+
+namespace convoy {
+
+// How agents pick their exploration rate (the --exploration flag, RunConfig.exploration).
+enum class ExplorationMode {
+  kGlobal,  // The cookbook's: one epsilon for all, decayed per applied update.
+  kApex,    // Ape-X: a fixed epsilon per agent from its index.
+};
+
+// "global" or "apex". Errors: INVALID_ARGUMENT "must be global or apex, got '<name>'" for any
+// other.
+absl::StatusOr<ExplorationMode> ParseExplorationMode(absl::string_view name);
+// The name ParseExplorationMode takes.
+const char* ExplorationModeName(ExplorationMode mode);
+
+struct ExplorationOptions {
+  ExplorationMode mode = ExplorationMode::kGlobal;
+  double start_epsilon = 1.0;
+  double min_epsilon = run_defaults::kMinEpsilon;
+  double per_iter_epsilon_reduction =
+      run_defaults::kPerIterEpsilonReduction;  // Per applied update.
+  // Ape-X: agent i of N explores with base^(1 + alpha * i / (N - 1)).
+  double apex_base_epsilon = 0.4;
+  double apex_alpha = 7.0;
+  uint32_t apex_num_agents = 8;
+};
+
+absl::Status ValidateExplorationOptions(const ExplorationOptions& options);
+
+// Global mode: epsilon starts at start_epsilon and loses per_iter_epsilon_reduction per applied
+// update, down to min_epsilon. Ape-X mode: EpsilonFor(i) is fixed; updates change nothing an agent
+// sees. Not thread-safe: the parameter server guards it with its state; an agent owns its own.
+class ExplorationSchedule {
+ public:
+  explicit ExplorationSchedule(const ExplorationOptions& options)
+      : options_(options), global_epsilon_(options.start_epsilon) {}
+
+  // Called once per applied update.
+  void OnUpdateApplied();
+
+  // The epsilon agent `agent_index` should act with now.
+  double EpsilonFor(uint32_t agent_index) const;
+
+  double global_epsilon() const { return global_epsilon_; }
+  void set_global_epsilon(double epsilon) {
+    global_epsilon_ = epsilon;
+  }  // Restored from a checkpoint.
+  const ExplorationOptions& options() const { return options_; }
+
+ private:
+  ExplorationOptions options_;
+  double global_epsilon_;
+};
+
+// The target-network refresh rule: the target is a copy of the online network, taken again once
+// `target_update_frequency` minibatches have been applied since the previous copy. `minibatches`
+// and `minibatches_at_target` count applied minibatches since the start of the run.
+inline bool TargetRefreshDue(uint64_t minibatches, uint64_t minibatches_at_target,
+                             uint64_t target_update_frequency) {
+  return minibatches - minibatches_at_target >= target_update_frequency;
+}
+
+}  // namespace convoy
+
+#endif  // CONVOY_COMMON_EXPLORATION_H_

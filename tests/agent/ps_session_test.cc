@@ -1,0 +1,260 @@
+// The agent's parameter-server session against a real in-process parameter server over loopback
+// gRPC: joining and adopting the run settings, pushes and pulls, and rejoining after the server was
+// away or started afresh.
+#include "agent/ps_session.h"
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/param_server/loopback_server.h"
+#include "tests/support/subprocess.h"
+
+namespace convoy {
+namespace {
+
+using testing::LoopbackServer;
+
+ParameterServerOptions CompactServer() {
+  ParameterServerOptions o;
+  o.model = "compact";
+  return o;
+}
+
+AgentOptions Agent(const LoopbackServer& ps) {
+  AgentOptions o;
+  o.agent_id = "session-test";
+  o.ps_address = ps.address;
+  return o;
+}
+
+// Quick to give up on a server that is away, so the outage tests run in seconds.
+PsSessionOptions QuickOptions(const AgentOptions& agent) {
+  PsSessionOptions o = PsSession::OptionsFor(agent);
+  o.join_for = absl::Seconds(10);
+  o.retry_while_training = absl::Milliseconds(500);
+  return o;
+}
+
+std::unique_ptr<PsSession> MakeSession(const AgentOptions& agent) {
+  absl::StatusOr<std::unique_ptr<PsSession>> session = PsSession::Create(QuickOptions(agent));
+  REQUIRE(session.ok());
+  return *std::move(session);
+}
+
+// A server of a fresh incarnation on `port`, where another one served before.
+std::unique_ptr<GrpcParameterServer> StartOn(int port, std::unique_ptr<ParameterServer> core) {
+  absl::StatusOr<std::unique_ptr<GrpcParameterServer>> started = GrpcParameterServer::Start(
+      std::move(core), absl::StrCat("127.0.0.1:", port), LoopbackServer::PlaintextSecurity());
+  REQUIRE(started.ok());
+  return *std::move(started);
+}
+
+// Rejoin tries once; the channel may still be waiting out its reconnect backoff from the outage.
+bool RejoinWithin(ParameterServerSession* session, absl::Duration timeout) {
+  return testing::WaitUntil([&] { return session->Rejoin(RejoinPace::kNow).ok(); }, timeout);
+}
+
+TEST_CASE("Update rules parse from their wire names, and push modes must fit them",
+          "[ps_session]") {
+  CHECK(*ParseUpdateRule("gradients") == UpdateRule::kGradients);
+  CHECK(*ParseUpdateRule("delta") == UpdateRule::kDelta);
+  for (const char* unknown : {"deltas", "", "Gradients"}) {
+    const absl::StatusOr<UpdateRule> rule = ParseUpdateRule(unknown);
+    CHECK(rule.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(rule.status().message()),
+               Catch::Contains(absl::StrCat("'", unknown, "'")));
+  }
+  CHECK(CheckPushModeFits(PushMode::kGradients, UpdateRule::kGradients).ok());
+  CHECK(CheckPushModeFits(PushMode::kDeltas, UpdateRule::kDelta).ok());
+  CHECK_THAT(std::string(CheckPushModeFits(PushMode::kGradients, UpdateRule::kDelta).message()),
+             Catch::Contains("--push=deltas"));
+  CHECK_THAT(std::string(CheckPushModeFits(PushMode::kDeltas, UpdateRule::kGradients).message()),
+             Catch::Contains("--optimizer=delta"));
+
+  CHECK(*ParsePushMode("gradients") == PushMode::kGradients);
+  CHECK(*ParsePushMode("deltas") == PushMode::kDeltas);
+  for (PushMode mode : {PushMode::kGradients, PushMode::kDeltas}) {
+    CHECK(*ParsePushMode(PushModeName(mode)) == mode);
+  }
+  CHECK(ParsePushMode("delta").status().message() ==
+        "--push must be gradients or deltas, got 'delta'");
+}
+
+TEST_CASE("A session joins and adopts the server's run settings, and refuses a pinned one",
+          "[ps_session]") {
+  ParameterServerOptions server = CompactServer();
+  server.batch_size = 64;
+  server.gamma = 0.9;
+  server.n_step = 2;
+  server.target_update_frequency = 100;
+  LoopbackServer ps(server);
+  AgentOptions agent = Agent(ps);
+  agent.model = "tiny";  // Not pinned: the server's model is taken.
+  std::unique_ptr<PsSession> session = MakeSession(agent);
+  CHECK_FALSE(session->connected());
+  absl::StatusOr<double> epsilon = session->Join(kDefaultNumActions, &agent);
+  REQUIRE(epsilon.ok());
+  CHECK(*epsilon == 1.0);
+  CHECK(session->connected());
+  CHECK(agent.model == "compact");
+  CHECK(agent.batch_size == 64);
+  CHECK(agent.gamma == 0.9);
+  CHECK(agent.n_step == 2);
+  CHECK(agent.target_update_frequency == 100);
+  CHECK(ps.Status().agents().size() == 1);
+
+  AgentOptions pinned = Agent(ps);
+  pinned.batch_size = 16;
+  pinned.pinned = {"batch_size"};
+  const absl::StatusOr<double> refused = MakeSession(pinned)->Join(kDefaultNumActions, &pinned);
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("--batch_size=16") && Catch::Contains("server's 64") &&
+                 Catch::Contains("convoy_ps with --batch_size=16"));
+  CHECK(pinned.batch_size == 16);
+
+  AgentOptions deltas = Agent(ps);
+  deltas.push = PushMode::kDeltas;
+  CHECK(MakeSession(deltas)->Join(kDefaultNumActions, &deltas).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Pushes advance the server's version and pulls bring the weights and target along",
+          "[ps_session]") {
+  ParameterServerOptions server = CompactServer();
+  server.target_update_frequency = 4;  // Minibatches.
+  LoopbackServer ps(server);
+  AgentOptions agent = Agent(ps);
+  std::unique_ptr<PsSession> session = MakeSession(agent);
+  REQUIRE(session->Join(kDefaultNumActions, &agent).ok());
+  std::vector<float> online, target;
+  absl::StatusOr<PullUpdate> pulled = session->Pull(&online, &target);
+  REQUIRE(pulled.ok());
+  CHECK(pulled->online);
+  CHECK(pulled->target);  // A first pull takes the target of this incarnation too.
+  CHECK(session->version() == 0);
+  CHECK(session->incarnation() == ps.server->core().incarnation());
+  CHECK(online == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
+  session->StartTraining();
+
+  const std::vector<float> gradient(online.size(), 0.01f);
+  absl::StatusOr<PushResult> pushed = session->Push(gradient, 2);
+  REQUIRE(pushed.ok());
+  CHECK(pushed->accepted);
+  CHECK(pushed->version == 1);
+  pulled = session->Pull(&online, &target);
+  REQUIRE(pulled.ok());
+  CHECK(pulled->online);
+  CHECK_FALSE(pulled->target);  // Two minibatches of four: the target stays.
+  CHECK(session->version() == 1);
+  CHECK(online == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
+  pulled = session->Pull(&online, &target);
+  REQUIRE(pulled.ok());
+  CHECK_FALSE(pulled->online);  // Already current.
+
+  pushed = session->Push(gradient, 2);  // Four minibatches: the server refreshes its target.
+  REQUIRE(pushed.ok());
+  CHECK(pushed->target_version == 2);
+  pulled = session->Pull(&online, &target);
+  REQUIRE(pulled.ok());
+  CHECK(pulled->online);
+  CHECK(pulled->target);
+  CHECK(session->version() == 2);
+  CHECK(target == ps.server->core().Snapshot(v1::NETWORK_TARGET)->values);
+  CHECK(ps.Status().applied_minibatches() == 4);
+}
+
+TEST_CASE("A push that got no answer reaches the server exactly once after a rejoin",
+          "[ps_session][faults]") {
+  LoopbackServer ps(CompactServer());
+  const int port = ps.server->port();
+  AgentOptions agent = Agent(ps);
+  std::unique_ptr<PsSession> session = MakeSession(agent);
+  REQUIRE(session->Join(kDefaultNumActions, &agent).ok());
+  std::vector<float> online, target;
+  REQUIRE(session->Pull(&online, &target).ok());
+  session->StartTraining();
+  const std::vector<float> gradient(online.size(), 0.01f);
+  REQUIRE(session->Push(gradient, 1).ok());
+  REQUIRE(session->Pull(&online, &target).ok());
+
+  // Unreachable: nothing serves the port; the server keeps its state and incarnation.
+  std::unique_ptr<ParameterServer> core = ps.server->TakeCore();
+  const uint64_t incarnation = core->incarnation();
+  const absl::StatusOr<PushResult> lost = session->Push(gradient, 3);
+  CHECK(lost.status().code() == absl::StatusCode::kUnavailable);
+  CHECK_FALSE(session->connected());
+  CHECK(session->has_pending_push());
+  // Not due yet, and the server is away anyway.
+  CHECK(session->Rejoin(RejoinPace::kPaced).status().code() == absl::StatusCode::kUnavailable);
+  CHECK(session->Rejoin(RejoinPace::kNow).status().code() == absl::StatusCode::kUnavailable);
+  CHECK(session->has_pending_push());
+
+  std::unique_ptr<GrpcParameterServer> back = StartOn(port, std::move(core));
+  REQUIRE(RejoinWithin(session.get(), absl::Seconds(30)));
+  CHECK_FALSE(session->has_pending_push());
+  CHECK_FALSE(session->connected());  // Rejoining: the loop pushes its outage progress first.
+  REQUIRE(session->Push(gradient, 2).ok());
+  session->Reconnected();
+  CHECK(session->connected());
+  REQUIRE(session->Pull(&online, &target).ok());
+  CHECK(session->incarnation() == incarnation);
+  const v1::StatusResponse status = back->core().Status();
+  CHECK(status.applied_minibatches() == 1 + 3 + 2);
+  CHECK(status.updates_applied() == 3);
+  CHECK(status.rejections().empty());
+  CHECK(session->version() == 3);
+}
+
+TEST_CASE("A session rejoins a server started afresh and takes its new incarnation's weights",
+          "[ps_session][faults]") {
+  LoopbackServer ps(CompactServer());
+  const int port = ps.server->port();
+  AgentOptions agent = Agent(ps);
+  std::unique_ptr<PsSession> session = MakeSession(agent);
+  REQUIRE(session->Join(kDefaultNumActions, &agent).ok());
+  std::vector<float> online, target;
+  REQUIRE(session->Pull(&online, &target).ok());
+  session->StartTraining();
+  const std::vector<float> gradient(online.size(), 0.01f);
+  REQUIRE(session->Push(gradient, 1).ok());
+  REQUIRE(session->Pull(&online, &target).ok());
+  const uint64_t old_incarnation = session->incarnation();
+  CHECK(session->version() == 1);
+
+  ps.server.reset();  // The server is gone, its state with it.
+  CHECK_FALSE(session->Push(gradient, 1).ok());
+  CHECK_FALSE(session->connected());
+  ParameterServerOptions fresh = CompactServer();
+  fresh.seed = 99;  // Other initial weights than the first server's.
+  absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(fresh);
+  REQUIRE(core.ok());
+  const uint64_t new_incarnation = (*core)->incarnation();
+  REQUIRE(new_incarnation != old_incarnation);
+  std::unique_ptr<GrpcParameterServer> restarted = StartOn(port, *std::move(core));
+
+  REQUIRE(RejoinWithin(session.get(), absl::Seconds(30)));
+  // The push that got no answer was resent and refused: it was computed on the old incarnation.
+  CHECK_FALSE(session->has_pending_push());
+  session->Reconnected();
+  absl::StatusOr<PullUpdate> pulled = session->Pull(&online, &target);
+  REQUIRE(pulled.ok());
+  CHECK(pulled->online);
+  CHECK(pulled->target);
+  CHECK(session->incarnation() == new_incarnation);
+  CHECK(session->version() == 0);
+  CHECK(online == restarted->core().Snapshot(v1::NETWORK_ONLINE)->values);
+  CHECK(restarted->core().Status().updates_applied() == 0);
+
+  absl::StatusOr<PushResult> pushed = session->Push(gradient, 1);
+  REQUIRE(pushed.ok());
+  CHECK(pushed->accepted);
+  REQUIRE(session->Pull(&online, &target).ok());
+  CHECK(session->version() == 1);
+}
+
+}  // namespace
+}  // namespace convoy
