@@ -52,6 +52,23 @@ std::unique_ptr<GrpcParameterServer> StartOn(int port, std::unique_ptr<Parameter
   return *std::move(started);
 }
 
+// A session that joined `ps`, pulled, started training, and had one push of one minibatch applied
+// and pulled back.
+struct OnePushApplied {
+  explicit OnePushApplied(const LoopbackServer& ps) : agent(Agent(ps)), session(MakeSession(agent)) {
+    REQUIRE(session->Join(kDefaultNumActions, &agent).ok());
+    REQUIRE(session->Pull(&online, &target).ok());
+    session->StartTraining();
+    gradient.assign(online.size(), 0.01f);
+    REQUIRE(session->Push(gradient, 1).ok());
+    REQUIRE(session->Pull(&online, &target).ok());
+  }
+
+  AgentOptions agent;
+  std::unique_ptr<PsSession> session;
+  std::vector<float> online, target, gradient;
+};
+
 // Rejoin tries once; the channel may still be waiting out its reconnect backoff from the outage.
 bool RejoinWithin(ParameterServerSession* session, absl::Duration timeout) {
   return testing::WaitUntil([&] { return session->Rejoin(RejoinPace::kNow).ok(); }, timeout);
@@ -171,15 +188,8 @@ TEST_CASE("A push that got no answer reaches the server exactly once after a rej
           "[ps_session][faults]") {
   LoopbackServer ps(CompactServer());
   const int port = ps.server->port();
-  AgentOptions agent = Agent(ps);
-  std::unique_ptr<PsSession> session = MakeSession(agent);
-  REQUIRE(session->Join(kDefaultNumActions, &agent).ok());
-  std::vector<float> online, target;
-  REQUIRE(session->Pull(&online, &target).ok());
-  session->StartTraining();
-  const std::vector<float> gradient(online.size(), 0.01f);
-  REQUIRE(session->Push(gradient, 1).ok());
-  REQUIRE(session->Pull(&online, &target).ok());
+  OnePushApplied trained(ps);
+  auto& [agent, session, online, target, gradient] = trained;
 
   // Unreachable: nothing serves the port; the server keeps its state and incarnation.
   std::unique_ptr<ParameterServer> core = ps.server->TakeCore();
@@ -213,15 +223,8 @@ TEST_CASE("A session rejoins a server started afresh and takes its new incarnati
           "[ps_session][faults]") {
   LoopbackServer ps(CompactServer());
   const int port = ps.server->port();
-  AgentOptions agent = Agent(ps);
-  std::unique_ptr<PsSession> session = MakeSession(agent);
-  REQUIRE(session->Join(kDefaultNumActions, &agent).ok());
-  std::vector<float> online, target;
-  REQUIRE(session->Pull(&online, &target).ok());
-  session->StartTraining();
-  const std::vector<float> gradient(online.size(), 0.01f);
-  REQUIRE(session->Push(gradient, 1).ok());
-  REQUIRE(session->Pull(&online, &target).ok());
+  OnePushApplied trained(ps);
+  auto& [agent, session, online, target, gradient] = trained;
   const uint64_t old_incarnation = session->incarnation();
   CHECK(session->version() == 1);
 
