@@ -37,6 +37,9 @@ cluster.sh: a cluster of network-namespace nodes on this machine.
   cluster.sh heal NODE                the link up and shaped as before
   cluster.sh check-links [SECONDS]    iperf3 node 1 -> node 0; fails outside +-15% of RATE
   cluster.sh status                   the nodes, their addresses and qdiscs
+  cluster.sh slurm-up                 munged, slurmctld (root namespace, on the bridge) and one slurmd per
+                                      node (NodeName/NodeAddr each); prints the SLURM_CONF to export
+  cluster.sh slurm-down               stops them (down does too)
 
 NAME defaults to cvc. Needs root.
 USAGE
@@ -181,6 +184,7 @@ EOF
 
 # Removes everything named for NAME, whether or not a state file says it exists.
 cmd_down_quiet() {
+  slurm_stop
   local ns
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${NAME}-[0-9]+$" || true); do
     # Processes still running on a node would keep its namespaces; they belong to the cluster.
@@ -319,6 +323,127 @@ PY
   return "$rc"
 }
 
+slurm_dir() { echo "$STATE_ROOT/$NAME/slurm"; }
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+}
+
+# Stops what slurm-up started, by the pid files it wrote, then anything still running with a path of the
+# cluster's slurm directory on its command line (a killed run's daemons). Node daemons also go with their
+# namespaces.
+slurm_stop() {
+  local dir pidfile pid
+  dir=$(slurm_dir)
+  [ -d "$dir" ] || return 0
+  for pidfile in "$dir"/slurmd-*.pid "$dir/slurmctld.pid" "$dir/munge/munged.pid"; do
+    [ -f "$pidfile" ] || continue
+    pid=$(cat "$pidfile" 2>/dev/null)
+    [ -n "$pid" ] || continue
+    kill -TERM "$pid" 2>/dev/null || continue
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  pkill -KILL -f -- "$dir/" 2>/dev/null || true
+  rm -rf "$dir"
+}
+
+# The partition's node list: NAME-0,NAME-1,...
+node_list() {
+  local i list=""
+  for ((i = 0; i < NODES; i++)); do list+="${list:+,}$(netns_name "$i")"; done
+  echo "$list"
+}
+
+write_slurm_conf() {
+  local dir=$1
+  cat <<CONF
+ClusterName=$NAME
+SlurmctldHost=$(hostname -s)($SUBNET.254)
+SlurmctldPort=$(free_port)
+SlurmdPort=6818
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge/socket
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+JobRequeue=1
+KillWait=30
+MinJobAge=600
+SlurmdTimeout=60
+CONF
+  local i
+  for ((i = 0; i < NODES; i++)); do
+    echo "NodeName=$(netns_name "$i") NodeAddr=$SUBNET.$((i + 1)) CPUs=$(nproc) State=UNKNOWN"
+  done
+  echo "PartitionName=$NAME Nodes=$(node_list) Default=YES MaxTime=INFINITE State=UP"
+}
+
+cmd_slurm_up() {
+  load_state
+  need_root
+  command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null ||
+    die "slurm-up needs slurmctld, slurmd and munged (Debian: slurm-wlm, munge)"
+  local dir conf i
+  dir=$(slurm_dir)
+  conf="$dir/slurm.conf"
+  [ -e "$conf" ] && die "slurm is already up on '$NAME' (SLURM_CONF=$conf)"
+  mkdir -p "$dir/munge" "$dir/log" "$dir/state" "$dir/spool"
+  chmod 0755 "$dir/munge"
+  # munge: a key and a socket of the cluster's own. The socket is a path, so every namespace sees it.
+  dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
+  chmod 0400 "$dir/munge/munge.key"
+  munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/socket" \
+    --pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/seed" --log-file="$dir/log/munged.log" ||
+    die "munged did not start ($dir/log/munged.log)"
+  for _ in $(seq 100); do [ -S "$dir/munge/socket" ] && break; sleep 0.1; done
+  [ -S "$dir/munge/socket" ] || die "munged made no socket"
+  write_slurm_conf "$dir" >"$conf"
+  # slurmctld in the root namespace, which the nodes reach at the bridge's address; a slurmd on every node,
+  # in the node's namespaces and named as the node.
+  SLURM_CONF="$conf" slurmctld -i -f "$conf" >"$dir/log/slurmctld.out" 2>&1 ||
+    die "slurmctld did not start ($dir/log/slurmctld.log)"
+  for ((i = 0; i < NODES; i++)); do
+    mkdir -p "$dir/spool/$(netns_name "$i")"
+    nsenter --net="/run/netns/$(netns_name "$i")" --uts="$(uts_file "$i")" -- \
+      env SLURM_CONF="$conf" slurmd -f "$conf" -N "$(netns_name "$i")" >"$dir/log/slurmd-$i.out" 2>&1 ||
+      die "slurmd on node $i did not start ($dir/log/slurmd-$(netns_name "$i").log)"
+  done
+  local idle=0
+  for _ in $(seq 120); do
+    idle=$(SLURM_CONF="$conf" sinfo -h -t idle -o %D 2>/dev/null | awk '{s += $1} END {print s + 0}')
+    [ "$idle" = "$NODES" ] && break
+    sleep 0.5
+  done
+  [ "$idle" = "$NODES" ] || die "only $idle of $NODES nodes came up idle (logs in $dir/log)"
+  say "slurm up: slurmctld on $SUBNET.254, a slurmd on each of $NODES nodes; export SLURM_CONF=$conf"
+  echo "$conf"
+}
+
+cmd_slurm_down() {
+  need_root
+  slurm_stop
+  say "slurm down on '$NAME'"
+}
+
 cmd_status() {
   load_state
   echo "cluster $NAME: $NODES nodes on $SUBNET.0/24, links $RATE (netem: $NETEM)"
@@ -353,6 +478,8 @@ main() {
     heal) cmd_heal "$@" ;;
     check-links) cmd_check_links "$@" ;;
     status) cmd_status ;;
+    slurm-up) cmd_slurm_up ;;
+    slurm-down) cmd_slurm_down ;;
     *)
       usage
       exit 2

@@ -6,7 +6,11 @@
 #     deadline with nothing said; after each, heal brings the transfer back;
 #   - down removes every namespace, link, mount and state file, also what a killed run left without its
 #     state file.
-# Needs root; without it, or without `ip netns` or iperf3, it exits 77 (CTest: Skipped), saying why.
+#   - Slurm on the nodes (slurm-up): sinfo shows them idle; srun from this namespace runs on each and its
+#     output comes back; a step runs in its node's namespaces; a batch job's srun reaches its other node;
+#     slurm-down leaves no daemon.
+# Needs root; without it, network namespaces, iperf3, slurm-wlm or munge it exits 77 (CTest: Skipped), saying
+# why.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -30,15 +34,25 @@ if ! ip netns add "${NAME}-probe" 2>/dev/null; then
   exit $SKIP
 fi
 ip netns del "${NAME}-probe"
-if ! command -v iperf3 >/dev/null; then
-  say "SKIP: iperf3 is not installed (Debian: iperf3; ./convoy test installs it)"
-  exit $SKIP
-fi
+PATH="$PATH:/usr/sbin:/sbin"
+for tool in iperf3 slurmctld slurmd munged; do
+  if ! command -v "$tool" >/dev/null; then
+    say "SKIP: $tool is not installed (Debian: iperf3, slurm-wlm, munge; ./convoy test installs them)"
+    exit $SKIP
+  fi
+done
 
 LISTENER=""
 cleanup() {
+  local rc=$?
   [ -n "$LISTENER" ] && kill "$LISTENER" 2>/dev/null
+  if [ "$rc" -ne 0 ]; then
+    for f in /run/convoy-cluster/"$NAME"/slurm/log/*; do
+      [ -f "$f" ] && { say "---- $f (last 20 lines)"; tail -n 20 "$f"; }
+    done
+  fi
   "$CLUSTER" down --name="$NAME" >/dev/null 2>&1
+  exit "$rc"
 }
 trap cleanup EXIT
 
@@ -98,6 +112,34 @@ check "healed, node 1's transfer gets through again ($r)" '[ "$(field "$r" deliv
 kill "$LISTENER" 2>/dev/null
 wait "$LISTENER" 2>/dev/null
 LISTENER=""
+
+# Slurm across the nodes: slurmctld in this namespace, a slurmd in each node's.
+if conf=$("$CLUSTER" --name="$NAME" slurm-up); then
+  export SLURM_CONF="$conf"
+  check "sinfo shows the three nodes idle" '[ "$(sinfo -h -t idle -o %D)" = 3 ]'
+  out=$(timeout 60 srun --nodes=3 --ntasks-per-node=1 hostname 2>&1 | sort | tr '\n' ' ')
+  check "srun from here runs on every node and its output comes back ($out)" \
+    '[ "$out" = "$NAME-0 $NAME-1 $NAME-2 " ]'
+  out=$(timeout 60 srun --nodelist="$NAME-2" bash -c 'hostname; ip -4 -o addr show | grep -c "$0"' \
+    "$("$CLUSTER" --name="$NAME" addr 2)/" 2>&1 | tr '\n' ' ')
+  check "a step on node 2 runs in node 2's namespaces ($out)" '[ "$out" = "$NAME-2 1 " ]'
+  # A batch job's own srun starts on its first node, in that node's namespace, and reaches the others.
+  job_out=$(mktemp)
+  timeout 120 sbatch --wait --nodes=2 --ntasks-per-node=1 --output="$job_out" \
+    --wrap='echo "batch on $(hostname)"; srun hostname | sort' >/dev/null 2>&1
+  rc=$?
+  out=$(tr '\n' ' ' <"$job_out")
+  rm -f "$job_out"
+  check "sbatch --wait on two nodes: the step's srun reaches both from the first ($out)" \
+    '[ $rc -eq 0 ] && [ "$out" = "batch on $NAME-0 $NAME-0 $NAME-1 " ]'
+  "$CLUSTER" --name="$NAME" slurm-down >/dev/null 2>&1
+  check "slurm-down stops every daemon it started" \
+    '! pgrep -f "/run/convoy-cluster/$NAME/slurm/" >/dev/null'
+else
+  say "FAIL: slurm-up"
+  failures=$((failures + 1))
+fi
+
 "$CLUSTER" down --name="$NAME" >/dev/null
 check "down leaves nothing ($(leftovers | tr '\n' ' '))" '[ -z "$(leftovers)" ]'
 
