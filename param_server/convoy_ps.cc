@@ -191,6 +191,20 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   return o;
 }
 
+// What the run did, as GetStatus has it, for the log's last line: the version, the bytes on the wire, and
+// each agent with the host it joined from and its pushes.
+std::string FinalStatusLine(const v1::StatusResponse& status) {
+  std::vector<std::string> agents;
+  for (const v1::AgentStatus& agent : status.agents()) {
+    agents.push_back(absl::StrCat(agent.agent_id(), "@", agent.hostname(), " (",
+                                  agent.pushes_accepted(), " pushes accepted, ",
+                                  agent.pushes_rejected(), " rejected)"));
+  }
+  return absl::StrCat("final status: version ", status.version(), ", updates ",
+                      status.updates_applied(), ", bytes in ", status.bytes_in(), " out ",
+                      status.bytes_out(), ", agents: ", agents.empty() ? "none" : absl::StrJoin(agents, ", "));
+}
+
 int WriteCredentials(const std::string& dir) {
   absl::Status written = WriteClusterCredentials(dir, absl::GetFlag(FLAGS_credentials_server_name),
                                                  absl::GetFlag(FLAGS_credentials_days));
@@ -289,6 +303,7 @@ int Run() {
     return 1;
   }
   LOG(INFO) << "stopped at version " << (*server)->core().version();
+  LOG(INFO) << FinalStatusLine((*server)->core().Status());
   return 0;
 }
 

@@ -119,7 +119,9 @@ TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server conti
   PsProcess ps = NewPs();
   ps.Start(0);
   {
-    PsClient client(ps.ClientOptions("a"));
+    PsClientOptions options = ps.ClientOptions("a");
+    options.hostname = "node-a";
+    PsClient client(options);
     REQUIRE(client.Join().ok());
     std::vector<float> g(DescribeModel("tiny")->parameter_count, 0.01f);
     for (uint64_t v = 0; v < 5; ++v) REQUIRE(client.Push(g.data(), g.size(), v, 1)->accepted);
@@ -127,6 +129,11 @@ TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server conti
   ps.process->Signal(SIGTERM);
   CHECK(ps.process->Wait(absl::Seconds(30)) == 0);
   CHECK(Checkpointer::VerifyManifest(ps.dir + "/ckpt/ckpt-00000000000000000005").ok());
+  // The log's last word is GetStatus's: the version, the wire's bytes, each agent with its host.
+  const std::string first_log = ReadWholeFile(ps.log);
+  INFO(first_log);
+  CHECK_THAT(first_log, Catch::Contains("final status: version 5, updates 5, bytes in "));
+  CHECK_THAT(first_log, Catch::Contains("agents: a@node-a (5 pushes accepted, 0 rejected)"));
 
   ps.Start(0, {"--resume"});
   PsClient client(ps.ClientOptions("a"));
