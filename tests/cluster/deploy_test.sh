@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The real deploy/slurm/convoy.sbatch, unchanged, on a three-node cluster of network namespaces
-# (tests/cluster/cluster.sh) with 1 Gbit/s links and Slurm across the nodes:
-#   sbatch --wait --nodes=3 --ntasks-per-node=1: convoy_ps alone on the first node, an agent on each of the
-#   other two, each agent driving its own convoy_sim on its node over the AirSim protocol, TLS and a bearer
-#   token as a cluster run has them.
-# Checks: the job succeeds; each agent ran on the node Slurm gave it (its log, and convoy_ps's GetStatus
-# summary, name that node) and no agent on the PS's node; the agents joined over TLS with the token; the
-# newest checkpoint verifies against its manifest's SHA-256s; the PS node's link carried at least the bytes
-# convoy_ps counted on the wire, and each agent node's link carried traffic.
+# (tests/cluster/cluster.sh) with 1 Gbit/s links and Slurm across the nodes, three jobs:
+#   1. sbatch --wait --nodes=3 --ntasks-per-node=1: convoy_ps alone on the first node, an agent on each of the
+#      other two, each agent driving its own convoy_sim on its node over the AirSim protocol, TLS and a
+#      bearer token as a cluster run has them;
+#   2. the heterogeneous layout, -N1 : -N2 (the PS component alone on one node, the agents on two others);
+#   3. job 1's run directory again, requeued while it trains (scontrol requeue): it resumes from the
+#      checkpoint written on SIGTERM and the version carries on.
+# Checks of each: the job succeeds; each agent ran on the node Slurm gave it (its log, its join and
+# convoy_ps's GetStatus summary name that node), none beside the PS; TLS with the token; the newest
+# checkpoint verifies against its manifest's SHA-256s. Of job 1: the PS node's link carried at least the bytes
+# convoy_ps counted on the wire, and the agents' links as much between them.
 #
 #   deploy_test.sh REPO_ROOT BIN_DIR
 #
@@ -68,47 +71,27 @@ node_bytes() {  # Bytes both ways on node $1's link, counted at its bridge port.
 }
 BEFORE=("$(node_bytes 0)" "$(node_bytes 1)" "$(node_bytes 2)")
 
-RUN="$T/run"
 PS_FLAGS="--checkpoint_every_updates=20 --checkpoint_every_seconds=0 --keep_checkpoints=3 --batch_size=16"
-AGENT_FLAGS="--min_replay_size=64 --replay_memory_size=2000 --report_seconds=2 --max_minutes=3 --max_steps=300"
-say "sbatch --wait --nodes=3: convoy_ps on $NAME-0, an agent with its convoy_sim on $NAME-1 and $NAME-2"
-start=$SECONDS
-timeout 400 sbatch --wait --parsable --nodes=3 --ntasks-per-node=1 --cpus-per-task=1 --time=10 \
-  --output="$T/job.out" \
-  --export="ALL,CONVOY_HOME=$REPO,CONVOY_BIN=$BIN,CONVOY_RUN_DIR=$RUN,CONVOY_MODEL=compact,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS,CONVOY_SIM=convoy_sim,CONVOY_SIM_BASE_PORT=41451" \
-  "$REPO/deploy/slurm/convoy.sbatch" >"$T/job.id"
-rc=$?
-[ "$rc" -eq 0 ] || fail "the job (sbatch --wait) exited $rc"
-say "job $(cat "$T/job.id") finished in $((SECONDS - start)) s"
+AGENT_FLAGS="--min_replay_size=64 --replay_memory_size=2000 --report_seconds=2 --max_minutes=3"
+SIM_ENV="CONVOY_SIM=convoy_sim,CONVOY_SIM_BASE_PORT=41451"
+job_env() {  # $1 run directory, $2 agent steps
+  echo "ALL,CONVOY_HOME=$REPO,CONVOY_BIN=$BIN,CONVOY_RUN_DIR=$1,CONVOY_MODEL=compact,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=$2,$SIM_ENV"
+}
 
-grep -q "PS on $NAME-0 (10\.213\.[0-9]*\.1), 2 agents" "$T/job.out" || fail "the job did not put convoy_ps on $NAME-0"
-PS_LOG="$RUN/logs/ps.log"
-grep -q '(TLS, bearer token)$' "$PS_LOG" || fail "convoy_ps did not serve TLS with a token"
-status_line=$(grep 'final status:' "$PS_LOG" | tail -n 1)
-[ -n "$status_line" ] || fail "convoy_ps logged no final status"
-say "convoy_ps: ${status_line#*final status: }"
-nodes_used=()
-for i in 0 1; do
-  log="$RUN/logs/agent-$i.log"
-  [ -s "$log" ] || fail "no log for agent $i ($log)"
-  node=$(grep -o 'agent_task\[[0-9]*\]: node [^,]*' "$log" | head -n 1 | awk '{print $NF}')
-  [[ "$node" =~ ^$NAME-[12]$ ]] || fail "agent $i ran on '${node:-?}', not on one of the agent nodes $NAME-1, $NAME-2"
-  grep -q "\[agent-$i\] done:.* 300 steps" "$log" || fail "agent $i did not log a finished 300-step run"
-  grep -q 'convoy_agent exited 0' "$log" || fail "agent $i did not exit 0"
-  # One agent per node, so LOCAL_RANK 0 on each: its convoy_sim is on the base port of its own node.
-  grep -q "sim airsim://127.0.0.1:41451\$" "$log" || fail "agent $i did not drive its own convoy_sim"
-  grep -q "convoy_sim listening on 127.0.0.1:41451" "$log" || fail "agent $i's convoy_sim did not start"
-  grep -q "agent agent-$i (index $i) joined from $node" "$PS_LOG" || fail "agent $i's join did not come from $node"
-  [[ "$status_line" == *"agent-$i@$node ("* ]] || fail "GetStatus does not place agent $i on $node"
-  nodes_used+=("$node")
-done
-[ "${nodes_used[0]}" != "${nodes_used[1]}" ] || fail "both agents ran on ${nodes_used[0]}"
-say "agents on ${nodes_used[*]}, as Slurm placed them; convoy_ps on $NAME-0"
+newest_checkpoint() { ls "$1/checkpoints" 2>/dev/null | grep '^ckpt-' | sort | tail -n 1; }
+newest_version() {
+  local newest
+  newest=$(newest_checkpoint "$1")
+  [ -n "$newest" ] || { echo 0; return; }
+  grep -m1 -o '^version: [0-9]*' "$1/checkpoints/$newest/MANIFEST" | awk '{print $2}'
+}
 
-# The newest checkpoint, file by file against its manifest.
-newest=$(ls "$RUN/checkpoints" | grep '^ckpt-' | sort | tail -n 1)
-[ -n "$newest" ] || fail "no checkpoint in $RUN/checkpoints"
-python3 - "$RUN/checkpoints/$newest" <<'PY' || fail "checkpoint $newest does not verify"
+# The newest checkpoint of run directory $1, file by file against its manifest.
+verify_newest_checkpoint() {
+  local newest
+  newest=$(newest_checkpoint "$1")
+  [ -n "$newest" ] || fail "no checkpoint in $1/checkpoints"
+  python3 - "$1/checkpoints/$newest" <<'PY' || fail "checkpoint $newest does not verify"
 import hashlib, os, re, sys
 d = sys.argv[1]
 text = open(os.path.join(d, "MANIFEST")).read()
@@ -120,9 +103,50 @@ for name, size, digest in files:
     assert hashlib.sha256(data).hexdigest() == digest, name
 print(f"cluster deploy_test: {os.path.basename(d)}: {len(files)} files match their manifest")
 PY
+}
+
+# The checks of a finished run in directory $1 whose agents each ran $2 steps: convoy_ps on node 0 over TLS
+# with the token; each agent on one of nodes 1 and 2 as its log, its join and GetStatus's summary say, both on
+# different nodes, each with its own convoy_sim; the newest checkpoint verifies.
+check_run() {
+  local run=$1 steps=$2 ps_log="$1/logs/ps.log" status_line nodes_used=() i log node
+  grep -q '(TLS, bearer token)$' "$ps_log" || fail "convoy_ps did not serve TLS with a token"
+  status_line=$(grep 'final status:' "$ps_log" | tail -n 1)
+  [ -n "$status_line" ] || fail "convoy_ps logged no final status"
+  say "convoy_ps: ${status_line#*final status: }"
+  for i in 0 1; do
+    log="$run/logs/agent-$i.log"
+    [ -s "$log" ] || fail "no log for agent $i ($log)"
+    node=$(grep -o 'agent_task\[[0-9]*\]: node [^,]*' "$log" | tail -n 1 | awk '{print $NF}')
+    [[ "$node" =~ ^$NAME-[12]$ ]] || fail "agent $i ran on '${node:-?}', not on an agent node ($NAME-1, $NAME-2)"
+    grep -q "\[agent-$i\] done:.* $steps steps" "$log" || fail "agent $i did not log a finished $steps-step run"
+    grep -q 'convoy_agent exited 0' "$log" || fail "agent $i did not exit 0"
+    # One agent per node, so LOCAL_RANK 0 on each: its convoy_sim is on the base port of its own node.
+    grep -q "sim airsim://127.0.0.1:41451\$" "$log" || fail "agent $i did not drive its own convoy_sim"
+    grep -q "agent agent-$i (index $i) joined from $node" "$ps_log" || fail "agent $i's join did not come from $node"
+    [[ "$status_line" == *"agent-$i@$node ("* ]] || fail "GetStatus does not place agent $i on $node"
+    nodes_used+=("$node")
+  done
+  [ "${nodes_used[0]}" != "${nodes_used[1]}" ] || fail "both agents ran on ${nodes_used[0]}"
+  say "agents on ${nodes_used[*]}, as Slurm placed them; convoy_ps on $NAME-0"
+  verify_newest_checkpoint "$run"
+  STATUS_LINE=$status_line
+}
+
+# 1. A plain job: the PS on the first node, one agent on each of the other two.
+RUN="$T/run"
+say "job 1: sbatch --wait --nodes=3: convoy_ps on $NAME-0, an agent with its convoy_sim on $NAME-1 and $NAME-2"
+start=$SECONDS
+timeout 400 sbatch --wait --parsable --nodes=3 --ntasks-per-node=1 --cpus-per-task=1 --time=10 \
+  --output="$T/job.out" --export="$(job_env "$RUN" 300)" "$REPO/deploy/slurm/convoy.sbatch" >"$T/job.id"
+rc=$?
+[ "$rc" -eq 0 ] || fail "job 1 (sbatch --wait) exited $rc"
+say "job 1 ($(cat "$T/job.id")) finished in $((SECONDS - start)) s"
+grep -q "PS on $NAME-0 (10\.213\.[0-9]*\.1), 2 agents" "$T/job.out" || fail "job 1 did not put convoy_ps on $NAME-0"
+check_run "$RUN" 300
 
 # Bytes: everything convoy_ps sent and received crossed node 0's link, with TLS and TCP on top.
-wire=$(sed -E 's/.*bytes in ([0-9]+) out ([0-9]+).*/\1 \2/' <<<"$status_line" | awk '{print $1 + $2}')
+wire=$(sed -E 's/.*bytes in ([0-9]+) out ([0-9]+).*/\1 \2/' <<<"$STATUS_LINE" | awk '{print $1 + $2}')
 link0=$(($(node_bytes 0) - BEFORE[0]))
 link1=$(($(node_bytes 1) - BEFORE[1]))
 link2=$(($(node_bytes 2) - BEFORE[2]))
@@ -130,4 +154,56 @@ say "bytes: convoy_ps counted $wire on the wire; links carried node0 $link0, nod
 [ "$wire" -gt 0 ] || fail "convoy_ps counted no bytes"
 [ "$link0" -ge "$wire" ] || fail "node 0's link carried $link0 bytes, fewer than the $wire convoy_ps counted"
 [ $((link1 + link2)) -ge "$wire" ] || fail "the agents' links carried $((link1 + link2)), fewer than $wire"
+
+# 2. The heterogeneous layout: component 0 is the PS alone on one node, component 1 the agents on two others.
+RUN2="$T/run-het"
+say "job 2: heterogeneous, -N1 (convoy_ps) : -N2 (agents)"
+start=$SECONDS
+timeout 400 sbatch --wait --parsable --time=10 --output="$T/job2.out" --export="$(job_env "$RUN2" 300)" \
+  --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 : --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 \
+  "$REPO/deploy/slurm/convoy.sbatch" >"$T/job2.id"
+rc=$?
+[ "$rc" -eq 0 ] || fail "job 2 (heterogeneous, sbatch --wait) exited $rc"
+say "job 2 ($(cat "$T/job2.id")) finished in $((SECONDS - start)) s"
+grep -q "PS on $NAME-0 (10\.213\.[0-9]*\.1), 2 agents" "$T/job2.out" || fail "job 2 did not put convoy_ps on $NAME-0"
+check_run "$RUN2" 300
+
+# 3. Job 1's run directory again, requeued while it trains: a checkpoint on SIGTERM, a resumed start, and the
+# version carries on from where the first start stopped.
+V1=$(newest_version "$RUN")
+say "job 3: resumes job 1's run from version $V1; requeued while training"
+start=$SECONDS
+JOB3=$(sbatch --parsable --nodes=3 --ntasks-per-node=1 --cpus-per-task=1 --time=10 --output="$T/job3.out" \
+  --export="$(job_env "$RUN" 900)" "$REPO/deploy/slurm/convoy.sbatch") || fail "sbatch of job 3 failed"
+for _ in $(seq 240); do
+  [ "$(newest_version "$RUN")" -ge $((V1 + 40)) ] && break
+  sleep 0.5
+done
+V_BEFORE=$(newest_version "$RUN")
+[ "$V_BEFORE" -ge $((V1 + 40)) ] || fail "job 3 made no progress past version $V1 in 120 s"
+scontrol requeue "$JOB3" || fail "scontrol requeue $JOB3 failed"
+say "requeued job $JOB3 at checkpoint version $V_BEFORE"
+job_field() { scontrol show job "$JOB3" -o 2>/dev/null | grep -o "$1=[^ ]*" | head -n 1 | cut -d= -f2; }
+for _ in $(seq 240); do
+  state=$(job_field JobState)
+  [ "$state" = RUNNING ] && [ "$(job_field Restarts)" -ge 1 ] && break
+  # Slurm holds a requeued job back (BeginTime two minutes on); make it eligible once it is pending again.
+  [ "$state" = PENDING ] && scontrol update jobid="$JOB3" starttime=now >/dev/null 2>&1
+  sleep 0.5
+done
+for _ in $(seq 600); do
+  state=$(job_field JobState)
+  case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) break ;; esac
+  sleep 0.5
+done
+[ "$state" = COMPLETED ] || fail "job 3 ended ${state:-in an unknown state}"
+say "job 3 finished in $((SECONDS - start)) s"
+grep -q 'start 2 (SLURM_RESTART_COUNT=1)' "$T/job3.out" || fail "job 3 did not restart after the requeue"
+grep -q "resumed from .* at version $V1\$" "$RUN/logs/ps.log" || fail "job 3 did not resume from version $V1"
+V_RESUMED=$(grep 'resumed from' "$RUN/logs/ps.log" | tail -n 1 | grep -o '[0-9]*$')
+[ "$V_RESUMED" -ge "$V_BEFORE" ] || fail "the requeued start resumed at $V_RESUMED, behind the checkpoint $V_BEFORE"
+V3=$(newest_version "$RUN")
+[ "$V3" -gt "$V_RESUMED" ] || fail "after the requeue the version did not grow ($V_RESUMED -> $V3)"
+check_run "$RUN" 900
+say "job 3: checkpoint $V_BEFORE before the requeue, resumed at $V_RESUMED, finished at $V3"
 say "ok"
