@@ -20,6 +20,8 @@ RATE=1gbit
 DELAY=""
 LOSS=""
 STATE_ROOT=/run/convoy-cluster
+# shellcheck source=../support/slurm_policy.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../support/slurm_policy.sh"
 
 say() { printf 'cluster: %s\n' "$*" >&2; }
 
@@ -362,34 +364,15 @@ ClusterName=$NAME
 SlurmctldHost=$(hostname -s)($SUBNET.254)
 SlurmctldPort=$(free_port)
 SlurmdPort=6818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
 AuthInfo=socket=$dir/munge/socket
-CredType=cred/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-MpiDefault=none
-ReturnToService=2
-JobRequeue=1
-KillWait=30
-MinJobAge=600
-SlurmdTimeout=60
 CONF
+  convoy_slurm_policy
   local i
   for ((i = 0; i < NODES; i++)); do
     echo "NodeName=$(netns_name "$i") NodeAddr=$SUBNET.$((i + 1)) CPUs=$(nproc) State=UNKNOWN"

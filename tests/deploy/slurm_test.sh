@@ -18,6 +18,8 @@ set -uo pipefail
 REPO="${1:?repository root}"
 BIN="${2:?binary directory}"
 SKIP=77
+# shellcheck source=../support/slurm_policy.sh
+. "$(dirname "$0")/../support/slurm_policy.sh"
 
 say() { printf 'slurm_test: %s\n' "$*"; }
 fail() {
@@ -101,33 +103,16 @@ ClusterName=convoytest
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
 AuthInfo=socket=$T/munge/socket
-CredType=cred/munge
 StateSaveLocation=$T/state
 SlurmdSpoolDir=$T/spool
 SlurmctldPidFile=$T/slurmctld.pid
 SlurmdPidFile=$T/slurmd.pid
 SlurmctldLogFile=$T/log/slurmctld.log
 SlurmdLogFile=$T/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-MpiDefault=none
-ReturnToService=2
-JobRequeue=1
-KillWait=30
-MinJobAge=600
-SlurmdTimeout=60
+EOF
+convoy_slurm_policy >>"$T/slurm.conf"
+cat >>"$T/slurm.conf" <<EOF
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
 PartitionName=convoytest Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF
