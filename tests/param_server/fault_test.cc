@@ -311,18 +311,14 @@ class ConcurrentLoad {
     for (int c = 0; c < clients; ++c) {
       threads_.emplace_back([this, &ps, n, c] {
         PsClient client(ps.ClientOptions(absl::StrCat("load-", c)));
-        std::vector<float> weights, g(n, 1e-4f);
-        uint64_t version = 0, incarnation = 0;
+        std::vector<float> g(n, 1e-4f);
+        testing::PulledWeights newest;
         while (!stop_.load()) {
-          absl::StatusOr<PullResult> pulled =
-              client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
-          if (!pulled.ok()) {
+          if (!newest.Refresh(client).ok()) {
             ++errors;
             continue;
           }
-          version = pulled->version;
-          incarnation = pulled->incarnation;
-          absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, version, 1);
+          absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, newest.version, 1);
           if (!pushed.ok()) {
             ++errors;
           } else if (pushed->accepted) {

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/ps_client.h"
@@ -50,6 +51,23 @@ struct LoopbackServer {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ParameterServer::Stub> stub;
+};
+
+// A client's copy of the newest online weights and the version and incarnation they are at, which its
+// next push names as its base: the pull-then-push cycle of the load and concurrency tests.
+struct PulledWeights {
+  uint64_t version = 0;
+  uint64_t incarnation = 0;
+  std::vector<float> weights;
+
+  // Pulls the online network when the server's is newer than this copy.
+  absl::Status Refresh(PsClient& client) {
+    absl::StatusOr<PullResult> pulled = client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
+    if (!pulled.ok()) return pulled.status();
+    version = pulled->version;
+    incarnation = pulled->incarnation;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace convoy::testing

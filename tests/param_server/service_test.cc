@@ -148,19 +148,14 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
-      std::vector<float> weights;
-      uint64_t version = 0, incarnation = 0;
+      testing::PulledWeights newest;
       for (int i = 0; i < kPushes; ++i) {
-        absl::StatusOr<PullResult> pulled =
-            client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
-        if (!pulled.ok()) {
+        if (!newest.Refresh(client).ok()) {
           ++errors;
           continue;
         }
-        version = pulled->version;
-        incarnation = pulled->incarnation;
         std::vector<float> g = RandomVector(n, 1000 * t + i);
-        absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, version, 1);
+        absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, newest.version, 1);
         ++sent;
         if (!pushed.ok()) {
           ++errors;
