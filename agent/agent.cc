@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -14,6 +16,7 @@
 #include "agent/learner.h"
 #include "agent/ps_session.h"
 #include "agent/replay_memory.h"
+#include "agent/session_worker.h"
 #include "common/backoff.h"
 #include "common/exploration.h"
 #include "common/gpu_monitor.h"
@@ -70,16 +73,23 @@ class Agent::Impl {
   absl::Status ReconnectSimulator();
   int ChooseAction();
   absl::Status TrainOne();
+  // Trains while the replay ratio's credit lasts and training need not wait for the server, at most
+  // twice what one environment step owes (rounded up); with `drain`, all of it, waiting for answers.
+  absl::Status TrainOnCredit(const std::atomic<bool>& stop, bool drain);
+  // At a sync point: alone, the local target refresh and epsilon; with a server, the next exchange
+  // when one is due (a push and pull in step, a rejoin attempt while the server is away).
   void Sync();
   // The last sync of a run: whatever was learned since the previous one reaches the server.
   void FinalSync();
-  // Disconnected: rejoins, pushes what the outage learned and pulls; true when in step again.
-  bool TryJoin(RejoinPace pace);
-  // After an outage: pushes what was learned while the server was away, on the weights held before it.
-  // False when a push got no answer (it stays pending for the next rejoin).
-  bool PushOutageProgress();
-  // Pulls the server's weights (and its target network when that changed) into the learner.
-  void PullWeights();
+  // A push and pull in flight for less than sync_wait: training waits for its answer (acting goes
+  // on). Past sync_wait the agent is out of step and learns locally.
+  bool TrainingWaits();
+  // Takes a finished exchange in; out of step with a server that answers, starts the catch-up.
+  void PollSession();
+  // Hands the worker an exchange of `kind`, with the progress to push for kSync and kCatchUp. False
+  // when a kSync had nothing to push.
+  bool StartExchange(Exchange::Kind kind, RejoinPace pace = RejoinPace::kPaced);
+  void FinishExchange(std::unique_ptr<Exchange> exchange);
   // The session's standing into stats_.
   void RefreshSessionStats();
   void EndEpisode(const StepResult& last);
@@ -96,14 +106,26 @@ class Agent::Impl {
   std::unique_ptr<ReplayMemory> replay_;
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<ParameterServerSession> ps_;  // Null alone.
+  std::unique_ptr<SessionWorker> worker_;       // After ps_: stops before the session goes.
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<GpuMonitor> gpu_;
 
   std::vector<uint8_t> env_frame_, model_frame_, observation_;
   std::vector<float> gradient_, weights_, target_weights_, weights_at_sync_;
-  // Gradients mode during an outage: the sum of the mean gradients the local optimizer stepped with.
+  // Deltas: the learner's weights when the exchange in flight was handed over.
+  std::vector<float> weights_at_exchange_;
+  // Gradients mode out of step: the sum of the mean gradients the local optimizer stepped with.
   std::vector<float> outage_gradient_sum_, step_gradient_;
   uint64_t outage_minibatches_ = 0;
+  // The session as the last exchange left it (the worker's thread owns the session itself).
+  bool ps_connected_ = false;
+  uint64_t ps_version_ = 0;
+  // The learner holds the server's last pull plus what the next sync pushes. Out of step (server
+  // away, or an answer overdue) it learns locally and a catch-up push carries what it learned.
+  bool in_step_ = false;
+  bool rejoined_ = false;                  // A rejoin succeeded; the catch-up comes next.
+  bool trained_during_exchange_ = false;  // The learner moved on while the exchange was in flight.
+  bool waiting_for_answer_ = false;       // Training waits for the exchange in flight.
 
   // Episode and training state.
   double epsilon_ = 1.0;
@@ -219,9 +241,16 @@ absl::Status Agent::Impl::Init() {
   }
 
   if (ps_ != nullptr) {
-    PullWeights();
+    absl::StatusOr<PullUpdate> pulled = ps_->Pull(&weights_, &target_weights_);
+    if (pulled.ok()) {  // Otherwise the session logged it, and the agent rejoins later.
+      if (pulled->online) learner_->SetWeights(weights_);
+      if (pulled->target) learner_->SetTargetWeights(target_weights_);
+    }
     ps_->StartTraining();
+    ps_connected_ = in_step_ = ps_->connected();
+    ps_version_ = ps_->version();
     RefreshSessionStats();
+    worker_ = std::make_unique<SessionWorker>(ps_.get());  // From here on the worker calls ps_.
   }
   learner_->GetWeights(&weights_at_sync_);
   return absl::OkStatus();
@@ -324,21 +353,48 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
       }
     }
     if (replay_->size() >= std::max<size_t>(options_.min_replay_size, options_.batch_size)) {
-      train_credit_ += train_steps_per_env_step;
-      while (train_credit_ >= 1.0 && !stop.load()) {
-        if (absl::Status s = TrainOne(); !s.ok()) return s;
-        train_credit_ -= 1.0;
-      }
+      train_credit_ += train_steps_per_env_step;  // The replay ratio's minibatches owed.
+      if (absl::Status s = TrainOnCredit(stop, /*drain=*/false); !s.ok()) return s;
     }
+    PollSession();
     if (absl::Now() - last_report_ >= options_.report_every) Report(false);
     if (!options_.log_dir.empty() && absl::Now() - last_weights_save_ >= kWeightsEvery) {
       SaveWeights();
     }
   }
+  // The minibatches the replay ratio owes to the last steps; then the last sync.
+  if (absl::Status s = TrainOnCredit(stop, /*drain=*/true); !s.ok()) return s;
   if (ps_ != nullptr) FinalSync();
   sampler_->Stop();
   Report(true);
   if (!options_.log_dir.empty()) SaveWeights();
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::TrainOnCredit(const std::atomic<bool>& stop, bool drain) {
+  // While training waits for the server, acting goes on until it is one sync's worth of minibatches
+  // ahead of the replay ratio; then the loop waits too (as Reverb's rate limiters block inserts),
+  // but never past the exchange being sync_wait old: then the agent is out of step and learns
+  // locally. Credit that accrued meanwhile is repaid a few minibatches per environment step, so an
+  // answer does not set off a burst of training that stops acting.
+  const double ahead = static_cast<double>(options_.batch_update_frequency);
+  const double per_step = options_.replay_ratio / options_.batch_size;
+  int budget = drain ? INT_MAX : 2 * static_cast<int>(std::ceil(per_step));
+  while (train_credit_ >= 1.0 && budget > 0 && !stop.load()) {
+    if (TrainingWaits()) {
+      if (!drain && train_credit_ < ahead) return absl::OkStatus();  // Acting goes on.
+      if (std::unique_ptr<Exchange> e =
+              worker_->WaitFinished(worker_->started() + options_.sync_wait)) {
+        FinishExchange(std::move(e));
+        PollSession();
+      }
+      continue;  // Answered, or now out of step.
+    }
+    if (absl::Status s = TrainOne(); !s.ok()) return s;
+    train_credit_ -= 1.0;
+    --budget;
+    PollSession();
+  }
   return absl::OkStatus();
 }
 
@@ -361,94 +417,40 @@ absl::Status Agent::Impl::TrainOne() {
     ++stats_.train_steps;
     stats_.last_batch_size = static_cast<uint64_t>(batch->actions.size(0));
   }
+  if (ps_ != nullptr && worker_->busy()) trained_during_exchange_ = true;
   if (options_.push == PushMode::kDeltas || ps_ == nullptr) {
     // Deltas, or training alone: the local optimizer steps every minibatch.
     learner_->StepLocal();
-  } else if (!ps_->connected()) {
-    // Riding out a server outage: step locally, and keep the gradients for the server.
+  } else if (!in_step_) {
+    // Out of step with the server: step locally, and keep the gradients for the server.
     if (learner_->StepLocal(&step_gradient_)) {
       outage_gradient_sum_.resize(step_gradient_.size(), 0.0f);
       for (size_t i = 0; i < step_gradient_.size(); ++i) outage_gradient_sum_[i] += step_gradient_[i];
       ++outage_minibatches_;
     }
   }
-  if (minibatches_ % options_.batch_update_frequency == 0) Sync();
+  if (ps_ != nullptr || minibatches_ % options_.batch_update_frequency == 0) Sync();
   return absl::OkStatus();
 }
 
-bool Agent::Impl::TryJoin(RejoinPace pace) {
-  const bool joined = [&] {
-    absl::StatusOr<double> epsilon = ps_->Rejoin(pace);
-    if (!epsilon.ok()) return false;
-    epsilon_ = *epsilon;
-    if (!PushOutageProgress()) return false;
-    ps_->Reconnected();
-    PullWeights();
-    learner_->GetWeights(&weights_at_sync_);
-    minibatches_at_sync_ = minibatches_;
-    return true;
-  }();
+bool Agent::Impl::TrainingWaits() {
+  if (ps_ == nullptr || !waiting_for_answer_ || !worker_->busy()) return false;
+  if (absl::Now() - worker_->started() < options_.sync_wait) return true;
+  // The server has not answered for sync_wait: learn locally until it does, as in an outage.
+  LOG(WARNING) << options_.agent_id << ": no answer from the parameter server for "
+               << options_.sync_wait << "; learning locally until there is one";
+  waiting_for_answer_ = false;
+  in_step_ = false;
   RefreshSessionStats();
-  return joined;
+  return false;
 }
 
-bool Agent::Impl::PushOutageProgress() {
-  uint64_t minibatches = 0;
-  switch (options_.push) {
-    case PushMode::kDeltas:
-      minibatches = minibatches_ - minibatches_at_sync_;
-      if (minibatches == 0) return true;
-      learner_->GetWeights(&weights_);
-      gradient_.resize(weights_.size());
-      for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
-      break;
-    case PushMode::kGradients: {
-      minibatches = outage_minibatches_;
-      if (minibatches == 0) return true;
-      gradient_.resize(outage_gradient_sum_.size());
-      const float scale = 1.0f / static_cast<float>(minibatches);
-      for (size_t i = 0; i < gradient_.size(); ++i) gradient_[i] = outage_gradient_sum_[i] * scale;
-      outage_gradient_sum_.clear();
-      outage_minibatches_ = 0;
-      break;
-    }
-  }
-  absl::StatusOr<PushResult> pushed =
-      ps_->Push(gradient_, static_cast<uint32_t>(std::min<uint64_t>(minibatches, UINT32_MAX)));
-  if (!pushed.ok()) {
-    LOG(WARNING) << options_.agent_id << ": the push of " << minibatches
-                 << " minibatches learned while the server was away failed: " << pushed.status();
-    if (ps_->has_pending_push()) {
-      // It goes again, under its number, with the next rejoin; what is learned meanwhile is new.
-      minibatches_at_sync_ = minibatches_;
-      if (options_.push == PushMode::kDeltas) weights_at_sync_ = weights_;
-      return false;
-    }
-    return true;
-  }
-  LOG(INFO) << options_.agent_id << ": pushed " << minibatches
-            << " minibatches learned while the server was away: "
-            << (pushed->accepted ? "applied" : absl::StrCat("refused, ", pushed->message));
-  absl::MutexLock lock(&stats_mu_);
-  ++stats_.pushes;
-  ++stats_.outage_pushes;
-  if (!pushed->accepted) ++stats_.pushes_rejected;
-  return true;
-}
-
-void Agent::Impl::FinalSync() {
-  const absl::Time give_up = absl::Now() + options_.final_sync_for;
-  while (!ps_->connected() && absl::Now() < give_up) {
-    if (TryJoin(RejoinPace::kNow)) break;  // Pushes what the outage learned.
-    absl::SleepFor(std::min(absl::Seconds(1), std::max(absl::ZeroDuration(), give_up - absl::Now())));
-  }
-  if (!ps_->connected()) {
-    LOG(WARNING) << options_.agent_id << ": the parameter server stayed away for "
-                 << options_.final_sync_for << "; the last "
-                 << (minibatches_ - minibatches_at_sync_) << " minibatches did not reach it";
-    return;
-  }
-  if (minibatches_ > minibatches_at_sync_) Sync();
+void Agent::Impl::PollSession() {
+  if (ps_ == nullptr) return;
+  if (std::unique_ptr<Exchange> done = worker_->TakeFinished()) FinishExchange(std::move(done));
+  if (worker_->busy() || in_step_) return;
+  // Out of step and the server answers (or took a rejoin): push what was learned meanwhile, pull.
+  if (ps_connected_ || rejoined_) StartExchange(Exchange::Kind::kCatchUp);
 }
 
 void Agent::Impl::Sync() {
@@ -462,73 +464,167 @@ void Agent::Impl::Sync() {
     epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
     return;
   }
-  if (!ps_->connected()) {
-    TryJoin(RejoinPace::kPaced);
-    return;
-  }
-  const absl::Time push_start = absl::Now();
-  const uint32_t minibatches =
-      static_cast<uint32_t>(std::min<uint64_t>(minibatches_ - minibatches_at_sync_, UINT32_MAX));
-  if (minibatches == 0) return;
-  switch (options_.push) {
-    case PushMode::kDeltas:
-      learner_->GetWeights(&weights_);
-      gradient_.resize(weights_.size());
-      for (size_t i = 0; i < weights_.size(); ++i) gradient_[i] = weights_[i] - weights_at_sync_[i];
-      break;
-    case PushMode::kGradients:
-      if (!learner_->TakeMeanGradient(&gradient_)) {
-        minibatches_at_sync_ = minibatches_;
-        return;  // AMP overflow: this update is skipped, as a gradient scaler does.
-      }
-      break;
-  }
-  absl::StatusOr<PushResult> pushed = ps_->Push(gradient_, minibatches);
-  if (!pushed.ok()) {
-    if (ps_->has_pending_push()) {
-      // No answer: the session keeps this push and resends it on rejoin, so the server applies it
-      // once whether or not it already did. What is learned from here on is the outage's.
-      minibatches_at_sync_ = minibatches_;
-      if (options_.push == PushMode::kDeltas) weights_at_sync_ = weights_;
-      RefreshSessionStats();
-      return;
+  if (worker_->busy()) return;  // Out of step, waiting for an answer; the progress waits with it.
+  if (in_step_) {
+    if (minibatches_ - minibatches_at_sync_ >= static_cast<uint64_t>(options_.batch_update_frequency)) {
+      StartExchange(Exchange::Kind::kSync);
     }
-    LOG(ERROR) << options_.agent_id << ": push refused: " << pushed.status();
+  } else if (!ps_connected_ && !rejoined_ &&
+             minibatches_ % options_.batch_update_frequency == 0) {
+    StartExchange(Exchange::Kind::kRejoin);  // The session paces the attempts.
+  }
+}
+
+bool Agent::Impl::StartExchange(Exchange::Kind kind, RejoinPace pace) {
+  auto e = std::make_unique<Exchange>();
+  e->kind = kind;
+  e->pace = pace;
+  if (kind != Exchange::Kind::kRejoin) {
+    uint64_t minibatches = minibatches_ - minibatches_at_sync_;
+    e->values = std::move(gradient_);
+    switch (options_.push) {
+      case PushMode::kDeltas:
+        // The weight change since the last sync; its base is these weights once the push is sent.
+        learner_->GetWeights(&weights_at_exchange_);
+        e->values.resize(weights_at_exchange_.size());
+        for (size_t i = 0; i < e->values.size(); ++i) {
+          e->values[i] = weights_at_exchange_[i] - weights_at_sync_[i];
+        }
+        break;
+      case PushMode::kGradients:
+        if (in_step_) {
+          // The mean of the gradients accumulated on the weights of the last pull.
+          if (minibatches > 0 && !learner_->TakeMeanGradient(&e->values)) {
+            minibatches = 0;  // AMP overflow: this update is skipped, as a gradient scaler does.
+          }
+        } else {
+          // The mean of the gradients the local optimizer stepped with while out of step.
+          minibatches = outage_minibatches_;
+          e->values.resize(outage_gradient_sum_.size());
+          const float scale = minibatches > 0 ? 1.0f / static_cast<float>(minibatches) : 0.0f;
+          for (size_t i = 0; i < e->values.size(); ++i) {
+            e->values[i] = outage_gradient_sum_[i] * scale;
+          }
+          outage_gradient_sum_.clear();
+          outage_minibatches_ = 0;
+        }
+        break;
+    }
     minibatches_at_sync_ = minibatches_;
+    e->minibatches = static_cast<uint32_t>(std::min<uint64_t>(minibatches, UINT32_MAX));
+    if (kind == Exchange::Kind::kSync && e->minibatches == 0) {
+      gradient_ = std::move(e->values);
+      return false;
+    }
+    e->online = std::move(weights_);
+    e->target = std::move(target_weights_);
+  }
+  trained_during_exchange_ = false;
+  // A push and pull is waited for, for up to sync_wait; a rejoin attempt is not (the server is away).
+  waiting_for_answer_ = kind != Exchange::Kind::kRejoin;
+  worker_->Start(std::move(e));
+  return true;
+}
+
+void Agent::Impl::FinishExchange(std::unique_ptr<Exchange> e) {
+  ps_connected_ = e->connected;
+  ps_version_ = e->version;
+  waiting_for_answer_ = false;
+  if (e->kind == Exchange::Kind::kRejoin) {
+    if (e->rejoined->ok()) {
+      epsilon_ = **e->rejoined;
+      rejoined_ = true;
+    }
+    RefreshSessionStats();
     return;
   }
-  minibatches_at_sync_ = minibatches_;
-  if (!pushed->accepted) {
-    VLOG(1) << options_.agent_id << ": push not applied: " << pushed->message;
+  rejoined_ = false;
+  const bool catch_up = e->kind == Exchange::Kind::kCatchUp;
+  if (e->pushed.has_value()) {
+    const absl::StatusOr<PushResult>& pushed = *e->pushed;
+    if (!pushed.ok()) {
+      if (e->has_pending_push) {
+        // No answer: the session keeps this push and resends it on rejoin, so the server applies it
+        // once whether or not it already did. What is learned from here on is the outage's.
+        LOG(WARNING) << options_.agent_id << ": the push of " << e->minibatches
+                     << " minibatches got no answer; it is resent on rejoin";
+      } else {
+        LOG(ERROR) << options_.agent_id << ": push refused: " << pushed.status();
+      }
+    } else {
+      if (!pushed->accepted) VLOG(1) << options_.agent_id << ": push not applied: " << pushed->message;
+      if (catch_up) {
+        LOG(INFO) << options_.agent_id << ": pushed " << e->minibatches
+                  << " minibatches learned out of step with the server: "
+                  << (pushed->accepted ? "applied" : absl::StrCat("refused, ", pushed->message));
+      }
+      push_ms_sum_ += absl::ToDoubleMilliseconds(e->push_time);
+      ++push_count_;
+      epsilon_ = pushed->epsilon;
+      last_staleness_ = pushed->staleness;
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.pushes;
+      if (catch_up) ++stats_.outage_pushes;
+      if (!pushed->accepted) ++stats_.pushes_rejected;
+    }
   }
-  push_ms_sum_ += absl::ToDoubleMilliseconds(absl::Now() - push_start);
-  ++push_count_;
-  epsilon_ = pushed->epsilon;
-  last_staleness_ = pushed->staleness;
-  {
-    absl::MutexLock lock(&stats_mu_);
-    ++stats_.pushes;
-    if (!pushed->accepted) ++stats_.pushes_rejected;
+  // Deltas: whatever was pushed is the server's now (applied, or resent under its number), so the
+  // next delta starts from the weights it was taken at.
+  if (e->pushed.has_value() && options_.push == PushMode::kDeltas) {
+    weights_at_sync_ = weights_at_exchange_;
   }
-  PullWeights();
-  learner_->GetWeights(&weights_at_sync_);
+  const bool pulled = e->pulled.has_value() && e->pulled->ok();
+  if (pulled) {
+    pull_ms_sum_ += absl::ToDoubleMilliseconds(e->pull_time);
+    ++pull_count_;
+    if ((*e->pulled)->target) learner_->SetTargetWeights(e->target);
+    if (!trained_during_exchange_) {
+      if ((*e->pulled)->online) learner_->SetWeights(e->online);
+      learner_->GetWeights(&weights_at_sync_);
+    }
+  }
+  // In step when the learner holds the server's weights; what it learned locally while waiting goes
+  // in a catch-up push.
+  in_step_ = pulled && e->connected && !trained_during_exchange_;
+  trained_during_exchange_ = false;
+  gradient_ = std::move(e->values);
+  weights_ = std::move(e->online);
+  target_weights_ = std::move(e->target);
   RefreshSessionStats();
 }
 
-void Agent::Impl::PullWeights() {
-  const absl::Time pull_start = absl::Now();
-  absl::StatusOr<PullUpdate> pulled = ps_->Pull(&weights_, &target_weights_);
-  if (!pulled.ok()) return;  // The session logged it.
-  if (pulled->online) learner_->SetWeights(weights_);
-  if (pulled->target) learner_->SetTargetWeights(target_weights_);
-  pull_ms_sum_ += absl::ToDoubleMilliseconds(absl::Now() - pull_start);
-  ++pull_count_;
+void Agent::Impl::FinalSync() {
+  const absl::Time give_up = absl::Now() + options_.final_sync_for;
+  if (std::unique_ptr<Exchange> e = worker_->WaitFinished()) FinishExchange(std::move(e));
+  while (absl::Now() < give_up) {
+    if (in_step_) {
+      if (minibatches_ == minibatches_at_sync_ ||
+          !StartExchange(Exchange::Kind::kSync)) {
+        break;  // Everything learned reached the server.
+      }
+    } else if (ps_connected_ || rejoined_) {
+      StartExchange(Exchange::Kind::kCatchUp);  // Pushes what the outage learned.
+    } else {
+      StartExchange(Exchange::Kind::kRejoin, RejoinPace::kNow);
+    }
+    FinishExchange(worker_->WaitFinished());
+    if (!ps_connected_ && !rejoined_) {
+      absl::SleepFor(
+          std::min(absl::Seconds(1), std::max(absl::ZeroDuration(), give_up - absl::Now())));
+    }
+  }
+  if (!in_step_ || minibatches_ > minibatches_at_sync_) {
+    LOG(WARNING) << options_.agent_id << ": the parameter server stayed away for "
+                 << options_.final_sync_for << "; the last "
+                 << (minibatches_ - minibatches_at_sync_)
+                 << " minibatches did not reach it";
+  }
 }
 
 void Agent::Impl::RefreshSessionStats() {
   absl::MutexLock lock(&stats_mu_);
-  stats_.connected = ps_->connected();
-  stats_.ps_version = ps_->version();
+  stats_.connected = ps_connected_ && in_step_;
+  stats_.ps_version = ps_version_;
 }
 
 void Agent::Impl::EndEpisode(const StepResult& last) {
@@ -593,7 +689,8 @@ void Agent::Impl::Report(bool final) {
       options_.agent_id.c_str(), final ? "done: " : "", static_cast<unsigned long long>(s.episodes),
       static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps, loss,
       epsilon_,
-      ps_ ? absl::StrCat(", PS v", ps_->version(), ps_->connected() ? "" : " (disconnected)")
+      ps_ ? absl::StrCat(", PS v", ps_version_,
+                         !ps_connected_ ? " (disconnected)" : in_step_ ? "" : " (out of step)")
                 .c_str()
           : "",
       left.c_str());
@@ -604,8 +701,8 @@ void Agent::Impl::Report(bool final) {
         options_.agent_id.c_str(), static_cast<unsigned long long>(s.episodes),
         static_cast<unsigned long long>(s.env_steps),
         static_cast<unsigned long long>(s.train_steps), s.average_return, env_sps, train_sps,
-        epsilon_, loss, static_cast<unsigned long long>(ps_ ? ps_->version() : 0),
-        ps_ == nullptr || ps_->connected() ? 1 : 0);
+        epsilon_, loss, static_cast<unsigned long long>(ps_version_),
+        ps_ == nullptr || (ps_connected_ && in_step_) ? 1 : 0);
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {
@@ -614,7 +711,7 @@ void Agent::Impl::Report(bool final) {
         {absl::ToDoubleSeconds(now - started_), static_cast<double>(s.env_steps),
          static_cast<double>(s.train_steps), static_cast<double>(s.episodes), loss, mean_q,
          epsilon_, env_sps, train_sps, push_ms, pull_ms, static_cast<double>(last_staleness_),
-         static_cast<double>(ps_ ? ps_->version() : 0), sampler_->learner_wait_seconds(), gpu_util,
+         static_cast<double>(ps_version_), sampler_->learner_wait_seconds(), gpu_util,
          gpu_mb});
     if (!st.ok()) LOG(WARNING) << "metrics: " << st;
   }

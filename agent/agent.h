@@ -10,10 +10,14 @@
 //                             sync (the server runs --optimizer=delta), then pull;
 //   alone:                    the local Adam steps; the target network is copied every
 //                             target_update_frequency minibatches; epsilon decays locally.
-// When the parameter server is unreachable the agent keeps acting and learning locally, retries Join every
-// few seconds, and on success pushes what it learned meanwhile (the weight change, or the mean of the
-// gradients it stepped with), pulls the server's weights and carries on. The last steps of a run reach the
-// server too: Run() ends with a sync, rejoining first (for up to final_sync_for) when the server is away.
+// The exchanges with the server run on a thread of their own (SessionWorker): acting never waits on the
+// network. Training waits up to sync_wait at the next sync point for the previous exchange's answer,
+// so that every push holds the gradients of the weights it names; an answer later than that puts the
+// agent out of step, as does an unreachable server: it keeps acting and learning locally, retries
+// Join every few seconds, and once the server answers pushes what it learned meanwhile (the weight
+// change, or the mean of the gradients it stepped with), pulls the server's weights and carries on.
+// The last steps of a run reach the server too: Run() ends with a sync, rejoining first (for up to
+// final_sync_for, plus what an exchange in flight takes to end) when the server is away.
 // When an AirSim connection drops it reconnects and restarts the episode.
 // The server's side of all this (join, versions, pushes and pulls, outages) is a
 // ParameterServerSession, agent/ps_session.h; the loop here decides what to push and when.
@@ -96,6 +100,11 @@ struct AgentOptions {
   // At the end of a run with a parameter server that is away: how long to keep trying to rejoin so that
   // the last local steps reach it.
   absl::Duration final_sync_for = absl::Seconds(10);
+  // With a parameter server, how long training waits for the answer to a push and pull (acting goes
+  // on, until it is a sync's worth of minibatches ahead of the replay ratio). Past it the agent is
+  // out of step: it learns locally, as in an outage, and pushes what it learned once the server
+  // answers. So a silent link costs acting at most this, once.
+  absl::Duration sync_wait = absl::Seconds(1);
   PushMode push = PushMode::kGradients;
   TensorEncoding push_encoding = TensorEncoding::kFp32;
   // Bounds: whichever comes first; 0 / zero duration = unbounded.

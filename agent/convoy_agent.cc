@@ -105,6 +105,9 @@ ABSL_FLAG(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; emp
 ABSL_FLAG(double, report_seconds, absl::ToDoubleSeconds(Defaults().report_every),
           "Seconds between progress lines.");
 ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.");
+ABSL_FLAG(absl::Duration, sync_wait, Defaults().sync_wait,
+          "How long training waits for the parameter server's answer to a push before the agent "
+          "learns locally until the answer comes (acting never waits longer), e.g. 1s, 500ms.");
 
 namespace convoy {
 namespace {
@@ -200,11 +203,17 @@ AgentOptions OptionsFromFlags(PushMode push) {
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
   o.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
   o.machine_progress = absl::GetFlag(FLAGS_machine_progress);
+  o.sync_wait = absl::GetFlag(FLAGS_sync_wait);
   return o;
 }
 
 int Run() {
   if (!NumericFlagsInRange()) return kExitUsage;
+  if (absl::GetFlag(FLAGS_sync_wait) < absl::ZeroDuration()) {
+    std::fprintf(stderr, "convoy_agent: --sync_wait must not be negative, got %s\n",
+                 absl::FormatDuration(absl::GetFlag(FLAGS_sync_wait)).c_str());
+    return kExitUsage;
+  }
   const std::string encoding = absl::GetFlag(FLAGS_push_encoding);
   if (encoding != "fp32" && encoding != "bf16") {
     std::fprintf(stderr, "--push_encoding must be fp32 or bf16, got '%s'\n", encoding.c_str());

@@ -14,7 +14,7 @@
 //                 was resent; the loop pushes what it learned while the server was away, then calls
 //                 Reconnected(). A push that gets no answer here makes the session disconnected
 //                 again.
-// Thread-compatible: the loop's thread makes every call.
+// Thread-compatible: one thread at a time (the agent's SessionWorker, once training) makes the calls.
 #ifndef CONVOY_AGENT_PS_SESSION_H_
 #define CONVOY_AGENT_PS_SESSION_H_
 

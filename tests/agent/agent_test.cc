@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/weights_file.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
@@ -281,6 +282,62 @@ TEST_CASE("What an agent learns while the server is unreachable reaches it once 
       // number), the outage's own, the rest.
       CHECK(status.applied_minibatches() == stats.train_steps);
       CHECK(status.rejections().empty());
+    }
+  }
+}
+
+TEST_CASE("An agent keeps acting and learning while the server holds a push's answer",
+          "[agent][faults]") {
+  // A silent link looks like this to the agent: a push sent and no answer for seconds.
+  for (const std::string push : {"gradients", "deltas"}) {
+    DYNAMIC_SECTION("push=" << push) {
+      ParameterServerOptions ps_options;
+      ps_options.model = "compact";
+      if (push == "deltas") ps_options.optimizer.kind = Optimizer::kDelta;
+      testing::LoopbackServer ps(ps_options);
+      AgentOptions o = SmallAgent("");
+      o.ps_address = ps.address;
+      o.push = *ParsePushMode(push);
+      o.max_steps = 0;
+      BackgroundAgent background(o);
+      Agent& agent = background.agent();
+      REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 3; }));
+      constexpr absl::Duration kHold = absl::Seconds(6);
+      std::atomic<bool> hold{true};
+      AgentStats at_hold, after_wait, at_answer;
+      absl::Notification answered;
+      ps.server->service().SetAfterApplyHookForTesting([&](const PushOutcome&) {
+        if (!hold.exchange(false)) return grpc::Status::OK;
+        at_hold = agent.stats();
+        absl::SleepFor(o.sync_wait + absl::Milliseconds(500));
+        after_wait = agent.stats();
+        absl::SleepFor(kHold - o.sync_wait - absl::Milliseconds(500));
+        at_answer = agent.stats();
+        answered.Notify();
+        return grpc::Status::OK;
+      });
+      REQUIRE(answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+      // While the answer was held the agent acted on (it runs ~100 steps/s here; waiting on the
+      // push it would not have moved), and past sync_wait it learned locally, out of step.
+      INFO("env steps " << at_hold.env_steps << " -> " << at_answer.env_steps << ", train steps "
+                        << at_hold.train_steps << " -> " << after_wait.train_steps << " -> "
+                        << at_answer.train_steps);
+      CHECK(at_answer.env_steps >= at_hold.env_steps + 100);
+      CHECK(!after_wait.connected);
+      CHECK(at_answer.train_steps >= after_wait.train_steps + 10);
+      // Once answered it catches up: what it learned out of step is pushed, and it is in step again.
+      const uint64_t version_at_answer = ps.Status().version();
+      REQUIRE(WaitFor([&] {
+        const AgentStats s = agent.stats();
+        return s.connected && s.outage_pushes >= 1 && s.ps_version >= version_at_answer + 3;
+      }));
+      REQUIRE(background.Stop().ok());
+      const AgentStats stats = agent.stats();
+      const v1::StatusResponse status = ps.Status();
+      // Every minibatch reached the server exactly once.
+      CHECK(status.applied_minibatches() == stats.train_steps);
+      CHECK(status.rejections().empty());
+      CHECK(status.repeated_pushes() == 0);
     }
   }
 }
