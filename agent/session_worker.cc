@@ -48,7 +48,8 @@ std::unique_ptr<Exchange> SessionWorker::WaitFinished(absl::Time deadline) {
   if (!busy_) return nullptr;
   if (!mu_.AwaitWithDeadline(
           absl::Condition(
-              +[](std::unique_ptr<Exchange>* finished) { return *finished != nullptr; }, &finished_),
+              +[](std::unique_ptr<Exchange>* finished) { return *finished != nullptr; },
+              &finished_),
           deadline)) {
     return nullptr;
   }

@@ -2,10 +2,11 @@
 //
 // The acting/learning loop must not wait on the network: a push in flight when a link goes silent
 // waits out its deadline, and a rejoin attempt waits out its own. So the loop hands each exchange
-// (push then pull, a rejoin, the push of what it learned out of step then a pull) to this worker and
-// goes on acting; it polls for the answer between steps. One exchange is in flight at a time, in the
-// order given, so the session keeps its single-threaded contract: after Start() the worker's thread
-// makes every call on the session, and the loop only reads the snapshot an Exchange carries back.
+// (push then pull, a rejoin, the push of what it learned out of step then a pull) to this worker
+// and goes on acting; it polls for the answer between steps. One exchange is in flight at a time,
+// in the order given, so the session keeps its single-threaded contract: after Start() the worker's
+// thread makes every call on the session, and the loop only reads the snapshot an Exchange carries
+// back.
 #ifndef CONVOY_AGENT_SESSION_WORKER_H_
 #define CONVOY_AGENT_SESSION_WORKER_H_
 
@@ -68,8 +69,8 @@ class SessionWorker {
   absl::Time started() const;
   // The finished exchange, or null while it is still in flight (or none was started).
   std::unique_ptr<Exchange> TakeFinished();
-  // Waits for the exchange in flight to finish, until `deadline`, and returns it; null when none was
-  // started or it is still in flight at the deadline.
+  // Waits for the exchange in flight to finish, until `deadline`, and returns it; null when none
+  // was started or it is still in flight at the deadline.
   std::unique_ptr<Exchange> WaitFinished(absl::Time deadline = absl::InfiniteFuture());
 
  private:
