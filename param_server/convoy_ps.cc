@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -106,6 +107,12 @@ ABSL_FLAG(bool, health_without_auth, false, "Answer health checks without the be
 ABSL_FLAG(double, stream_idle_timeout_seconds, 60,
           "Cancel a push stream that sends no chunk for this long, so a stalled client frees its "
           "handler thread and buffer (0: never).");
+ABSL_FLAG(std::string, apply_log, "",
+          "Append every start, applied update (which agent's push became which version) and "
+          "checkpoint to this file, one line each, for audits and replays; empty: none.");
+ABSL_FLAG(double, fault_lose_replies, 0,
+          "Fault injection, for tests: answer this fraction of the pushes applied with UNAVAILABLE "
+          "instead of their reply, as a connection lost just after the apply looks to an agent.");
 
 namespace convoy {
 namespace {
@@ -147,7 +154,8 @@ bool NumericFlagsInRange() {
                  kNoRealMax),
        IntRange("credentials_days", absl::GetFlag(FLAGS_credentials_days), 1, 36500),
        RealRange("stream_idle_timeout_seconds", absl::GetFlag(FLAGS_stream_idle_timeout_seconds), 0,
-                 kNoRealMax)});
+                 kNoRealMax),
+       RealRange("fault_lose_replies", absl::GetFlag(FLAGS_fault_lose_replies), 0, 1)});
 }
 
 // `exploration`: --exploration, parsed by the caller.
@@ -188,6 +196,7 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.double_dqn = absl::GetFlag(FLAGS_double_dqn);
   o.learner_max_grad_norm = absl::GetFlag(FLAGS_learner_max_grad_norm);
   o.prioritized = absl::GetFlag(FLAGS_prioritized);
+  o.apply_log = absl::GetFlag(FLAGS_apply_log);
   return o;
 }
 
@@ -275,6 +284,17 @@ int Run() {
   if (!server.ok()) {
     LOG(ERROR) << server.status();
     return 1;
+  }
+  if (const double lose = absl::GetFlag(FLAGS_fault_lose_replies); lose > 0) {
+    LOG(WARNING) << "fault injection: the replies to " << lose << " of the pushes applied are lost";
+    (*server)->service().SetAfterApplyHookForTesting(
+        [lose, rng = std::mt19937_64(absl::GetFlag(FLAGS_seed))](const PushOutcome&) mutable {
+          if (std::bernoulli_distribution(lose)(rng)) {
+            return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "fault injection: the reply to this push was lost after the apply");
+          }
+          return grpc::Status::OK;
+        });
   }
   const std::string bound = absl::StrCat(absl::GetFlag(FLAGS_bind), ":", (*server)->port());
   LOG(INFO) << "convoy_ps serving model " << model.spec.name << " (" << model.fingerprint << "), "

@@ -132,6 +132,12 @@ absl::Status ParameterServer::Initialise() {
   }
 
   const uint64_t version = resumed ? resumed->manifest.version() : 0;
+  if (!options_.apply_log.empty()) {
+    absl::StatusOr<std::unique_ptr<ApplyLog>> log = ApplyLog::Open(options_.apply_log);
+    if (!log.ok()) return log.status();
+    apply_log_ = *std::move(log);
+    apply_log_->Append(absl::StrCat("start incarnation=", incarnation_, " version=", version));
+  }
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
   if (resumed) {
     absl::MutexLock writer(&checkpoint_mu_);
@@ -303,6 +309,12 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       if (decision.kind == StalenessDecision::Kind::kApply) {
         optimizer_->Apply(values.data(), decision.lr_scale);
         ++version_;
+        if (apply_log_ != nullptr) {  // Under the writer's lock: the log is in version order.
+          apply_log_->Append(absl::StrCat(
+              "apply incarnation=", incarnation_, " version=", version_, " agent=", agent_id,
+              " session=", header.push_session, " sequence=", header.sequence,
+              " minibatches=", minibatch_count, " staleness=", decision.staleness));
+        }
         exploration_->OnUpdateApplied();
         store_->Publish(version_);
         outcome.accepted = true;
@@ -463,6 +475,10 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   if (path.ok()) {
     checkpointed_version_ = m.version();
     checkpointed_path_ = *path;
+    if (apply_log_ != nullptr) {
+      apply_log_->Append(
+          absl::StrCat("checkpoint incarnation=", incarnation_, " version=", m.version()));
+    }
   }
   absl::MutexLock stats(&stats_mu_);
   if (path.ok()) {

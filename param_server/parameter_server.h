@@ -21,6 +21,7 @@
 #include "common/periodic_task.h"
 #include "common/run_defaults.h"
 #include "convoy/v1/parameter_server.pb.h"
+#include "param_server/apply_log.h"
 #include "param_server/checkpointer.h"
 #include "param_server/optimizer.h"
 #include "param_server/push_assembler.h"
@@ -56,6 +57,8 @@ struct ParameterServerOptions {
   bool double_dqn = run_defaults::kDoubleDqn;
   double learner_max_grad_norm = run_defaults::kLearnerMaxGradNorm;
   bool prioritized = run_defaults::kPrioritized;
+  // Empty: none. Otherwise every start, applied update and checkpoint is appended here (ApplyLog).
+  std::string apply_log;
 };
 
 // The result of a push that passed validation.
@@ -167,6 +170,7 @@ class ParameterServer {
   StalenessPolicy staleness_;
   std::unique_ptr<WeightStore> store_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<ApplyLog> apply_log_;  // Null without options.apply_log.
 
   // The single writer: optimizer steps, target refreshes and checkpoint captures.
   mutable absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(stats_mu_);

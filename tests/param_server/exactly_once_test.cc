@@ -5,7 +5,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "param_server/parameter_server.h"
+#include "tests/support/subprocess.h"
 
 namespace convoy {
 namespace {
@@ -159,6 +161,53 @@ TEST_CASE("Attempts of one push arriving together apply once", "[exactly_once][c
   CHECK(repeated == kAttempts - 1);
   CHECK(server->version() == 1);  // ...and it was, once.
   CHECK(server->Status().updates_applied() == 1);
+}
+
+TEST_CASE("The apply log names each start, each applied push as its version, and each checkpoint",
+          "[exactly_once]") {
+  const std::string dir = testing::MakeTempDir("apply_log");
+  ParameterServerOptions o = SgdOptions();
+  o.checkpoint_dir = dir + "/ckpt";
+  o.apply_log = dir + "/apply.log";
+  uint64_t first_incarnation = 0;
+  {
+    absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(o);
+    REQUIRE(server.ok());
+    ParameterServer& ps = **server;
+    first_incarnation = ps.incarnation();
+    std::vector<float> g = Gradient(ps, 1.0f);
+    REQUIRE(ps.Apply(Header(ps, 7, 1), g).accepted);
+    g = Gradient(ps, 1.0f);
+    REQUIRE(ps.Apply(Header(ps, 7, 1), g).repeated);  // A repeat: answered, not applied, not logged.
+    REQUIRE(ps.Checkpoint().ok());
+    g = Gradient(ps, 1.0f);
+    PushHeader stale = Header(ps, 7, 2);
+    stale.base_incarnation = ps.incarnation() + 1;  // Refused: not applied, not logged.
+    REQUIRE(!ps.Apply(stale, g).accepted);
+    g = Gradient(ps, 1.0f);
+    REQUIRE(ps.Apply(Header(ps, 7, 3), g).accepted);
+  }
+  o.resume = true;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> resumed = ParameterServer::Create(o);
+  REQUIRE(resumed.ok());
+  const uint64_t a = first_incarnation, b = (*resumed)->incarnation();
+  CHECK(testing::ReadWholeFile(o.apply_log) ==
+        absl::StrCat("start incarnation=", a, " version=0\n",                                      //
+                     "apply incarnation=", a, " version=1 agent=a session=7 sequence=1 minibatches=1 "
+                     "staleness=0\n",                                                              //
+                     "checkpoint incarnation=", a, " version=1\n",                                 //
+                     "apply incarnation=", a, " version=2 agent=a session=7 sequence=3 minibatches=1 "
+                     "staleness=0\n",                                                              //
+                     "start incarnation=", b, " version=1\n"));
+}
+
+TEST_CASE("An apply log that cannot be opened stops the server at start, naming the path",
+          "[exactly_once]") {
+  ParameterServerOptions o = SgdOptions();
+  o.apply_log = "/nonexistent-dir/apply.log";
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(o);
+  REQUIRE(!server.ok());
+  CHECK_THAT(std::string(server.status().message()), Catch::Contains("/nonexistent-dir/apply.log"));
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+// ApplyLog: an audit trail of what a parameter server applied, one line per event, for checking a
+// run after the fact (the chaos test replays it): which push became which version, which versions
+// a checkpoint holds, where each start of the server resumed.
+//
+//   start incarnation=I version=V                       (V: the version resumed, 0 fresh)
+//   apply incarnation=I version=V agent=A session=S sequence=Q minibatches=N staleness=T
+//   checkpoint incarnation=I version=V                  (after the checkpoint is durable)
+//
+// Each line is one append to a file opened O_APPEND, so lines from several threads never interleave
+// and a killed server loses none it wrote. Thread-safe.
+#ifndef CONVOY_PARAM_SERVER_APPLY_LOG_H_
+#define CONVOY_PARAM_SERVER_APPLY_LOG_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace convoy {
+
+class ApplyLog {
+ public:
+  // Opens (creating, or appending to) `path`. Errors: ErrnoError's code naming the path.
+  static absl::StatusOr<std::unique_ptr<ApplyLog>> Open(const std::string& path);
+  ~ApplyLog();
+  ApplyLog(const ApplyLog&) = delete;
+  ApplyLog& operator=(const ApplyLog&) = delete;
+
+  // Appends `line` and a newline. A failed write is logged once; the server carries on.
+  void Append(absl::string_view line);
+
+ private:
+  ApplyLog(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  const std::string path_;
+  const int fd_;
+  std::atomic<bool> warned_{false};
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_PARAM_SERVER_APPLY_LOG_H_
