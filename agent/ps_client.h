@@ -105,6 +105,8 @@ class PsClient {
     options_.model_fingerprint = std::move(fingerprint);
   }
   uint64_t push_session() const { return push_session_; }
+  // The sequence number the next Push will carry.
+  uint64_t next_sequence() const { return pushes_ + 1; }
 
  private:
   template <typename Call>

@@ -93,18 +93,8 @@ verify_newest_checkpoint() {
   local newest
   newest=$(newest_checkpoint "$1")
   [ -n "$newest" ] || fail "no checkpoint in $1/checkpoints"
-  python3 - "$1/checkpoints/$newest" <<'PY' || fail "checkpoint $newest does not verify"
-import hashlib, os, re, sys
-d = sys.argv[1]
-text = open(os.path.join(d, "MANIFEST")).read()
-files = re.findall(r'files\s*\{\s*name:\s*"([^"]+)"\s*size:\s*(\d+)\s*sha256:\s*"([0-9a-f]+)"\s*\}', text)
-assert {f[0] for f in files} >= {"weights.pt", "target.pt", "optimizer.pt"}, files
-for name, size, digest in files:
-    data = open(os.path.join(d, name), "rb").read()
-    assert len(data) == int(size), (name, len(data), size)
-    assert hashlib.sha256(data).hexdigest() == digest, name
-print(f"cluster deploy_test: {os.path.basename(d)}: {len(files)} files match their manifest")
-PY
+  python3 "$REPO/tests/support/verify_checkpoints.py" "$1/checkpoints/$newest" ||
+    fail "checkpoint $newest does not verify"
 }
 
 # The checks of a finished run in directory $1 whose agents each ran $2 steps: convoy_ps on node 0 over TLS

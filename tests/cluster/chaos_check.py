@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""The invariants of a chaos run (chaos_test.sh), from convoy_ps's --apply_log and the agents' --push_log.
+
+    chaos_check.py APPLY_LOG PUSH_LOG... --lineage=OUT --checkpoint_every=N --kills=K
+
+Checks, printing what it counted:
+  * within each start of the server (incarnation) versions go up by one from the version it resumed at,
+    and no push (agent, session, sequence) is applied twice;
+  * the lineage the final weights descend from: the last start's updates, then those of the start that
+    wrote the checkpoint it resumed from, back to version 0; each resume point is a checkpoint some
+    earlier start wrote; no push appears twice in it;
+  * every push an agent saw accepted is the update the server applied as that version in that
+    incarnation, and is in the lineage, unless that incarnation was killed and applied it after the last
+    checkpoint the lineage took from it (lost by design: counted, and at most 2 * N per kill);
+  * the last start wrote a checkpoint of its last version (the one the replay compares with).
+Writes the lineage to OUT, one "session sequence" line per version, in version order. Exits 1 on the
+first violation, naming it.
+"""
+import argparse
+import collections
+import sys
+
+
+def fields(line):
+    kind, *rest = line.split()
+    return kind, dict(item.split("=", 1) for item in rest)
+
+
+def fail(message):
+    print(f"chaos_check: FAIL: {message}")
+    sys.exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("apply_log")
+    parser.add_argument("push_logs", nargs="+")
+    parser.add_argument("--lineage", required=True)
+    parser.add_argument("--checkpoint_every", type=int, required=True)
+    parser.add_argument("--kills", type=int, required=True)
+    args = parser.parse_args()
+
+    # The server's starts, in order: incarnation, resumed version, applies by version, checkpoints.
+    starts = []
+    by_incarnation = {}
+    for number, line in enumerate(open(args.apply_log), 1):
+        if not line.strip():
+            continue
+        kind, f = fields(line)
+        if kind == "start":
+            start = {"incarnation": f["incarnation"], "from": int(f["version"]), "applies": {},
+                     "checkpoints": set(), "last": int(f["version"])}
+            if f["incarnation"] in by_incarnation:
+                fail(f"apply log line {number}: incarnation {f['incarnation']} started twice")
+            starts.append(start)
+            by_incarnation[f["incarnation"]] = start
+            continue
+        start = by_incarnation.get(f["incarnation"])
+        if start is None:
+            fail(f"apply log line {number}: {kind} of incarnation {f['incarnation']} before its start")
+        version = int(f["version"])
+        if kind == "apply":
+            if version != start["last"] + 1:
+                fail(f"apply log line {number}: incarnation {f['incarnation']} applied version {version} "
+                     f"after {start['last']}")
+            start["last"] = version
+            push = (f["agent"], f["session"], f["sequence"])
+            start["applies"][version] = push
+        elif kind == "checkpoint":
+            if version > start["last"]:
+                fail(f"apply log line {number}: a checkpoint of version {version} ahead of the updates")
+            start["checkpoints"].add(version)
+        else:
+            fail(f"apply log line {number}: unknown record '{kind}'")
+    if not starts:
+        fail("the apply log has no start")
+    for start in starts:
+        pushes = list(start["applies"].values())
+        twice = [p for p, n in collections.Counter(pushes).items() if n > 1]
+        if twice:
+            fail(f"incarnation {start['incarnation']} applied {twice[0]} more than once")
+    applied = sum(len(s["applies"]) for s in starts)
+    print(f"chaos_check: {len(starts)} starts of the server, {applied} updates applied in all; within "
+          f"each start versions rise by one and no push is applied twice")
+
+    # The lineage, newest first: each start's versions (from, upto] come from it.
+    last = starts[-1]
+    if last["last"] not in last["checkpoints"]:
+        fail(f"the last start did not checkpoint its last version {last['last']}")
+    segments = []
+    index, upto = len(starts) - 1, last["last"]
+    while True:
+        start = starts[index]
+        segments.append((start, start["from"], upto))
+        if start["from"] == 0:
+            break
+        writers = [i for i in range(index) if start["from"] in starts[i]["checkpoints"]]
+        if not writers:
+            fail(f"incarnation {start['incarnation']} resumed at version {start['from']}, "
+                 f"a checkpoint no earlier start wrote")
+        index, upto = writers[-1], start["from"]
+    lineage = {}
+    for start, low, high in segments:
+        for version in range(low + 1, high + 1):
+            lineage[version] = start["applies"][version]
+    if sorted(lineage) != list(range(1, last["last"] + 1)):
+        fail("the lineage does not cover every version from 1 to the last")
+    twice = [p for p, n in collections.Counter(lineage.values()).items() if n > 1]
+    if twice:
+        fail(f"push {twice[0]} is applied twice in the lineage of the final weights")
+    taken = {start["incarnation"]: (low, high) for start, low, high in segments}
+    print(f"chaos_check: the final version {last['last']} descends through {len(segments)} starts; "
+          f"no push is in its lineage twice")
+
+    # What the agents saw accepted.
+    seen = lost = repeated = 0
+    refused = collections.Counter()
+    lost_by_incarnation = collections.Counter()
+    versions_by_agent = collections.defaultdict(list)
+    for path in args.push_logs:
+        for number, line in enumerate(open(path), 1):
+            if not line.strip():
+                continue
+            kind, f = fields(line)
+            if kind != "push":
+                continue
+            repeated += f["repeated"] == "1"
+            if f["accepted"] != "1":
+                refused[f["reason"]] += 1
+                continue
+            seen += 1
+            push = (f["agent"], f["session"], f["sequence"])
+            start = by_incarnation.get(f["incarnation"])
+            version = int(f["version"])
+            if start is None or start["applies"].get(version) != push:
+                fail(f"{path}:{number}: {push} was answered as version {version} of incarnation "
+                     f"{f['incarnation']}, which applied {start and start['applies'].get(version)}")
+            versions_by_agent[(f["session"], f["incarnation"])].append(version)
+            low, high = taken.get(f["incarnation"], (0, -1))
+            if low < version <= high:
+                continue  # In the lineage.
+            if start is last or start["checkpoints"] and version <= max(start["checkpoints"]):
+                fail(f"{path}:{number}: accepted push {push} (version {version}) is not in the lineage, "
+                     f"though its incarnation checkpointed past it")
+            lost += 1
+            lost_by_incarnation[f["incarnation"]] += 1
+    for (session, incarnation), versions in versions_by_agent.items():
+        if versions != sorted(versions):
+            fail(f"session {session} saw versions go backwards within incarnation {incarnation}")
+    bound = 2 * args.checkpoint_every * max(args.kills, 1)
+    print(f"chaos_check: {seen} pushes the agents saw accepted: {seen - lost} in the lineage, {lost} "
+          f"applied by a killed server after its last checkpoint (lost by design; bound {bound} for "
+          f"{args.kills} kills); versions never went backwards for any session within an incarnation")
+    print(f"chaos_check: {repeated} answers were a repeat of a push the server had applied (its reply "
+          f"lost); refused: {dict(refused) or 'none'}")
+    if lost > bound:
+        fail(f"{lost} accepted pushes lost, more than {bound}")
+    if seen == 0:
+        fail("the agents saw no push accepted")
+
+    with open(args.lineage, "w") as out:
+        for version in range(1, last["last"] + 1):
+            _, session, sequence = lineage[version]
+            out.write(f"{session} {sequence}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+// convoy_chaos_replay: the weights side of the chaos test (chaos_test.sh).
+//
+//   convoy_chaos_replay --model=M --seed=S --lineage=FILE --final=DIR --learning_rate=LR
+// starts from the weights convoy_ps --model=M --seed=S starts from, replays the lineage
+// (chaos_check.py's, one "session sequence" per version, in version order) with plain SGD,
+// w -= LR * g, each g recomputed by ReplayableGradient, and compares the result with the final
+// checkpoint's weights bit for bit. Exact, not approximate: LR * g is exact for the values
+// ReplayableGradient draws, so each step is one rounding of w - LR * g, as the server's SGD does
+// it, in the same order. Exit 0: equal; 1: not, with how many values differ and by how much; 2: bad
+// arguments or files.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "agent/synthetic_gradient.h"
+#include "common/model_registry.h"
+#include "common/weights_file.h"
+
+ABSL_FLAG(std::string, model, "tiny", "The run's model.");
+ABSL_FLAG(uint64_t, seed, 1, "The run's convoy_ps --seed (its initial weights).");
+ABSL_FLAG(std::string, lineage, "", "The lineage, one 'session sequence' line per version.");
+ABSL_FLAG(std::string, final, "", "The final weights (a checkpoint directory or its weights.pt).");
+ABSL_FLAG(double, learning_rate, 0.0625, "The server's SGD learning rate.");
+
+namespace convoy {
+namespace {
+
+int Check(const ModelInfo& model) {
+  absl::StatusOr<std::vector<float>> weights =
+      InitialFlatWeights(absl::GetFlag(FLAGS_model), kDefaultNumActions, absl::GetFlag(FLAGS_seed));
+  absl::StatusOr<std::vector<float>> final_weights =
+      ReadWeightsFile(absl::GetFlag(FLAGS_final), model.layout);
+  if (!weights.ok() || !final_weights.ok()) {
+    std::fprintf(stderr, "convoy_chaos_replay: %s\n",
+                 (!weights.ok() ? weights : final_weights).status().ToString().c_str());
+    return 2;
+  }
+  std::ifstream lineage(absl::GetFlag(FLAGS_lineage));
+  if (!lineage) {
+    std::fprintf(stderr, "convoy_chaos_replay: cannot read %s\n",
+                 absl::GetFlag(FLAGS_lineage).c_str());
+    return 2;
+  }
+  const float lr = static_cast<float>(absl::GetFlag(FLAGS_learning_rate));
+  std::vector<float> gradient(weights->size());
+  uint64_t session = 0, sequence = 0, versions = 0;
+  while (lineage >> session >> sequence) {
+    ReplayableGradient(session, sequence, gradient.size(), gradient.data());
+    for (size_t i = 0; i < gradient.size(); ++i) (*weights)[i] -= lr * gradient[i];
+    ++versions;
+  }
+  size_t differ = 0;
+  double largest = 0;
+  for (size_t i = 0; i < weights->size(); ++i) {
+    if ((*weights)[i] != (*final_weights)[i]) {
+      ++differ;
+      largest = std::max(largest, std::fabs(double{(*weights)[i]} - (*final_weights)[i]));
+    }
+  }
+  if (differ > 0) {
+    std::printf(
+        "convoy_chaos_replay: FAIL: the replay of %llu versions differs from the final weights in "
+        "%zu of %zu values (largest difference %g; one push is %g per value)\n",
+        static_cast<unsigned long long>(versions), differ, weights->size(), largest,
+        lr * kReplayableGradientStep);
+    return 1;
+  }
+  std::printf(
+      "convoy_chaos_replay: the replay of the lineage's %llu pushes in version order equals the "
+      "final weights, all %zu values bit for bit\n",
+      static_cast<unsigned long long>(versions), weights->size());
+  return 0;
+}
+
+}  // namespace
+}  // namespace convoy
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<convoy::ModelInfo> model = convoy::DescribeModel(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) {
+    std::fprintf(stderr, "convoy_chaos_replay: %s\n", model.status().ToString().c_str());
+    return 2;
+  }
+  return convoy::Check(*model);
+}
