@@ -34,6 +34,9 @@ def main(argv):
     for path in argv[1:]:
         if os.path.exists(os.path.join(path, "MANIFEST")):
             checkpoints.append(path)
+        elif not os.path.isdir(path):
+            print(f"verify_checkpoints: {path} is not a directory")
+            return 1
         else:
             checkpoints += sorted(os.path.join(path, n) for n in os.listdir(path) if n.startswith("ckpt-"))
     if not checkpoints:
@@ -44,7 +47,9 @@ def main(argv):
         if why:
             print(f"verify_checkpoints: {d}: {why}")
             return 1
-    print(f"verify_checkpoints: {len(checkpoints)} checkpoints match their manifests")
+    n = len(checkpoints)
+    print(f"verify_checkpoints: {n} checkpoint{'s' if n != 1 else ''} match{'es' if n == 1 else ''} "
+          f"{'its manifest' if n == 1 else 'their manifests'}")
     return 0
 
 
