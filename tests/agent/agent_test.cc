@@ -44,6 +44,21 @@ ParameterServerOptions DeltaServer() {
   return o;
 }
 
+// A compact-model server for agents pushing `push` (a delta-rule one for deltas).
+ParameterServerOptions ServerFor(PushMode push) {
+  ParameterServerOptions o = push == PushMode::kDeltas ? DeltaServer() : ParameterServerOptions{};
+  o.model = "compact";
+  return o;
+}
+
+// A SmallAgent of `ps`, pushing `push`.
+AgentOptions SmallAgentOf(const testing::LoopbackServer& ps, PushMode push) {
+  AgentOptions o = SmallAgent("");
+  o.ps_address = ps.address;
+  o.push = push;
+  return o;
+}
+
 // An agent running on its own thread, as convoy_agent runs it, until Stop().
 class BackgroundAgent {
  public:
@@ -248,14 +263,9 @@ TEST_CASE("What an agent learns while the server is unreachable reaches it once 
           "[agent][faults]") {
   for (const std::string push : {"gradients", "deltas"}) {
     DYNAMIC_SECTION("push=" << push) {
-      ParameterServerOptions ps_options;
-      ps_options.model = "compact";
-      if (push == "deltas") ps_options.optimizer.kind = Optimizer::kDelta;
-      testing::LoopbackServer ps(ps_options);
+      testing::LoopbackServer ps(ServerFor(*ParsePushMode(push)));
       const int port = ps.server->port();
-      AgentOptions o = SmallAgent("");
-      o.ps_address = ps.address;
-      o.push = *ParsePushMode(push);
+      AgentOptions o = SmallAgentOf(ps, *ParsePushMode(push));
       o.max_steps = 1000;
       o.final_sync_for = absl::Seconds(60);
       BackgroundAgent background(o);
@@ -291,13 +301,8 @@ TEST_CASE("An agent keeps acting and learning while the server holds a push's an
   // A silent link looks like this to the agent: a push sent and no answer for seconds.
   for (const std::string push : {"gradients", "deltas"}) {
     DYNAMIC_SECTION("push=" << push) {
-      ParameterServerOptions ps_options;
-      ps_options.model = "compact";
-      if (push == "deltas") ps_options.optimizer.kind = Optimizer::kDelta;
-      testing::LoopbackServer ps(ps_options);
-      AgentOptions o = SmallAgent("");
-      o.ps_address = ps.address;
-      o.push = *ParsePushMode(push);
+      testing::LoopbackServer ps(ServerFor(*ParsePushMode(push)));
+      AgentOptions o = SmallAgentOf(ps, *ParsePushMode(push));
       o.max_steps = 0;
       BackgroundAgent background(o);
       Agent& agent = background.agent();

@@ -29,8 +29,6 @@ SEED=${CONVOY_CHAOS_SEED:-$(( $(date +%s) % 100000 ))}
 DURATION=${CONVOY_CHAOS_SECONDS:-75}
 CHECKPOINT_EVERY=40
 LR=0.0625
-SKIP=77
-PATH="$PATH:/usr/sbin:/sbin"
 
 say() { printf 'cluster chaos_test: %s\n' "$*"; }
 fail() {
@@ -39,15 +37,9 @@ fail() {
 }
 
 say "seed $SEED, $DURATION s of faults"
-if [ "$(id -u)" -ne 0 ]; then
-  say "SKIP: needs root, for network namespaces"
-  exit $SKIP
-fi
-if ! ip netns add "${NAME}-probe" 2>/dev/null; then
-  say "SKIP: this machine cannot make network namespaces (ip netns add failed)"
-  exit $SKIP
-fi
-ip netns del "${NAME}-probe"
+# shellcheck source=tests/cluster/test_lib.sh
+. "$HERE/test_lib.sh"
+require_cluster
 for b in convoy_ps convoy_synthetic_agent convoy_chaos_replay; do
   [ -x "$BIN/$b" ] || fail "$BIN/$b is not built"
 done
@@ -60,20 +52,13 @@ cleanup() {
   local rc=$?
   for pid in $PS_PID "${AGENT_PID[@]}"; do [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; done
   wait 2>/dev/null
-  if [ "$rc" -ne 0 ]; then
-    for f in "$T"/ps.log "$T"/agent-1.log "$T"/agent-2.log "$T"/schedule.log; do
-      [ -f "$f" ] && { say "---- $f (last 20 lines)"; tail -n 20 "$f"; }
-    done
-  fi
-  "$CLUSTER" down --name="$NAME" >/dev/null 2>&1
-  if [ -n "${CONVOY_KEEP_TEST_DIR:-}" ]; then say "kept $T"; else rm -rf "$T"; fi
-  exit "$rc"
+  [ "$rc" -ne 0 ] && print_tails 20 "$T"/ps.log "$T"/agent-1.log "$T"/agent-2.log "$T"/schedule.log
+  end_cluster_test "$rc"
 }
 trap cleanup EXIT
 trap 'say "stopped by a signal"; exit 1' TERM INT
 
-"$CLUSTER" down --name="$NAME" >/dev/null 2>&1  # What a killed earlier run left.
-"$CLUSTER" up 3 --link=1gbit --name="$NAME" >/dev/null || fail "cluster up"
+fresh_cluster 3 1gbit >/dev/null || fail "cluster up"
 PS_ADDR="$("$CLUSTER" --name="$NAME" addr 0)"
 
 start_ps() {  # $1: --resume or nothing

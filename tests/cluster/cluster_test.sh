@@ -17,7 +17,6 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 CLUSTER="$HERE/cluster.sh"
 PROBE="$HERE/probe.py"
 NAME=cvtest
-SKIP=77
 
 say() { printf 'cluster_test: %s\n' "$*"; }
 failures=0
@@ -25,31 +24,16 @@ check() {
   if eval "$2"; then say "ok: $1"; else say "FAIL: $1"; failures=$((failures + 1)); fi
 }
 
-if [ "$(id -u)" -ne 0 ]; then
-  say "SKIP: needs root, for network namespaces, veths and tc"
-  exit $SKIP
-fi
-if ! ip netns add "${NAME}-probe" 2>/dev/null; then
-  say "SKIP: this machine cannot make network namespaces (ip netns add failed)"
-  exit $SKIP
-fi
-ip netns del "${NAME}-probe"
-PATH="$PATH:/usr/sbin:/sbin"
-for tool in iperf3 slurmctld slurmd munged; do
-  if ! command -v "$tool" >/dev/null; then
-    say "SKIP: $tool is not installed (Debian: iperf3, slurm-wlm, munge; ./convoy test installs them)"
-    exit $SKIP
-  fi
-done
+# shellcheck source=tests/cluster/test_lib.sh
+. "$HERE/test_lib.sh"
+require_cluster iperf3 slurmctld slurmd munged
 
 LISTENER=""
 cleanup() {
   local rc=$?
   [ -n "$LISTENER" ] && kill "$LISTENER" 2>/dev/null
   if [ "$rc" -ne 0 ]; then
-    for f in /run/convoy-cluster/"$NAME"/slurm/log/*; do
-      [ -f "$f" ] && { say "---- $f (last 20 lines)"; tail -n 20 "$f"; }
-    done
+    print_tails 20 /run/convoy-cluster/"$NAME"/slurm/log/*
   fi
   "$CLUSTER" down --name="$NAME" >/dev/null 2>&1
   exit "$rc"

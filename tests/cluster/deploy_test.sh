@@ -24,8 +24,6 @@ BIN="${2:?binary directory}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 CLUSTER="$HERE/cluster.sh"
 NAME=${CONVOY_CLUSTER_TEST_NAME:-cvdeploy}  # Another name runs beside a suite that uses this one.
-SKIP=77
-PATH="$PATH:/usr/sbin:/sbin"
 
 say() { printf 'cluster deploy_test: %s\n' "$*"; }
 fail() {
@@ -33,38 +31,22 @@ fail() {
   exit 1
 }
 
-if [ "$(id -u)" -ne 0 ]; then
-  say "SKIP: needs root, for network namespaces and the Slurm daemons"
-  exit $SKIP
-fi
-for tool in slurmctld slurmd munged sbatch; do
-  command -v "$tool" >/dev/null || { say "SKIP: $tool is not installed (Debian: slurm-wlm, munge)"; exit $SKIP; }
-done
-if ! ip netns add "${NAME}-probe" 2>/dev/null; then
-  say "SKIP: this machine cannot make network namespaces (ip netns add failed)"
-  exit $SKIP
-fi
-ip netns del "${NAME}-probe"
+# shellcheck source=tests/cluster/test_lib.sh
+. "$HERE/test_lib.sh"
+require_cluster slurmctld slurmd munged sbatch
 for b in convoy_ps convoy_agent convoy_sim; do [ -x "$BIN/$b" ] || fail "$BIN/$b is not built"; done
 
 T="$(mktemp -d /tmp/convoy-cluster-deploy.XXXXXX)"
 chmod 0755 "$T"
 cleanup() {
   local rc=$?
-  if [ "$rc" -ne 0 ]; then
-    for f in /run/convoy-cluster/"$NAME"/slurm/log/slurmctld.log "$T"/job.out "$T"/run/logs/*.log; do
-      [ -f "$f" ] && { say "---- $f (last 25 lines)"; tail -n 25 "$f"; }
-    done
-  fi
-  "$CLUSTER" down --name="$NAME" >/dev/null 2>&1
-  if [ -n "${CONVOY_KEEP_TEST_DIR:-}" ]; then say "kept $T"; else rm -rf "$T"; fi
-  exit "$rc"
+  [ "$rc" -ne 0 ] && print_tails 25 /run/convoy-cluster/"$NAME"/slurm/log/slurmctld.log "$T"/job.out "$T"/run/logs/*.log
+  end_cluster_test "$rc"
 }
 trap cleanup EXIT
 trap 'say "stopped by a signal"; exit 1' TERM INT
 
-"$CLUSTER" down --name="$NAME" >/dev/null 2>&1  # What a killed earlier run left.
-"$CLUSTER" up 3 --link=1gbit --name="$NAME" || fail "cluster up"
+fresh_cluster 3 1gbit || fail "cluster up"
 SLURM_CONF="$("$CLUSTER" --name="$NAME" slurm-up)" || fail "slurm-up"
 export SLURM_CONF
 node_bytes() {  # Bytes both ways on node $1's link, counted at its bridge port.
