@@ -33,7 +33,8 @@ std::string RunSetting(const std::string& what, const std::string& alone) {
 }  // namespace
 
 ABSL_FLAG(std::string, ps, "",
-          "Parameter server host:port; empty trains alone with a local optimizer.");
+          "Parameter server host:port, or for a sharded one (convoy_ps --num_shards) every shard's "
+          "host:port,host:port,... in shard order; empty trains alone with a local optimizer.");
 ABSL_FLAG(std::string, sim, Defaults().environment.sim,
           "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
 ABSL_FLAG(std::string, map_dir, "",
@@ -160,6 +161,7 @@ bool NumericFlagsInRange() {
        RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec), 0, kNoRealMax,
                  Ends::kOpenMin),
        RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),
+       DurationRange("sync_wait", absl::GetFlag(FLAGS_sync_wait), absl::ZeroDuration()),
        RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
                  Ends::kOpenMin)});
 }
@@ -209,11 +211,6 @@ AgentOptions OptionsFromFlags(PushMode push) {
 
 int Run() {
   if (!NumericFlagsInRange()) return kExitUsage;
-  if (absl::GetFlag(FLAGS_sync_wait) < absl::ZeroDuration()) {
-    std::fprintf(stderr, "convoy_agent: --sync_wait must not be negative, got %s\n",
-                 absl::FormatDuration(absl::GetFlag(FLAGS_sync_wait)).c_str());
-    return kExitUsage;
-  }
   const std::string encoding = absl::GetFlag(FLAGS_push_encoding);
   if (encoding != "fp32" && encoding != "bf16") {
     std::fprintf(stderr, "--push_encoding must be fp32 or bf16, got '%s'\n", encoding.c_str());

@@ -61,7 +61,11 @@ int Run() {
            RealRange("noise", absl::GetFlag(FLAGS_noise), 0, kNoRealMax),
            RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
                      Ends::kOpenMin),
-           IntRange("stall_after_chunks", absl::GetFlag(FLAGS_stall_after_chunks), 0, 1 << 20)})) {
+           IntRange("stall_after_chunks", absl::GetFlag(FLAGS_stall_after_chunks), 0, 1 << 20),
+           DurationRange("push_every", absl::GetFlag(FLAGS_push_every), absl::ZeroDuration()),
+           DurationRange("call_timeout", absl::GetFlag(FLAGS_call_timeout), absl::ZeroDuration(),
+                         absl::InfiniteDuration(), Ends::kOpenMin),
+           DurationRange("retry_for", absl::GetFlag(FLAGS_retry_for), absl::ZeroDuration())})) {
     return kExitUsage;
   }
   absl::StatusOr<ModelInfo> model = DescribeModel(absl::GetFlag(FLAGS_model));

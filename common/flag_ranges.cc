@@ -42,6 +42,19 @@ FlagRange RealRange(absl::string_view name, double value, double min, double max
           above && below};  // Both false for NaN.
 }
 
+FlagRange DurationRange(absl::string_view name, absl::Duration value, absl::Duration min,
+                        absl::Duration max, Ends ends) {
+  const bool open_min = ends == Ends::kOpenMin || ends == Ends::kOpen;
+  const bool infinite = max == absl::InfiniteDuration();
+  const bool open_max = ends == Ends::kOpenMax || ends == Ends::kOpen || infinite;
+  const bool above = open_min ? value > min : value >= min;
+  const bool below = open_max ? value < max : value <= max;
+  return {std::string(name), absl::FormatDuration(value),
+          absl::StrCat(open_min ? "(" : "[", absl::FormatDuration(min), ", ",
+                       infinite ? "inf" : absl::FormatDuration(max), open_max ? ")" : "]"),
+          above && below};
+}
+
 absl::Status CheckFlagRanges(absl::Span<const FlagRange> ranges) {
   std::vector<std::string> errors;
   for (const FlagRange& r : ranges) {

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace convoy {
@@ -44,6 +45,10 @@ FlagRange UintRange(absl::string_view name, uint64_t value, uint64_t min, uint64
 // NaN is never in range.
 FlagRange RealRange(absl::string_view name, double value, double min, double max,
                     Ends ends = Ends::kClosed);
+
+// A duration flag ("1s", "500ms"); printed as absl::FormatDuration does, an infinite max as "inf".
+FlagRange DurationRange(absl::string_view name, absl::Duration value, absl::Duration min,
+                        absl::Duration max = absl::InfiniteDuration(), Ends ends = Ends::kClosed);
 
 // OK when every flag is in range; else INVALID_ARGUMENT naming each flag out of range, its allowed
 // range and its value ("--agents must be in [1, 256], got 0"), one per line.
