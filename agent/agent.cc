@@ -17,6 +17,7 @@
 #include "agent/ps_session.h"
 #include "agent/replay_memory.h"
 #include "agent/session_worker.h"
+#include "agent/sharded_session.h"
 #include "common/backoff.h"
 #include "common/exploration.h"
 #include "common/gpu_monitor.h"
@@ -169,8 +170,7 @@ absl::Status Agent::Impl::Init() {
   environment_ = *std::move(environment);
   if (!options_.ps_address.empty()) {
     // Joins and adopts the server's run settings before anything depends on them.
-    absl::StatusOr<std::unique_ptr<PsSession>> session =
-        PsSession::Create(PsSession::OptionsFor(options_));
+    absl::StatusOr<std::unique_ptr<ParameterServerSession>> session = CreateSession(options_);
     if (!session.ok()) return session.status();
     ps_ = *std::move(session);
     absl::StatusOr<double> epsilon = ps_->Join(environment_->env->num_actions(), &options_);

@@ -91,6 +91,9 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join() {
   request.set_hostname(options_.hostname);
   request.set_agent_index(options_.agent_index);
   request.set_model_fingerprint(options_.model_fingerprint);
+  request.set_num_shards(options_.num_shards);
+  request.set_shard_index(options_.shard_index);
+  request.set_shard_map_digest(options_.shard_map_digest);
   v1::JoinResponse response;
   absl::Status status = WithRetries("Join", [&] {
     grpc::ClientContext context;

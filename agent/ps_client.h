@@ -35,6 +35,10 @@ struct PsClientOptions {
   std::string hostname;
   uint32_t agent_index = 0;
   std::string model_fingerprint;
+  // The shard Join says this server is (JoinRequest.num_shards etc.); 0 shards: an unsharded server.
+  uint32_t num_shards = 0;
+  uint32_t shard_index = 0;
+  std::string shard_map_digest;
   TensorEncoding push_encoding = TensorEncoding::kFp32;
   TensorEncoding pull_encoding = TensorEncoding::kFp32;
   absl::Duration call_timeout = absl::Seconds(30);  // Per attempt.
@@ -103,6 +107,12 @@ class PsClient {
   // The fingerprint Join and Push send; set once the model is known.
   void set_model_fingerprint(std::string fingerprint) {
     options_.model_fingerprint = std::move(fingerprint);
+  }
+  // The shard Join names; set once the model is known.
+  void set_shard(uint32_t num_shards, uint32_t shard_index, std::string map_digest) {
+    options_.num_shards = num_shards;
+    options_.shard_index = shard_index;
+    options_.shard_map_digest = std::move(map_digest);
   }
   uint64_t push_session() const { return push_session_; }
   // The sequence number the next Push will carry.

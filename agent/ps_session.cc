@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/model_registry.h"
+#include "common/shard_map.h"
 
 namespace convoy {
 namespace {
@@ -170,6 +171,13 @@ absl::StatusOr<double> PsSession::Join(int num_actions, AgentOptions* options) {
   absl::StatusOr<ModelInfo> model = DescribeModel(options->model, num_actions);
   if (!model.ok()) return model.status();
   ps_->set_model_fingerprint(model->fingerprint);
+  absl::StatusOr<ShardMap> map = MakeShardMap(*model, options_.num_shards);
+  if (!map.ok()) return map.status();
+  if (options_.num_shards > 1) {
+    ps_->set_shard(options_.num_shards, options_.shard_index, map->digest);
+  }
+  begin_ = map->ranges[options_.shard_index].begin;
+  end_ = map->ranges[options_.shard_index].end;
   absl::StatusOr<v1::JoinResponse> joined = ps_->Join();
   if (!joined.ok()) return joined.status();
   const v1::RunConfig& config = joined->config();
@@ -195,7 +203,7 @@ void PsSession::StartTraining() {
   rejoin_ = *PsClient::Create(training);
 }
 
-absl::StatusOr<PushResult> PsSession::Push(const std::vector<float>& values,
+absl::StatusOr<PushResult> PsSession::Push(absl::Span<const float> values,
                                            uint32_t minibatch_count) {
   absl::StatusOr<PushResult> pushed =
       ps_->Push(values.data(), values.size(), version_, minibatch_count, incarnation_);

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "agent/agent.h"
 #include "agent/ps_client.h"
 #include "common/security.h"
@@ -82,7 +83,7 @@ class ParameterServerSession {
   // no answer is kept and resent by the next Rejoin, and the session becomes disconnected. A
   // refusal by the server (stale, wrong incarnation, ...) is OK with accepted=false. Connected or
   // rejoining only.
-  virtual absl::StatusOr<PushResult> Push(const std::vector<float>& values,
+  virtual absl::StatusOr<PushResult> Push(absl::Span<const float> values,
                                           uint32_t minibatch_count) = 0;
 
   // Writes the server's newest weights into *online unless the version held is current, and its
@@ -135,6 +136,10 @@ struct PsSessionOptions {
   // the deadline.
   absl::Duration rejoin_every = absl::Seconds(3);
   absl::Duration rejoin_timeout = absl::Seconds(3);
+  // The shard this server is of a sharded parameter server (common/shard_map.h); 1: unsharded. With
+  // more, pushes and pulls carry the shard's slice only.
+  uint32_t num_shards = 1;
+  uint32_t shard_index = 0;
 };
 
 // The session with one parameter server.
@@ -148,7 +153,7 @@ class PsSession : public ParameterServerSession {
 
   absl::StatusOr<double> Join(int num_actions, AgentOptions* options) override;
   void StartTraining() override;
-  absl::StatusOr<PushResult> Push(const std::vector<float>& values,
+  absl::StatusOr<PushResult> Push(absl::Span<const float> values,
                                   uint32_t minibatch_count) override;
   absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>* target) override;
   void Disconnected(const absl::Status& why) override;
@@ -159,6 +164,9 @@ class PsSession : public ParameterServerSession {
   bool has_pending_push() const override { return ps_->has_pending_push(); }
   uint64_t version() const override { return version_; }
   uint64_t incarnation() const override { return incarnation_; }
+  // After Join: the slice of the flat vector this server serves (the whole vector unsharded).
+  uint64_t begin() const { return begin_; }
+  uint64_t end() const { return end_; }
 
  private:
   enum class State { kConnected, kDisconnected, kRejoining };
@@ -174,6 +182,7 @@ class PsSession : public ParameterServerSession {
   uint64_t target_version_ = 0;         // Of the target weights held.
   uint64_t server_target_version_ = 0;  // The newest the server announced.
   absl::Time next_rejoin_ = absl::InfinitePast();
+  uint64_t begin_ = 0, end_ = 0;
 };
 
 }  // namespace convoy

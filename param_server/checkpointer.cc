@@ -159,13 +159,28 @@ absl::StatusOr<v1::CheckpointManifest> Checkpointer::VerifyManifest(const std::s
   return manifest;
 }
 
-absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, const ModelInfo& model) {
+absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, const ModelInfo& model,
+                                                    const v1::ShardInfo* shard) {
   absl::StatusOr<v1::CheckpointManifest> manifest = VerifyManifest(path);
   if (!manifest.ok()) return manifest.status();
   if (manifest->model_fingerprint() != model.fingerprint) {
     return absl::FailedPreconditionError(
         absl::StrCat("checkpoint ", path, " holds model '", manifest->model_fingerprint(),
                      "', this server runs '", model.fingerprint, "'"));
+  }
+  if (shard != nullptr) {
+    const uint32_t n = manifest->has_shard() ? manifest->shard().num_shards() : 1;
+    const uint32_t i = manifest->has_shard() ? manifest->shard().shard_index() : 0;
+    const bool digests_differ = manifest->has_shard() && !shard->map_digest().empty() &&
+                                manifest->shard().map_digest() != shard->map_digest();
+    if (n != shard->num_shards() || i != shard->shard_index() || digests_differ) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", path, " holds shard ", i, " of ", n,
+          manifest->has_shard() ? absl::StrCat(" (map ", manifest->shard().map_digest(), ")") : "",
+          ", this server is shard ", shard->shard_index(), " of ", shard->num_shards(), " (map ",
+          shard->map_digest(), "): resume with the --num_shards and --shard_index it was written "
+          "with, or start from another --checkpoint_dir"));
+    }
   }
   LoadedCheckpoint loaded;
   loaded.path = path;
@@ -291,7 +306,7 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadNewest() const {
   // readable manifest is reported, not silently ignored.
   for (const Found& candidate : Scan(directory_, /*warn=*/true)) {
     const std::string& path = candidate.path;
-    absl::StatusOr<LoadedCheckpoint> loaded = Load(path, model_);
+    absl::StatusOr<LoadedCheckpoint> loaded = Load(path, model_, &shard_);
     // Another model's checkpoint is a misconfiguration, not damage: refuse rather than start fresh.
     if (loaded.ok() || loaded.status().code() == absl::StatusCode::kFailedPrecondition) return loaded;
     LOG(WARNING) << "skipping checkpoint " << path << ": " << loaded.status().message();

@@ -81,8 +81,13 @@ class Checkpointer {
 
   // Loads one checkpoint directory of `model`, verifying it. Errors: DATA_LOSS for a bad manifest, checksum
   // or tensor layout; NOT_FOUND for a missing file; FAILED_PRECONDITION, naming both fingerprints, when the
-  // checkpoint holds another model.
-  static absl::StatusOr<LoadedCheckpoint> Load(const std::string& path, const ModelInfo& model);
+  // checkpoint holds another model, and naming both shards when `shard` is given and the checkpoint holds
+  // another shard or another split (a manifest without one holds the whole model, shard 0 of 1).
+  static absl::StatusOr<LoadedCheckpoint> Load(const std::string& path, const ModelInfo& model,
+                                               const v1::ShardInfo* shard = nullptr);
+
+  // The shard every checkpoint here must hold (LoadNewest refuses another); by default shard 0 of 1.
+  void set_shard(const v1::ShardInfo& shard) { shard_ = shard; }
 
   // Parses and verifies a checkpoint directory's MANIFEST and the files it lists.
   static absl::StatusOr<v1::CheckpointManifest> VerifyManifest(const std::string& path);
@@ -108,6 +113,11 @@ class Checkpointer {
   std::string directory_;
   int keep_;
   ModelInfo model_;
+  v1::ShardInfo shard_ = [] {
+    v1::ShardInfo whole;
+    whole.set_num_shards(1);
+    return whole;
+  }();
   std::string run_id_;
   bool legacy_is_ours_ = false;  // Checkpoints without a run id belong to this run (resumed from one).
 };

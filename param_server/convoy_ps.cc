@@ -2,6 +2,7 @@
 // pushes from many agents; see docs/architecture.md and docs/protocol.md.
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -110,6 +111,10 @@ ABSL_FLAG(double, stream_idle_timeout_seconds, 60,
 ABSL_FLAG(std::string, apply_log, "",
           "Append every start, applied update (which agent's push became which version) and "
           "checkpoint to this file, one line each, for audits and replays; empty: none.");
+ABSL_FLAG(uint32_t, num_shards, 1,
+          "Serve one of this many shards of the model's parameters (contiguous ranges balanced by "
+          "element count); agents list every shard's address in --ps, in shard order.");
+ABSL_FLAG(uint32_t, shard_index, 0, "Which shard this server is, 0-based (below --num_shards).");
 ABSL_FLAG(double, fault_lose_replies, 0,
           "Fault injection, for tests: answer this fraction of the pushes applied with UNAVAILABLE "
           "instead of their reply, as a connection lost just after the apply looks to an agent.");
@@ -155,7 +160,10 @@ bool NumericFlagsInRange() {
        IntRange("credentials_days", absl::GetFlag(FLAGS_credentials_days), 1, 36500),
        RealRange("stream_idle_timeout_seconds", absl::GetFlag(FLAGS_stream_idle_timeout_seconds), 0,
                  kNoRealMax),
-       RealRange("fault_lose_replies", absl::GetFlag(FLAGS_fault_lose_replies), 0, 1)});
+       RealRange("fault_lose_replies", absl::GetFlag(FLAGS_fault_lose_replies), 0, 1),
+       UintRange("num_shards", absl::GetFlag(FLAGS_num_shards), 1, 65536),
+       UintRange("shard_index", absl::GetFlag(FLAGS_shard_index), 0,
+                 std::max<uint32_t>(absl::GetFlag(FLAGS_num_shards), 1) - 1)});
 }
 
 // `exploration`: --exploration, parsed by the caller.
@@ -197,6 +205,8 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.learner_max_grad_norm = absl::GetFlag(FLAGS_learner_max_grad_norm);
   o.prioritized = absl::GetFlag(FLAGS_prioritized);
   o.apply_log = absl::GetFlag(FLAGS_apply_log);
+  o.num_shards = absl::GetFlag(FLAGS_num_shards);
+  o.shard_index = absl::GetFlag(FLAGS_shard_index);
   return o;
 }
 
@@ -275,6 +285,7 @@ int Run() {
                : 1;
   }
   const ModelInfo model = (*core)->model();
+  const ShardMap shard_map = (*core)->shard_map();
   const uint64_t version = (*core)->version();
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_bind), ":", absl::GetFlag(FLAGS_port));
@@ -298,6 +309,9 @@ int Run() {
   }
   const std::string bound = absl::StrCat(absl::GetFlag(FLAGS_bind), ":", (*server)->port());
   LOG(INFO) << "convoy_ps serving model " << model.spec.name << " (" << model.fingerprint << "), "
+            << (options.num_shards > 1
+                    ? absl::StrCat(DescribeShard(shard_map, options.shard_index), ": ")
+                    : "")
             << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
             << " bytes fp32; optimizer " << OptimizerName(options.optimizer.kind) << " lr "
             << options.optimizer.learning_rate << "; version " << version << "; on " << bound

@@ -74,15 +74,26 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   }
   absl::StatusOr<ModelInfo> model = DescribeModel(options.model, options.num_actions);
   if (!model.ok()) return model.status();
+  absl::StatusOr<ShardMap> map = MakeShardMap(*model, options.num_shards);
+  if (!map.ok()) return map.status();
+  if (options.shard_index >= options.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("--shard_index must be below --num_shards (",
+                                                   options.num_shards, "), got ",
+                                                   options.shard_index));
+  }
   KeepLargeAllocationsInHeap();  // Also when embedded in a test or benchmark.
-  std::unique_ptr<ParameterServer> server(new ParameterServer(options, *std::move(model)));
+  std::unique_ptr<ParameterServer> server(
+      new ParameterServer(options, *std::move(model), *std::move(map)));
   if (absl::Status s = server->Initialise(); !s.ok()) return s;
   return server;
 }
 
-ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInfo model)
+ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInfo full_model,
+                                 ShardMap map)
     : options_(options),
-      model_(std::move(model)),
+      full_model_(std::move(full_model)),
+      shard_map_(std::move(map)),
+      model_(ShardModel(full_model_, shard_map_, options.shard_index)),
       incarnation_(NewIncarnation()),
       started_(absl::Now()),
       staleness_(options.max_staleness, options.staleness_lr_scaling),
@@ -102,6 +113,7 @@ absl::Status ParameterServer::Initialise() {
   if (!options_.checkpoint_dir.empty()) {
     checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir,
                                                    options_.keep_checkpoints, model_);
+    checkpointer_->set_shard(shard_info());
   }
 
   std::optional<LoadedCheckpoint> resumed;
@@ -120,7 +132,9 @@ absl::Status ParameterServer::Initialise() {
   if (resumed) {
     initial = resumed->weights;
   } else if (!options_.init_checkpoint.empty()) {
-    absl::StatusOr<LoadedCheckpoint> loaded = Checkpointer::Load(options_.init_checkpoint, model_);
+    // A checkpoint of the whole model: this shard takes its slice.
+    absl::StatusOr<LoadedCheckpoint> loaded =
+        Checkpointer::Load(options_.init_checkpoint, full_model_);
     if (!loaded.ok()) return loaded.status();
     initial = std::move(loaded->weights);
     LOG(INFO) << "initial weights from " << options_.init_checkpoint;
@@ -129,6 +143,10 @@ absl::Status ParameterServer::Initialise() {
         InitialFlatWeights(options_.model, options_.num_actions, options_.seed);
     if (!weights.ok()) return weights.status();
     initial = *std::move(weights);
+  }
+  if (!resumed && shard_map_.num_shards() > 1) {
+    const ShardRange& range = shard_map_.ranges[options_.shard_index];
+    initial = std::vector<float>(initial.begin() + range.begin, initial.begin() + range.end);
   }
 
   const uint64_t version = resumed ? resumed->manifest.version() : 0;
@@ -224,6 +242,18 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
   return config;
 }
 
+v1::ShardInfo ParameterServer::shard_info() const {
+  const ShardRange& range = shard_map_.ranges[options_.shard_index];
+  v1::ShardInfo info;
+  info.set_num_shards(shard_map_.num_shards());
+  info.set_shard_index(options_.shard_index);
+  info.set_begin(range.begin);
+  info.set_end(range.end);
+  info.set_map_digest(shard_map_.digest);
+  info.set_model_parameter_count(full_model_.parameter_count);
+  return info;
+}
+
 ParameterServer::AgentRecord& ParameterServer::TouchAgent(const std::string& agent_id) {
   AgentRecord& record = agents_[agent_id];
   record.last_seen = absl::Now();
@@ -239,12 +269,26 @@ absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& re
         "', server has '", model_.fingerprint, "'"));
   }
   if (request.agent_id().empty()) return absl::InvalidArgumentError("agent_id must not be empty");
+  // An agent that knows no shards (0) must be talking to a whole model.
+  const uint32_t expected_shards = std::max<uint32_t>(request.num_shards(), 1);
+  if (expected_shards != shard_map_.num_shards() || request.shard_index() != options_.shard_index ||
+      (!request.shard_map_digest().empty() && request.shard_map_digest() != shard_map_.digest)) {
+    CountRejection(request.agent_id(), v1::REJECT_REASON_SHARD_MISMATCH);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard mismatch: the agent takes this server for shard ", request.shard_index(), " of ",
+        expected_shards,
+        request.shard_map_digest().empty() ? ""
+                                           : absl::StrCat(" (map ", request.shard_map_digest(), ")"),
+        ", it is ", DescribeShard(shard_map_, options_.shard_index),
+        ": list the servers in --ps in shard order, all started with the same --num_shards"));
+  }
   v1::JoinResponse response;
   *response.mutable_config() = RunConfigFor(request.agent_index());
   response.set_version(store_->version());
   response.set_parameter_count(model_.parameter_count);
   response.set_model_fingerprint(model_.fingerprint);
   response.set_incarnation(incarnation_);
+  *response.mutable_shard() = shard_info();
   {
     absl::MutexLock lock(&stats_mu_);
     AgentRecord& record = TouchAgent(request.agent_id());
@@ -397,6 +441,7 @@ v1::StatusResponse ParameterServer::Status() const {
   v1::StatusResponse status;
   status.set_version(store_->version());
   status.set_parameter_count(model_.parameter_count);
+  *status.mutable_shard() = shard_info();
   status.set_model_name(model_.spec.name);
   status.set_model_fingerprint(model_.fingerprint);
   status.set_incarnation(incarnation_);
@@ -467,6 +512,7 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   m.set_model_name(model_.spec.name);
   m.set_model_fingerprint(model_.fingerprint);
   m.set_parameter_count(model_.parameter_count);
+  *m.mutable_shard() = shard_info();
   m.set_optimizer(std::string(OptimizerName(options_.optimizer.kind)));
   for (const auto& [key, value] : HyperparametersOf(options_)) (*m.mutable_hyperparameters())[key] = value;
   m.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));

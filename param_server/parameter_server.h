@@ -21,6 +21,7 @@
 #include "common/periodic_task.h"
 #include "common/run_defaults.h"
 #include "convoy/v1/parameter_server.pb.h"
+#include "common/shard_map.h"
 #include "param_server/apply_log.h"
 #include "param_server/checkpointer.h"
 #include "param_server/optimizer.h"
@@ -59,6 +60,11 @@ struct ParameterServerOptions {
   bool prioritized = run_defaults::kPrioritized;
   // Empty: none. Otherwise every start, applied update and checkpoint is appended here (ApplyLog).
   std::string apply_log;
+  // Sharding (common/shard_map.h): this server serves range shard_index of the model split num_shards
+  // ways: its slice of the weights, of the target network and of the optimizer state, with versions,
+  // exactly-once records and checkpoints of its own. 1 shard: the whole model.
+  uint32_t num_shards = 1;
+  uint32_t shard_index = 0;
 };
 
 // The result of a push that passed validation.
@@ -119,7 +125,13 @@ class ParameterServer {
   // checkpoint in progress.
   void StartPeriodicCheckpoints();
 
+  // What this server serves: the model itself, or for a shard its slice (parameter_count the slice's
+  // size, one layout slot), with the model's spec and fingerprint.
   const ModelInfo& model() const { return model_; }
+  const ModelInfo& full_model() const { return full_model_; }
+  const ShardMap& shard_map() const { return shard_map_; }
+  // This shard on the wire and in checkpoints.
+  v1::ShardInfo shard_info() const;
   uint64_t incarnation() const { return incarnation_; }
   // The run the checkpoints belong to: new at a first start, the resumed checkpoint's with --resume.
   const std::string& run_id() const { return run_id_; }
@@ -156,14 +168,16 @@ class ParameterServer {
     PushOutcome outcome;
   };
 
-  ParameterServer(const ParameterServerOptions& options, ModelInfo model);
+  ParameterServer(const ParameterServerOptions& options, ModelInfo full_model, ShardMap map);
   absl::Status Initialise();
   AgentRecord& TouchAgent(const std::string& agent_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stats_mu_);
   // The periodic checkpoint task's callback: a checkpoint when one of the triggers is due.
   void PeriodicCheckpoint();
 
   const ParameterServerOptions options_;
-  const ModelInfo model_;
+  const ModelInfo full_model_;
+  const ShardMap shard_map_;
+  const ModelInfo model_;  // Served: full_model_, or this shard's slice of it.
   const uint64_t incarnation_;
   std::string run_id_;  // Set once by Initialise.
   const absl::Time started_;

@@ -296,6 +296,67 @@ TEST_CASE("What an agent learns while the server is unreachable reaches it once 
   }
 }
 
+TEST_CASE("An agent trains against a parameter server of two shards, each applying its slice",
+          "[agent][shards]") {
+  for (const std::string push : {"gradients", "deltas"}) {
+    DYNAMIC_SECTION("push=" << push) {
+      std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
+      for (uint32_t i = 0; i < 2; ++i) {
+        ParameterServerOptions shard = ServerFor(*ParsePushMode(push));
+        shard.num_shards = 2;
+        shard.shard_index = i;
+        shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
+      }
+      AgentOptions o = SmallAgentOf(*shards[0], *ParsePushMode(push));
+      o.ps_address = shards[0]->address + "," + shards[1]->address;
+      absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
+      REQUIRE(agent.ok());
+      std::atomic<bool> stop{false};
+      REQUIRE((*agent)->Run(stop).ok());
+      const AgentStats stats = (*agent)->stats();
+      CHECK(stats.pushes == 25);  // 100 minibatches, a push every 4, to both shards.
+      std::vector<float> server;
+      uint64_t versions = 0;
+      for (const auto& shard : shards) {
+        const v1::StatusResponse status = shard->Status();
+        CHECK(status.applied_minibatches() == stats.train_steps);
+        CHECK(status.rejections().empty());
+        versions += status.version();
+        const std::vector<float>& slice = shard->server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+        server.insert(server.end(), slice.begin(), slice.end());
+      }
+      CHECK(stats.ps_version == versions);
+      // The agent ends on the shards' weights, assembled in shard order.
+      const std::vector<float> local = (*agent)->Weights();
+      REQUIRE(local.size() == server.size());
+      for (size_t i = 0; i < local.size(); ++i) REQUIRE(server[i] == Approx(local[i]).margin(1e-6));
+    }
+  }
+}
+
+TEST_CASE("An agent refuses shards listed out of order, or a sharded server given as one",
+          "[agent][shards]") {
+  std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
+  for (uint32_t i = 0; i < 2; ++i) {
+    ParameterServerOptions shard = ServerFor(PushMode::kGradients);
+    shard.num_shards = 2;
+    shard.shard_index = i;
+    shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
+  }
+  AgentOptions o = SmallAgentOf(*shards[0], PushMode::kGradients);
+  for (const std::string& ps : {shards[1]->address + "," + shards[0]->address, shards[0]->address}) {
+    o.ps_address = ps;
+    absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
+    REQUIRE(!agent.ok());
+    CHECK(agent.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(agent.status().message()), Catch::Contains("shard mismatch"));
+  }
+  o.ps_address = shards[0]->address + ",";
+  absl::StatusOr<std::unique_ptr<Agent>> empty = Agent::Create(o);
+  REQUIRE(!empty.ok());
+  CHECK(empty.status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("An agent keeps acting and learning while the server holds a push's answer",
           "[agent][faults]") {
   // A silent link looks like this to the agent: a push sent and no answer for seconds.

@@ -94,6 +94,9 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kPs, "--credentials_days=0", "--credentials_days must be in [1, 36500], got 0"},
       {Binary::kPs, "--stream_idle_timeout_seconds=-1",
        "--stream_idle_timeout_seconds must be in [0, inf), got -1"},
+      {Binary::kPs, "--fault_lose_replies=1.5", "--fault_lose_replies must be in [0, 1], got 1.5"},
+      {Binary::kPs, "--num_shards=0", "--num_shards must be in [1, 65536], got 0"},
+      {Binary::kPs, "--shard_index=3", "--shard_index must be in [0, 0], got 3"},
       // convoy_agent.
       {Binary::kAgent, "--parked_cars=-1", "--parked_cars must be in [0, 10000], got -1"},
       {Binary::kAgent, "--agent_index=70000", "--agent_index must be in [0, 65535], got 70000"},
@@ -117,6 +120,7 @@ const std::vector<BadValue>& BadValues() {
        "--max_epoch_runtime_sec must be in (0, inf), got 0"},
       {Binary::kAgent, "--max_minutes=-1", "--max_minutes must be in [0, inf), got -1"},
       {Binary::kAgent, "--report_seconds=0", "--report_seconds must be in (0, inf), got 0"},
+      {Binary::kAgent, "--sync_wait=-1s", "--sync_wait must be in [0, inf), got -1s"},
       // convoy_train: --agents=0 used to divide by zero after convoy_ps had started.
       {Binary::kTrain, "--agents=0", "--agents must be in [1, 256], got 0"},
       {Binary::kTrain, "--agents=257", "--agents must be in [1, 256], got 257"},
@@ -148,6 +152,9 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kSyntheticAgent, "--report_seconds=0",
        "--report_seconds must be in (0, inf), got 0"},
       {Binary::kSyntheticAgent, "--noise=-1", "--noise must be in [0, inf), got -1"},
+      {Binary::kSyntheticAgent, "--push_every=-5ms", "--push_every must be in [0, inf), got -5ms"},
+      {Binary::kSyntheticAgent, "--call_timeout=0", "--call_timeout must be in (0, inf), got 0"},
+      {Binary::kSyntheticAgent, "--retry_for=-1s", "--retry_for must be in [0, inf), got -1s"},
       {Binary::kEval, "--episodes=0", "--episodes must be in [1, 100000], got 0"},
       {Binary::kEval, "--parked_cars=-1", "--parked_cars must be in [0, 10000], got -1"},
       {Binary::kEval, "--max_epoch_runtime_sec=0",

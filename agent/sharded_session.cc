@@ -1,0 +1,196 @@
+#include "agent/sharded_session.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <future>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace convoy {
+namespace {
+
+// Runs call(i) for every shard at once and waits for all.
+template <typename Call>
+auto ForEachShard(size_t n, Call call) {
+  using Result = decltype(call(size_t{0}));
+  std::vector<std::future<Result>> running;
+  running.reserve(n);
+  for (size_t i = 0; i < n; ++i) running.push_back(std::async(std::launch::async, call, i));
+  std::vector<Result> results;
+  results.reserve(n);
+  for (auto& r : running) results.push_back(r.get());
+  return results;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps) {
+  std::vector<std::string> servers = absl::StrSplit(ps, ',');
+  for (const std::string& s : servers) {
+    if (s.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ps '", ps, "' has an empty address: give host:port, or host:port,host:port,... in "
+                        "shard order for a sharded server"));
+    }
+  }
+  return servers;
+}
+
+absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const AgentOptions& agent) {
+  absl::StatusOr<std::vector<std::string>> servers = ParseServerList(agent.ps_address);
+  if (!servers.ok()) return servers.status();
+  const PsSessionOptions common = PsSession::OptionsFor(agent);
+  if (servers->size() == 1) {
+    absl::StatusOr<std::unique_ptr<PsSession>> one = PsSession::Create(common);
+    if (!one.ok()) return one.status();
+    return std::unique_ptr<ParameterServerSession>(*std::move(one));
+  }
+  std::vector<PsSessionOptions> shards;
+  for (size_t i = 0; i < servers->size(); ++i) {
+    PsSessionOptions o = common;
+    o.address = (*servers)[i];
+    o.num_shards = static_cast<uint32_t>(servers->size());
+    o.shard_index = static_cast<uint32_t>(i);
+    shards.push_back(o);
+  }
+  absl::StatusOr<std::unique_ptr<ShardedSession>> sharded = ShardedSession::Create(shards);
+  if (!sharded.ok()) return sharded.status();
+  return std::unique_ptr<ParameterServerSession>(*std::move(sharded));
+}
+
+absl::StatusOr<std::unique_ptr<ShardedSession>> ShardedSession::Create(
+    const std::vector<PsSessionOptions>& shards) {
+  std::vector<std::unique_ptr<PsSession>> sessions;
+  for (const PsSessionOptions& o : shards) {
+    absl::StatusOr<std::unique_ptr<PsSession>> session = PsSession::Create(o);
+    if (!session.ok()) return session.status();
+    sessions.push_back(*std::move(session));
+  }
+  return std::unique_ptr<ShardedSession>(new ShardedSession(std::move(sessions)));
+}
+
+ShardedSession::ShardedSession(std::vector<std::unique_ptr<PsSession>> shards)
+    : shards_(std::move(shards)), online_(shards_.size()), target_(shards_.size()) {}
+
+absl::StatusOr<double> ShardedSession::Join(int num_actions, AgentOptions* options) {
+  // Shard 0 first: the run settings (and the model, unless pinned) are adopted from it; the others
+  // then join with the settings in force, which they hold too.
+  absl::StatusOr<double> epsilon = shards_[0]->Join(num_actions, options);
+  if (!epsilon.ok()) return epsilon.status();
+  const std::vector<absl::StatusOr<double>> joined = ForEachShard(
+      shards_.size() - 1, [&](size_t i) {
+        AgentOptions adopted = *options;
+        return shards_[i + 1]->Join(num_actions, &adopted);
+      });
+  for (const absl::StatusOr<double>& j : joined) {
+    if (!j.ok()) return j.status();
+  }
+  model_parameter_count_ = shards_.back()->end();
+  epsilon_ = *epsilon;
+  return epsilon_;
+}
+
+void ShardedSession::StartTraining() {
+  for (auto& s : shards_) s->StartTraining();
+}
+
+absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
+                                                uint32_t minibatch_count) {
+  if (values.size() != model_parameter_count_) {
+    return absl::InvalidArgumentError(absl::StrCat("a push of ", values.size(),
+                                                   " values to a model of ",
+                                                   model_parameter_count_));
+  }
+  std::vector<absl::StatusOr<PushResult>> pushed = ForEachShard(shards_.size(), [&](size_t i) {
+    const PsSession& s = *shards_[i];
+    return shards_[i]->Push(values.subspan(s.begin(), s.end() - s.begin()), minibatch_count);
+  });
+  for (absl::StatusOr<PushResult>& p : pushed) {
+    if (!p.ok()) return p.status();  // That shard keeps its push if it got no answer.
+  }
+  // Shard 0 speaks for the run (epsilon, target version); a push counts as accepted when every shard
+  // applied its range.
+  PushResult result = *pushed[0];
+  for (const absl::StatusOr<PushResult>& p : pushed) {
+    result.accepted = result.accepted && p->accepted;
+    result.staleness = std::max(result.staleness, p->staleness);
+    result.repeated = result.repeated || p->repeated;
+    if (!p->accepted && result.message.empty()) result.message = p->message;
+  }
+  result.version = version();
+  return result;
+}
+
+absl::StatusOr<PullUpdate> ShardedSession::Pull(std::vector<float>* online,
+                                                std::vector<float>* target) {
+  std::vector<absl::StatusOr<PullUpdate>> pulled = ForEachShard(
+      shards_.size(), [&](size_t i) { return shards_[i]->Pull(&online_[i], &target_[i]); });
+  online->resize(model_parameter_count_);
+  target->resize(model_parameter_count_);
+  PullUpdate update;
+  absl::Status first_error;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (!pulled[i].ok()) {
+      if (first_error.ok()) first_error = pulled[i].status();
+      continue;
+    }
+    const uint64_t begin = shards_[i]->begin();
+    if (pulled[i]->online) {
+      std::copy(online_[i].begin(), online_[i].end(), online->begin() + begin);
+      update.online = true;
+    }
+    if (pulled[i]->target) {
+      std::copy(target_[i].begin(), target_[i].end(), target->begin() + begin);
+      update.target = true;
+    }
+  }
+  if (!first_error.ok()) return first_error;
+  return update;
+}
+
+void ShardedSession::Disconnected(const absl::Status& why) {
+  for (auto& s : shards_) s->Disconnected(why);
+}
+
+absl::StatusOr<double> ShardedSession::Rejoin(RejoinPace pace) {
+  std::vector<size_t> away;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (!shards_[i]->connected()) away.push_back(i);
+  }
+  const std::vector<absl::StatusOr<double>> rejoined = ForEachShard(
+      away.size(), [&](size_t k) { return shards_[away[k]]->Rejoin(pace); });
+  absl::Status first_error;
+  for (size_t k = 0; k < away.size(); ++k) {
+    if (!rejoined[k].ok()) {
+      if (first_error.ok()) first_error = rejoined[k].status();
+    } else if (away[k] == 0) {
+      epsilon_ = *rejoined[k];
+    }
+  }
+  if (!first_error.ok()) return first_error;
+  return epsilon_;
+}
+
+void ShardedSession::Reconnected() {
+  for (auto& s : shards_) s->Reconnected();
+}
+
+bool ShardedSession::connected() const {
+  return std::all_of(shards_.begin(), shards_.end(), [](const auto& s) { return s->connected(); });
+}
+
+bool ShardedSession::has_pending_push() const {
+  return std::any_of(shards_.begin(), shards_.end(),
+                     [](const auto& s) { return s->has_pending_push(); });
+}
+
+uint64_t ShardedSession::version() const {
+  uint64_t sum = 0;
+  for (const auto& s : shards_) sum += s->version();
+  return sum;
+}
+
+}  // namespace convoy

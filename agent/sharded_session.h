@@ -1,0 +1,65 @@
+// ShardedSession: one agent's session with a sharded parameter server, N convoy_ps processes each
+// serving one contiguous range of the flat parameter vector (common/shard_map.h).
+//
+// It fans every call out to the N shards' own PsSessions in parallel: a push sends each shard its
+// range of the values, a pull assembles the shards' ranges into the whole vector. Each shard keeps
+// its own versions, incarnation and exactly-once pushes. The agent loop sees one session:
+//   - Join joins shard 0 first (the run settings and epsilon are its), then the others;
+//   - connected() only while every shard is: while one is away the loop learns locally, and Rejoin
+//     rejoins the shards that are away (each resending its own push that got no answer), so every
+//     shard receives every slice once;
+//   - version() is the sum of the shards' versions (it grows whenever any shard's does), and
+//     incarnation() shard 0's.
+// Thread-compatible, like PsSession.
+#ifndef CONVOY_AGENT_SHARDED_SESSION_H_
+#define CONVOY_AGENT_SHARDED_SESSION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/ps_session.h"
+
+namespace convoy {
+
+// The parameter servers an agent's --ps names: "host:port" or, for a sharded server,
+// "host:port,host:port,..." in shard order. Errors: INVALID_ARGUMENT for an empty address.
+absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps);
+
+// A PsSession for one address, a ShardedSession for several. Errors: ParseServerList's, and the
+// channel credentials'.
+absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const AgentOptions& agent);
+
+class ShardedSession : public ParameterServerSession {
+ public:
+  // One options per shard, in shard order (num_shards and shard_index set).
+  static absl::StatusOr<std::unique_ptr<ShardedSession>> Create(
+      const std::vector<PsSessionOptions>& shards);
+
+  absl::StatusOr<double> Join(int num_actions, AgentOptions* options) override;
+  void StartTraining() override;
+  absl::StatusOr<PushResult> Push(absl::Span<const float> values,
+                                  uint32_t minibatch_count) override;
+  absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>* target) override;
+  void Disconnected(const absl::Status& why) override;
+  absl::StatusOr<double> Rejoin(RejoinPace pace) override;
+  void Reconnected() override;
+
+  bool connected() const override;
+  bool has_pending_push() const override;
+  uint64_t version() const override;
+  uint64_t incarnation() const override { return shards_[0]->incarnation(); }
+
+ private:
+  explicit ShardedSession(std::vector<std::unique_ptr<PsSession>> shards);
+
+  std::vector<std::unique_ptr<PsSession>> shards_;
+  // Each shard's pull lands here, then its range is copied into place.
+  std::vector<std::vector<float>> online_, target_;
+  uint64_t model_parameter_count_ = 0;
+  double epsilon_ = 0;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_AGENT_SHARDED_SESSION_H_
