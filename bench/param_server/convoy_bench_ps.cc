@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -45,6 +47,7 @@
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/model_registry.h"
+#include "common/shard_map.h"
 #include "common/tensor_encoding.h"
 #include "param_server/grpc_server.h"
 #include "param_server/optimizer.h"
@@ -54,14 +57,17 @@
 ABSL_FLAG(std::string, model, "cookbook",
           "Model whose size the cycles move (cookbook: 903,941 parameters).");
 ABSL_FLAG(std::string, ps, "",
-          "An external parameter server host:port to measure. Empty: an in-process server on "
-          "127.0.0.1:0.");
+          "An external parameter server host:port to measure, or every shard's host:port,... of a "
+          "sharded one in shard order. Empty: an in-process server on 127.0.0.1:0.");
 ABSL_FLAG(std::vector<std::string>, clients, std::vector<std::string>({"1", "4", "16", "64"}),
           "Concurrent client counts to measure, comma-separated.");
 ABSL_FLAG(std::vector<std::string>, encodings, std::vector<std::string>({"fp32", "bf16"}),
           "Push encodings to measure, comma-separated (fp32, bf16). Pulls are always fp32.");
 ABSL_FLAG(double, seconds, 5, "Measured seconds per configuration.");
 ABSL_FLAG(double, warmup_seconds, 1, "Unmeasured seconds before each configuration's measurement.");
+ABSL_FLAG(double, measure_at_unix_seconds, 0,
+          "Start the measured window at this Unix time (if later than the warm-up's end), so that "
+          "clients in several processes measure the same seconds; 0: after the warm-up.");
 ABSL_FLAG(convoy::Optimizer, optimizer, convoy::Optimizer::kAdam,
           "Optimizer of the in-process server and of the apply limit.");
 ABSL_FLAG(int64_t, tcp_bytes, int64_t{1} << 30, "Bytes each loopback TCP measurement sends.");
@@ -256,28 +262,46 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
   const std::string tag = absl::StrCat(encoding == TensorEncoding::kBf16 ? "bf16" : "fp32", "-",
                                        clients, "-", absl::ToUnixMicros(absl::Now()));
 
+  // A sharded server (several addresses, in shard order): each client has one PsClient per shard and
+  // a cycle pushes and pulls every shard's range, all shards at once, as an agent's session does.
+  const std::vector<std::string> shards = absl::StrSplit(address, ',');
+  absl::StatusOr<ShardMap> map = MakeShardMap(model, static_cast<uint32_t>(shards.size()));
+  if (!map.ok()) return map.status();
+
   auto run_client = [&](int index) {
     ClientTally& tally = tallies[index];
-    PsClientOptions options;
-    options.address = address;
-    options.agent_id = absl::StrCat("bench-", tag, "-", index);
-    options.hostname = "convoy_bench_ps";
-    options.agent_index = static_cast<uint32_t>(index);
-    options.model_fingerprint = model.fingerprint;
-    options.push_encoding = encoding;
-    options.security = g_security;
-    PsClient client(options, DistinctChannel(address));
+    struct Shard {
+      std::unique_ptr<PsClient> client;
+      std::vector<float> weights;
+      uint64_t version = 0;
+      uint64_t incarnation = 0;
+    };
+    std::vector<Shard> mine(shards.size());
     std::vector<float> gradient(model.parameter_count);
     FillGradient(static_cast<uint64_t>(index) + 1, &gradient);
-    std::vector<float> weights;
-    uint64_t version = 0;
-    uint64_t incarnation = 0;
-    absl::Status status = client.Join().status();
-    if (status.ok()) {
-      absl::StatusOr<PullResult> first = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
+    absl::Status status;
+    for (size_t s = 0; s < shards.size() && status.ok(); ++s) {
+      PsClientOptions options;
+      options.address = shards[s];
+      options.agent_id = absl::StrCat("bench-", tag, "-", index);
+      options.hostname = "convoy_bench_ps";
+      options.agent_index = static_cast<uint32_t>(index);
+      options.model_fingerprint = model.fingerprint;
+      options.push_encoding = encoding;
+      options.security = g_security;
+      if (shards.size() > 1) {
+        options.num_shards = static_cast<uint32_t>(shards.size());
+        options.shard_index = static_cast<uint32_t>(s);
+        options.shard_map_digest = map->digest;
+      }
+      mine[s].client = std::make_unique<PsClient>(options, DistinctChannel(shards[s]));
+      status = mine[s].client->Join().status();
+      if (!status.ok()) break;
+      absl::StatusOr<PullResult> first =
+          mine[s].client->Pull(0, 0, v1::NETWORK_ONLINE, &mine[s].weights);
       if (first.ok()) {
-        version = first->version;
-        incarnation = first->incarnation;
+        mine[s].version = first->version;
+        mine[s].incarnation = first->incarnation;
       } else {
         status = first.status();
       }
@@ -288,28 +312,42 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
       tally.error = status;
       return;
     }
+    // One shard's half of a cycle: push its range, pull it if newer. Accepted or not.
+    auto cycle_on = [&](size_t s) -> absl::StatusOr<bool> {
+      Shard& shard = mine[s];
+      const ShardRange& range = map->ranges[s];
+      absl::StatusOr<PushResult> pushed = shard.client->Push(
+          gradient.data() + range.begin, range.size(), shard.version, /*minibatch_count=*/1);
+      if (!pushed.ok()) return pushed.status();
+      absl::StatusOr<PullResult> pulled = shard.client->Pull(shard.version, shard.incarnation,
+                                                             v1::NETWORK_ONLINE, &shard.weights);
+      if (!pulled.ok()) return pulled.status();
+      shard.version = pulled->version;
+      shard.incarnation = pulled->incarnation;
+      return pushed->accepted;
+    };
     tally.latencies_ms.reserve(4096);
     while (true) {
       const absl::Time begin = absl::Now();
-      absl::StatusOr<PushResult> pushed =
-          client.Push(gradient.data(), gradient.size(), version, /*minibatch_count=*/1);
-      if (!pushed.ok()) {
-        tally.error = pushed.status();
-        return;
+      std::vector<std::future<absl::StatusOr<bool>>> others;
+      for (size_t s = 1; s < shards.size(); ++s) {
+        others.push_back(std::async(std::launch::async, cycle_on, s));
       }
-      absl::StatusOr<PullResult> pulled =
-          client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
-      if (!pulled.ok()) {
-        tally.error = pulled.status();
-        return;
+      std::vector<absl::StatusOr<bool>> done = {cycle_on(0)};
+      for (auto& f : others) done.push_back(f.get());
+      bool accepted = true;
+      for (const absl::StatusOr<bool>& d : done) {
+        if (!d.ok()) {
+          tally.error = d.status();
+          return;
+        }
+        accepted = accepted && *d;
       }
       const absl::Time end = absl::Now();
-      version = pulled->version;
-      incarnation = pulled->incarnation;
       if (end > measure_end) break;
       if (end >= measure_start) {
         ++tally.cycles;
-        if (!pushed->accepted) ++tally.rejected;
+        if (!accepted) ++tally.rejected;
         tally.latencies_ms.push_back(absl::ToDoubleMilliseconds(end - begin));
       }
     }
@@ -320,6 +358,10 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
   for (int i = 0; i < clients; ++i) threads.emplace_back(run_client, i);
   joined.Wait();
   measure_start = absl::Now() + warmup;
+  if (const double at = absl::GetFlag(FLAGS_measure_at_unix_seconds); at > 0) {
+    // Clients in other processes measure the same seconds.
+    measure_start = std::max(measure_start, absl::FromUnixMicros(static_cast<int64_t>(at * 1e6)));
+  }
   measure_end = measure_start + measured;
   go.Notify();
   for (std::thread& t : threads) t.join();

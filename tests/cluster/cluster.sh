@@ -36,7 +36,8 @@ cluster.sh: a cluster of network-namespace nodes on this machine.
   cluster.sh addr NODE                print node NODE's address
   cluster.sh partition NODE down      its link down: its peers get errors at once
   cluster.sh partition NODE silent    its packets vanish, as when a switch dies
-  cluster.sh heal NODE                the link up and shaped as before
+  cluster.sh heal NODE                the link up and shaped as before (at --link)
+  cluster.sh link NODE RATE           reshape node NODE's link, both ways, at RATE (a heal goes back to --link)
   cluster.sh check-links [SECONDS]    iperf3 node 1 -> node 0; fails outside +-15% of RATE
   cluster.sh status                   the nodes, their addresses and qdiscs
   cluster.sh slurm-up                 munged, slurmctld (root namespace, on the bridge) and one slurmd per
@@ -272,6 +273,19 @@ cmd_heal() {
   say "node $i healed"
 }
 
+cmd_link() {
+  load_state
+  need_root
+  local i ns
+  i=$(node_index "${1:-}")
+  RATE=${2:?"usage: cluster.sh link NODE RATE"}
+  [[ "$RATE" =~ ^[0-9.]+(bit|kbit|mbit|gbit)$ ]] || die "RATE must be in tc units (500mbit, 1gbit), got '$RATE'"
+  ns=$(netns_name "$i")
+  shape "$(host_veth "$i")"
+  shape ip netns exec "$ns" "$(node_veth "$i")"
+  say "node $i's link shaped at $RATE"
+}
+
 # Waits until something listens on TCP `port` on node `node` (up to 5 s).
 wait_listening() {
   local node=$1 port=$2
@@ -459,6 +473,7 @@ main() {
     addr) cmd_addr "$@" ;;
     partition) cmd_partition "$@" ;;
     heal) cmd_heal "$@" ;;
+    link) cmd_link "$@" ;;
     check-links) cmd_check_links "$@" ;;
     status) cmd_status ;;
     slurm-up) cmd_slurm_up ;;
