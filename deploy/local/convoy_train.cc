@@ -33,6 +33,8 @@ ABSL_FLAG(
     "Also stop each agent after this many environment steps (0: time only). Bounds a run by work "
     "rather than by the machine's speed.");
 ABSL_FLAG(int, agents, 2, "Agent processes.");
+ABSL_FLAG(int, ps_shards, convoy::LocalClusterOptions{}.ps_shards,
+          "convoy_ps processes, each serving one shard of the model's parameters.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: train-<date>-<time>); files go to <runs_dir>/<name>.");
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
@@ -97,6 +99,7 @@ bool NumericFlagsInRange() {
       "convoy_train",
       {RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
        IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
+       IntRange("ps_shards", absl::GetFlag(FLAGS_ps_shards), 1, 64),
        IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
        IntRange("batch_size", absl::GetFlag(FLAGS_batch_size), 1, 65536),
        IntRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1, 65536),
@@ -136,8 +139,11 @@ int Run() {
   }
   const int num_agents = absl::GetFlag(FLAGS_agents);
   const absl::Duration total = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
-  std::fprintf(stderr, "convoy_train: run %s, model %s (%zu parameters), %d agents, %.1f minutes\n",
+  std::fprintf(stderr,
+               "convoy_train: run %s, model %s (%zu parameters), %d agents, %d parameter-server "
+               "shard%s, %.1f minutes\n",
                run.c_str(), model.c_str(), info->parameter_count, num_agents,
+               absl::GetFlag(FLAGS_ps_shards), absl::GetFlag(FLAGS_ps_shards) == 1 ? "" : "s",
                absl::ToDoubleMinutes(total));
 
   LocalClusterOptions options;
@@ -162,13 +168,16 @@ int Run() {
   options.max_steps_per_agent = absl::GetFlag(FLAGS_steps_per_agent);
   options.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
   options.resume = absl::GetFlag(FLAGS_resume);
+  options.ps_shards = absl::GetFlag(FLAGS_ps_shards);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) {
     if (cluster.status().code() == absl::StatusCode::kFailedPrecondition) {
-      std::fprintf(stderr,
-                   "convoy_train: %s\nconvoy_train: pass --resume to continue run %s, or choose "
-                   "another --name\n",
-                   std::string(cluster.status().message()).c_str(), name.c_str());
+      std::fprintf(stderr, "convoy_train: %s\n", std::string(cluster.status().message()).c_str());
+      if (!options.resume) {
+        std::fprintf(stderr,
+                     "convoy_train: pass --resume to continue run %s, or choose another --name\n",
+                     name.c_str());
+      }
       return 2;
     }
     LOG(ERROR) << cluster.status();

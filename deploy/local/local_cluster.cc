@@ -13,9 +13,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/model_registry.h"
+#include "common/shard_map.h"
 #include "common/secret_file.h"
 #include "common/security.h"
 #include "param_server/checkpointer.h"
@@ -38,6 +40,12 @@ absl::StatusOr<int> WaitForPort(const std::string& port_file, ChildProcess& ps,
   return absl::UnavailableError("convoy_ps did not start; see its log");
 }
 
+// Where shard `index` of the run keeps its checkpoints.
+std::string CheckpointDir(const LocalClusterOptions& options, int index) {
+  return options.ps_shards == 1 ? options.run_dir + "/checkpoints"
+                                : absl::StrCat(options.run_dir, "/checkpoints/shard-", index);
+}
+
 std::string AgentLogDir(const LocalClusterOptions& options, int index) {
   return absl::StrCat(options.run_dir, "/agent-", index);
 }
@@ -55,17 +63,31 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
   absl::StatusOr<ModelInfo> info = DescribeModel(options.model);
   if (!info.ok()) return info.status();
-  const std::string checkpoint_dir = options.run_dir + "/checkpoints";
+  if (options.ps_shards < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ps_shards must be at least 1, got ", options.ps_shards));
+  }
+  // A run is sharded or not for its whole life: its checkpoints say which.
+  const std::string checkpoints = options.run_dir + "/checkpoints";
+  const bool was_sharded = std::filesystem::exists(checkpoints + "/shard-0");
+  const bool was_whole = !Checkpointer::CheckUnused(checkpoints).ok();
+  if ((options.ps_shards > 1 && was_whole) || (options.ps_shards == 1 && was_sharded)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run directory ", options.run_dir, " holds the checkpoints of a run with ",
+        was_whole ? "one server" : "a sharded server", ", not ", options.ps_shards,
+        options.ps_shards == 1 ? " server" : " shards",
+        ": resume it as it was started, or start a new run"));
+  }
   if (!options.resume) {
-    if (absl::Status s = Checkpointer::CheckUnused(checkpoint_dir); !s.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "run directory ", options.run_dir, " is a run started before: ", s.message()));
+    for (int i = 0; i < options.ps_shards; ++i) {
+      if (absl::Status s = Checkpointer::CheckUnused(CheckpointDir(options, i)); !s.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "run directory ", options.run_dir, " is a run started before: ", s.message()));
+      }
     }
   }
   const std::string bin = options.bin_dir.empty() ? ExecutableDirectory() : options.bin_dir;
   std::filesystem::create_directories(options.run_dir);
-  const std::string port_file = options.run_dir + "/ps.port";
-  std::filesystem::remove(port_file);
   // A throwaway certificate and token for this run: local runs are TLS and authenticated like
   // clusters.
   const std::string tls_dir = options.run_dir + "/tls";
@@ -81,55 +103,76 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (absl::Status s = WriteSecretFile(credentials.token_file, credentials.token + "\n"); !s.ok()) {
     return s;
   }
-  ChildProcess::Options ps_options;
-  ps_options.log_path = options.run_dir + "/convoy_ps.log";
-  absl::StatusOr<ChildProcess> ps = ChildProcess::Start(
-      {bin + "/convoy_ps", "--port=0", "--bind=127.0.0.1", "--port_file=" + port_file,
-       "--checkpoint_dir=" + checkpoint_dir,
-       absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
-       "--model=" + options.model, absl::StrCat("--seed=", options.seed),
-       absl::StrCat("--learning_rate=", options.learning_rate),
-       absl::StrCat("--target_update_frequency=", options.target_update_frequency),
-       absl::StrCat("--min_epsilon=", options.min_epsilon),
-       absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
-       absl::StrCat("--batch_size=", options.batch_size),
-       absl::StrCat("--batch_update_frequency=", options.batch_update_frequency),
-       absl::StrCat("--gamma=", options.gamma), absl::StrCat("--n_step=", options.n_step),
-       absl::StrCat("--resume=", options.resume),
-       absl::StrCat("--apex_num_agents=", options.agents), "--tls_cert=" + credentials.cert,
-       "--tls_key=" + credentials.key, "--auth_token_file=" + credentials.token_file},
-      ps_options);
-  if (!ps.ok()) return ps.status();
-  absl::StatusOr<int> port = WaitForPort(port_file, *ps, options.ps_start_timeout);
-  if (!port.ok()) {
-    return absl::Status(port.status().code(),
-                        absl::StrCat(port.status().message(), " (", ps_options.log_path, ")"));
-  }
-  const std::string address = absl::StrCat("127.0.0.1:", *port);
-  PsClientOptions client_options;
-  client_options.address = address;
-  client_options.agent_id = "convoy_train";
-  client_options.model_fingerprint = info->fingerprint;
-  client_options.retry_for = kPsClientRetryFor;
-  client_options.security.insecure = false;
-  client_options.security.tls_ca_file = credentials.cert;
-  client_options.security.auth_token = credentials.token;
-  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(client_options);
-  if (!client.ok()) return client.status();
-  std::unique_ptr<LocalCluster> cluster(new LocalCluster(
-      options, *std::move(ps), address, *std::move(client), std::move(credentials)));
-  cluster->ps_log_ = ps_options.log_path;
-  if (absl::Status s = cluster->StartAgents(); !s.ok()) return s;  // The destructor stops the rest.
+  std::unique_ptr<LocalCluster> cluster(new LocalCluster(options, std::move(credentials)));
+  // On an error the destructor stops whatever was started.
+  if (absl::Status s = cluster->StartServers(bin, *info); !s.ok()) return s;
+  if (absl::Status s = cluster->StartAgents(); !s.ok()) return s;
   return cluster;
 }
 
-LocalCluster::LocalCluster(LocalClusterOptions options, ChildProcess ps, std::string address,
-                           std::unique_ptr<PsClient> client, Credentials credentials)
-    : options_(std::move(options)),
-      ps_(std::move(ps)),
-      address_(std::move(address)),
-      credentials_(std::move(credentials)),
-      client_(std::move(client)) {}
+absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo& model) {
+  const LocalClusterOptions& options = options_;
+  const int shards = options.ps_shards;
+  absl::StatusOr<ShardMap> map = MakeShardMap(model, static_cast<uint32_t>(shards));
+  if (!map.ok()) return map.status();
+  std::vector<std::string> addresses;
+  for (int i = 0; i < shards; ++i) {
+    const std::string suffix = shards == 1 ? "" : absl::StrCat("-", i);
+    const std::string port_file = absl::StrCat(options.run_dir, "/ps", suffix, ".port");
+    std::filesystem::remove(port_file);
+    ChildProcess::Options ps_options;
+    ps_options.log_path = absl::StrCat(options.run_dir, "/convoy_ps", suffix, ".log");
+    if (i == 0) ps_log_ = ps_options.log_path;
+    absl::StatusOr<ChildProcess> ps = ChildProcess::Start(
+        {bin + "/convoy_ps", "--port=0", "--bind=127.0.0.1", "--port_file=" + port_file,
+         "--checkpoint_dir=" + CheckpointDir(options, i),
+         absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
+         "--model=" + options.model, absl::StrCat("--seed=", options.seed),
+         absl::StrCat("--learning_rate=", options.learning_rate),
+         absl::StrCat("--target_update_frequency=", options.target_update_frequency),
+         absl::StrCat("--min_epsilon=", options.min_epsilon),
+         absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
+         absl::StrCat("--batch_size=", options.batch_size),
+         absl::StrCat("--batch_update_frequency=", options.batch_update_frequency),
+         absl::StrCat("--gamma=", options.gamma), absl::StrCat("--n_step=", options.n_step),
+         absl::StrCat("--resume=", options.resume),
+         absl::StrCat("--apex_num_agents=", options.agents),
+         absl::StrCat("--num_shards=", shards), absl::StrCat("--shard_index=", i),
+         "--tls_cert=" + credentials_.cert, "--tls_key=" + credentials_.key,
+         "--auth_token_file=" + credentials_.token_file},
+        ps_options);
+    if (!ps.ok()) return ps.status();
+    ps_.push_back(*std::move(ps));
+    absl::StatusOr<int> port = WaitForPort(port_file, ps_.back(), options.ps_start_timeout);
+    if (!port.ok()) {
+      return absl::Status(port.status().code(),
+                          absl::StrCat(port.status().message(), " (", ps_options.log_path, ")"));
+    }
+    addresses.push_back(absl::StrCat("127.0.0.1:", *port));
+    PsClientOptions client_options;
+    client_options.address = addresses.back();
+    client_options.agent_id = "convoy_train";
+    client_options.model_fingerprint = model.fingerprint;
+    if (shards > 1) {
+      client_options.num_shards = static_cast<uint32_t>(shards);
+      client_options.shard_index = static_cast<uint32_t>(i);
+      client_options.shard_map_digest = map->digest;
+    }
+    client_options.retry_for = kPsClientRetryFor;
+    client_options.security.insecure = false;
+    client_options.security.tls_ca_file = credentials_.cert;
+    client_options.security.auth_token = credentials_.token;
+    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(client_options);
+    if (!client.ok()) return client.status();
+    clients_.push_back(*std::move(client));
+    shard_begins_.push_back(map->ranges[i].begin);
+  }
+  address_ = absl::StrJoin(addresses, ",");
+  return absl::OkStatus();
+}
+
+LocalCluster::LocalCluster(LocalClusterOptions options, Credentials credentials)
+    : options_(std::move(options)), credentials_(std::move(credentials)) {}
 
 LocalCluster::~LocalCluster() {
   if (!stopped_) Stop(absl::Seconds(10));
@@ -242,12 +285,29 @@ int LocalCluster::WaitForAgents(absl::Duration timeout) {
 }
 
 absl::StatusOr<PullResult> LocalCluster::PullWeights(std::vector<float>* weights) {
-  return client_->Pull(0, 0, v1::NETWORK_ONLINE, weights);
+  if (clients_.size() == 1) return clients_[0]->Pull(0, 0, v1::NETWORK_ONLINE, weights);
+  PullResult assembled;
+  assembled.updated = true;
+  std::vector<float> slice;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    absl::StatusOr<PullResult> pulled = clients_[i]->Pull(0, 0, v1::NETWORK_ONLINE, &slice);
+    if (!pulled.ok()) return pulled.status();
+    weights->resize(shard_begins_[i]);
+    weights->insert(weights->end(), slice.begin(), slice.end());
+    assembled.version += pulled->version;
+    if (i == 0) assembled.incarnation = pulled->incarnation;
+  }
+  return assembled;
 }
 
 uint64_t LocalCluster::PsVersion() {
-  absl::StatusOr<v1::StatusResponse> status = client_->Status();
-  return status.ok() ? status->version() : 0;
+  uint64_t sum = 0;
+  for (const auto& client : clients_) {
+    absl::StatusOr<v1::StatusResponse> status = client->Status();
+    if (!status.ok()) return 0;
+    sum += status->version();
+  }
+  return sum;
 }
 
 std::optional<int> LocalCluster::Stop(absl::Duration timeout) {
@@ -263,9 +323,18 @@ std::optional<int> LocalCluster::Stop(absl::Duration timeout) {
       }
     }
   }
-  if (!ps_.has_value()) return std::nullopt;
-  ps_->Signal(SIGTERM);
-  return ps_->Wait(timeout);
+  if (ps_.empty()) return std::nullopt;
+  for (ChildProcess& ps : ps_) ps.Signal(SIGTERM);
+  std::optional<int> worst = 0;
+  for (ChildProcess& ps : ps_) {
+    const std::optional<int> code = ps.Wait(timeout);
+    if (!code.has_value()) {
+      worst = std::nullopt;
+    } else if (worst.has_value() && *code != 0) {
+      worst = code;
+    }
+  }
+  return worst;
 }
 
 }  // namespace convoy

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "agent/ps_client.h"
 #include "common/child_process.h"
+#include "common/model_registry.h"
 #include "common/run_defaults.h"
 
 namespace convoy {
@@ -58,6 +59,9 @@ struct LocalClusterOptions {
   absl::Duration report_every = absl::Seconds(5);  // Agents' PROGRESS interval.
   absl::Duration checkpoint_every = absl::Seconds(60);
   absl::Duration ps_start_timeout = absl::Seconds(120);
+  // convoy_ps processes, each serving one shard of the model (convoy_ps --num_shards): their
+  // checkpoints go to checkpoints/shard-<i>, their logs to convoy_ps-<i>.log. 1: one server, as before.
+  int ps_shards = 1;
 };
 
 // The newest PROGRESS fields of one agent (agent=, episodes=, env_steps=, train_steps=,
@@ -109,10 +113,11 @@ class LocalCluster {
   // Returns their number.
   int WaitForAgents(absl::Duration timeout);
 
-  // The server's current online weights. Errors: the PS client's.
+  // The server's current online weights, assembled from every shard. With shards, version is the sum
+  // of the shards' versions and incarnation shard 0's. Errors: the PS client's.
   absl::StatusOr<PullResult> PullWeights(std::vector<float>* weights);
 
-  // The server's weight version, or 0 when it cannot be asked.
+  // The server's weight version (with shards, their sum), or 0 when it cannot be asked.
   uint64_t PsVersion();
 
   // Stops what still runs: agents with SIGTERM (then SIGKILL after `timeout`), then convoy_ps with
@@ -130,18 +135,19 @@ class LocalCluster {
     std::string cert, key, token_file, token;
   };
 
-  LocalCluster(LocalClusterOptions options, ChildProcess ps, std::string address,
-               std::unique_ptr<PsClient> client, Credentials credentials);
+  LocalCluster(LocalClusterOptions options, Credentials credentials);
+  absl::Status StartServers(const std::string& bin, const ModelInfo& model);
   absl::Status StartAgents();
 
   LocalClusterOptions options_;
-  std::optional<ChildProcess> ps_;
-  std::string ps_log_;
-  std::string address_;
+  std::vector<ChildProcess> ps_;  // One per shard, in shard order.
+  std::string ps_log_;            // Shard 0's.
+  std::string address_;           // host:port, or every shard's, comma-separated in shard order.
   Credentials credentials_;
   std::vector<ChildProcess> agents_;
   std::vector<AgentProgress> progress_;
-  std::unique_ptr<PsClient> client_;
+  std::vector<std::unique_ptr<PsClient>> clients_;  // One per shard.
+  std::vector<uint64_t> shard_begins_;
   bool stopped_ = false;
 };
 

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tests/support/subprocess.h"
@@ -18,15 +20,18 @@ using testing::MakeTempDir;
 using testing::ReadWholeFile;
 using testing::Subprocess;
 
-TEST_CASE("A short training run beats a random policy on the same seeds", "[learning]") {
+// convoy_train with `extra` flags learns past the bar, hands over a validated policy, and
+// convoy_eval reproduces its table.
+void ShortRunBeatsRandom(const std::vector<std::string>& extra) {
   const std::string dir = MakeTempDir("learning");
   const std::string log = dir + "/convoy_train.log";
   // Bounded by work (environment steps per agent), so a slower machine takes longer rather than
   // learning less; the minutes are only a safety net.
-  absl::StatusOr<Subprocess> train =
-      Subprocess::Start({CONVOY_TRAIN_BINARY, "--agents=2", "--steps_per_agent=7000",
-                         "--minutes=15", "--runs_dir=" + dir, "--name=run", "--report_seconds=30"},
-                        log);
+  std::vector<std::string> argv = {CONVOY_TRAIN_BINARY, "--agents=2", "--steps_per_agent=7000",
+                                   "--minutes=15", "--runs_dir=" + dir, "--name=run",
+                                   "--report_seconds=30"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  absl::StatusOr<Subprocess> train = Subprocess::Start(argv, log);
   REQUIRE(train.ok());
   const std::optional<int> code = train->Wait(absl::Minutes(20));
   const std::string output = ReadWholeFile(log);
@@ -65,6 +70,17 @@ TEST_CASE("A short training run beats a random policy on the same seeds", "[lear
   REQUIRE(std::regex_search(eval_output, match, std::regex("RESULT mean_return=([-0-9.]+)")));
   CHECK(std::stod(match[1]) == Approx(results["mean_return"]).margin(1e-3));
   CHECK(ReadWholeFile(dir + "/map.png").substr(1, 3) == "PNG");
+}
+
+TEST_CASE("A short training run beats a random policy on the same seeds", "[learning]") {
+  ShortRunBeatsRandom({});
+}
+
+// Learning is the same whether one convoy_ps holds the weights or two shards each hold half
+// (measured here: 217 against random's 19, 14 of 20 episodes full).
+TEST_CASE("A short training run on two parameter-server shards beats a random policy too",
+          "[learning][shards]") {
+  ShortRunBeatsRandom({"--ps_shards=2"});
 }
 
 TEST_CASE("Interrupting convoy_train stops every process with a final checkpoint", "[learning]") {

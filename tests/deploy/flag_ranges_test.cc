@@ -124,6 +124,7 @@ const std::vector<BadValue>& BadValues() {
       // convoy_train: --agents=0 used to divide by zero after convoy_ps had started.
       {Binary::kTrain, "--agents=0", "--agents must be in [1, 256], got 0"},
       {Binary::kTrain, "--agents=257", "--agents must be in [1, 256], got 257"},
+      {Binary::kTrain, "--ps_shards=0", "--ps_shards must be in [1, 64], got 0"},
       {Binary::kTrain, "--minutes=0", "--minutes must be in (0, inf), got 0"},
       {Binary::kTrain, "--eval_episodes=0", "--eval_episodes must be in [1, 100000], got 0"},
       {Binary::kTrain, "--batch_size=0", "--batch_size must be in [1, 65536], got 0"},

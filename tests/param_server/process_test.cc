@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "agent/ps_client.h"
@@ -238,6 +239,38 @@ TEST_CASE("convoy_train with the name of a run that has checkpoints exits 2 and 
   CHECK_THAT(out, Catch::Contains("--resume") && Catch::Contains("again") &&
                       Catch::Contains("ckpt-00000000000000000000"));
   CHECK(TreeContents(runs) == before);  // No convoy_ps, no credentials, no logs.
+}
+
+TEST_CASE("convoy_train resumes a run only with the parameter-server layout it was started with",
+          "[process][checkpoint][shards]") {
+  const std::string runs = MakeTempDir("convoy_train_layout");
+  {
+    // A run of one server, and a run of two shards, each with a checkpoint.
+    ParameterServerOptions o;
+    o.model = "compact";
+    o.checkpoint_dir = runs + "/whole/checkpoints";
+    REQUIRE((*ParameterServer::Create(o))->Checkpoint().ok());
+    for (uint32_t i = 0; i < 2; ++i) {
+      o.num_shards = 2;
+      o.shard_index = i;
+      o.checkpoint_dir = absl::StrCat(runs, "/sharded/checkpoints/shard-", i);
+      REQUIRE((*ParameterServer::Create(o))->Checkpoint().ok());
+    }
+  }
+  const auto before = TreeContents(runs);
+  for (const auto& [name, shards, says] :
+       {std::tuple{"whole", "--ps_shards=2", "a run with one server, not 2 shards"},
+        std::tuple{"sharded", "--ps_shards=1", "a run with a sharded server, not 1 server"}}) {
+    const std::string log = absl::StrCat(runs, "/../convoy_train_", name, ".log");
+    absl::StatusOr<Subprocess> train =
+        Subprocess::Start({CONVOY_TRAIN_BINARY, "--runs_dir=" + runs, absl::StrCat("--name=", name),
+                           "--minutes=0.2", "--resume", shards},
+                          log);
+    REQUIRE(train.ok());
+    CHECK(train->Wait(absl::Seconds(60)) == 2);
+    CHECK_THAT(ReadWholeFile(log), Catch::Contains(says));
+  }
+  CHECK(TreeContents(runs) == before);  // Nothing started, nothing written.
 }
 
 // convoy_ps with the run settings of the issue's example, and a convoy_agent against it.
