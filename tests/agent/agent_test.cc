@@ -334,6 +334,43 @@ TEST_CASE("An agent trains against a parameter server of two shards, each applyi
   }
 }
 
+TEST_CASE("A shard away and back: every shard still applies every minibatch once",
+          "[agent][shards][faults]") {
+  std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
+  for (uint32_t i = 0; i < 2; ++i) {
+    ParameterServerOptions shard = ServerFor(PushMode::kGradients);
+    shard.num_shards = 2;
+    shard.shard_index = i;
+    shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
+  }
+  AgentOptions o = SmallAgentOf(*shards[0], PushMode::kGradients);
+  o.ps_address = shards[0]->address + "," + shards[1]->address;
+  o.max_steps = 1000;
+  o.final_sync_for = absl::Seconds(60);
+  BackgroundAgent background(o);
+  Agent& agent = background.agent();
+  REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 6; }));
+  // Shard 1 stops serving (its state and incarnation kept); shard 0 stays up.
+  const int port = shards[1]->server->port();
+  std::unique_ptr<ParameterServer> core = shards[1]->server->TakeCore();
+  REQUIRE(WaitFor([&] { return !agent.stats().connected; }));
+  const uint64_t trained_at_outage = agent.stats().train_steps;
+  REQUIRE(WaitFor([&] {
+    const AgentStats s = agent.stats();
+    return s.train_steps >= trained_at_outage + 12 || s.env_steps >= o.max_steps;
+  }));
+  absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back = GrpcParameterServer::Start(
+      std::move(core), absl::StrCat("127.0.0.1:", port), testing::LoopbackServer::PlaintextSecurity());
+  REQUIRE(back.ok());
+  REQUIRE(background.Stop().ok());
+  const AgentStats stats = agent.stats();
+  CHECK(stats.outage_pushes >= 1);
+  for (const v1::StatusResponse& status : {shards[0]->Status(), (*back)->core().Status()}) {
+    CHECK(status.applied_minibatches() == stats.train_steps);
+    CHECK(status.rejections().empty());
+  }
+}
+
 TEST_CASE("An agent refuses shards listed out of order, or a sharded server given as one",
           "[agent][shards]") {
   std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
