@@ -8,7 +8,8 @@
 #   3. job 1's run directory again, requeued while it trains (scontrol requeue): it resumes from the
 #      checkpoint written on SIGTERM and the version carries on;
 #   4. a two-minute run in which one agent's node is partitioned for 20 s silently, then for 20 s with its
-#      link down (see job 4 below for what is checked and what is only printed).
+#      link down (see job 4 below for what is checked);
+#   5. CONVOY_PS_SHARDS=2: the PS as two convoy_ps shards on the first node, each agent pushing to both.
 # Checks of each: the job succeeds; each agent ran on the node Slurm gave it (its log, its join and
 # convoy_ps's GetStatus summary name that node), none beside the PS; TLS with the token; the newest
 # checkpoint verifies against its manifest's SHA-256s. Of job 1: the PS node's link carried at least the bytes
@@ -255,4 +256,38 @@ accepted=$(grep -o '([0-9]* pushes accepted' <<<"$status_line" | awk '{s += subs
 say "job 4: ${status_line#*final status: }"
 [ "$updates" -eq "$accepted" ] || fail "job 4: the PS applied $updates updates for $accepted accepted pushes"
 verify_newest_checkpoint "$RUN4"
+
+# 5. The PS as two shards (CONVOY_PS_SHARDS=2): two convoy_ps tasks on the first node, each serving half of
+# the weights; each agent pushes to and pulls from both. Each shard must have every agent's pushes, apply
+# exactly what it accepted, and checkpoint its own half.
+RUN5="$T/run-shards"
+say "job 5: CONVOY_PS_SHARDS=2: two convoy_ps shards on $NAME-0, an agent on each of $NAME-1 and $NAME-2"
+timeout 400 sbatch --wait --parsable --nodes=3 --ntasks-per-node=1 --cpus-per-task=1 --time=10 \
+  --output="$T/job5.out" --export="$(job_env "$RUN5" --max_steps=300),CONVOY_PS_SHARDS=2" \
+  "$REPO/deploy/slurm/convoy.sbatch" >/dev/null || fail "job 5 (sbatch --wait) failed: $(tail -n 5 "$T/job5.out")"
+grep -q "convoy_ps serving at 10\.213\.[0-9]*\.1:[0-9]*,10\.213\.[0-9]*\.1:[0-9]* (2 shards)" "$T/job5.out" ||
+  fail "job 5 did not hand the agents both shards' addresses"
+shard_updates=()
+for s in 0 1; do
+  log="$RUN5/logs/ps-$s.log"
+  grep -q "shard $s of 2 (elements" "$log" || fail "job 5: $log is not shard $s of 2"
+  line=$(grep 'final status:' "$log" | tail -n 1)
+  [ -n "$line" ] || fail "job 5: shard $s logged no final status"
+  say "job 5, shard $s: ${line#*final status: }"
+  updates=$(sed -E 's/.*, updates ([0-9]+),.*/\1/' <<<"$line")
+  accepted=$(grep -o '([0-9]* pushes accepted' <<<"$line" | awk '{s += substr($1, 2)} END {print s + 0}')
+  [ "$updates" -eq "$accepted" ] || fail "job 5: shard $s applied $updates updates for $accepted accepted pushes"
+  for i in 0 1; do
+    [[ "$line" == *"agent-$i@$NAME-"[12]" ("[1-9]* ]] || fail "job 5: shard $s has no pushes from agent $i"
+  done
+  newest=$(ls "$RUN5/checkpoints/shard-$s" | grep '^ckpt-' | sort | tail -n 1)
+  [ -n "$newest" ] || fail "job 5: shard $s wrote no checkpoint"
+  python3 "$REPO/tests/support/verify_checkpoints.py" "$RUN5/checkpoints/shard-$s/$newest" ||
+    fail "job 5: shard $s's checkpoint does not verify"
+  grep -q 'num_shards: 2' "$RUN5/checkpoints/shard-$s/$newest/MANIFEST" || fail "job 5: shard $s's manifest names no split"
+  shard_updates+=("$updates")
+done
+# Every push reaches both shards, so with nothing refused they applied the same number.
+[ "${shard_updates[0]}" -eq "${shard_updates[1]}" ] ||
+  fail "job 5: the shards applied ${shard_updates[0]} and ${shard_updates[1]} updates"
 say "ok"

@@ -38,8 +38,9 @@ def command_flags(text: str, binary: str):
 
 
 # Stand-ins for the Slurm commands the batch script calls, for checking its layout without a cluster: srun
-# records its arguments (and the PS address the agents get), "starts" convoy_ps by writing its port file and
-# runs until scancel signals its step.
+# records its arguments (and the PS address the agents get); for the PS step it runs ps_task.sh once per task
+# (SLURM_PROCID 0..CONVOY_PS_SHARDS-1) against a stand-in convoy_ps that records its flags and writes its port
+# file, and runs until scancel signals its step.
 STUBS = {
     "scontrol": """#!/bin/bash
 case "$1 $2" in
@@ -50,9 +51,13 @@ esac
 """,
     "srun": """#!/bin/bash
 echo "srun $*" >>"$STUB_DIR/calls"
-for a in "$@"; do
-  case "$a" in
-    --port_file=*) echo 43210 >"${a#--port_file=}"
+args=("$@")
+for ((k = 0; k < ${#args[@]}; k++)); do
+  case "${args[k]}" in
+    */ps_task.sh)
+      for ((i = 0; i < ${CONVOY_PS_SHARDS:-1}; i++)); do
+        SLURM_PROCID=$i bash "${args[k]}" "${args[@]:k+1}" || exit 8
+      done
       for i in $(seq 100); do [ -e "$STUB_DIR/stop-ps" ] && exit 0; sleep 0.1; done; exit 9 ;;
   esac
 done
@@ -89,6 +94,14 @@ LAYOUTS = [
                                               "SLURM_TASKS_PER_NODE": "2", "SLURM_NTASKS": "2",
                                               "CONVOY_AUTH_TOKEN": "layout-test-token"},
      "--nodes=1 --ntasks=1 --relative=0 --overlap", "--nodes=1 --ntasks=2 --relative=0"),
+    ("3 nodes, 3 PS shards on the first", {"SLURM_JOB_NODELIST": "n[0-2]", "STUB_HOSTS": "n0 n1 n2",
+                                           "SLURM_TASKS_PER_NODE": "1(x3)", "SLURM_NTASKS": "3",
+                                           "CONVOY_PS_SHARDS": "3"},
+     "--nodes=1 --ntasks=3 --relative=0 --overcommit", "--nodes=2 --ntasks=2 --relative=1"),
+    ("heterogeneous, 2 PS shards", {"SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST": "n[0-2]", "STUB_HOSTS": "n0",
+                                    "SLURM_JOB_NODELIST_HET_GROUP_0": "n0", "SLURM_NTASKS_HET_GROUP_1": "4",
+                                    "CONVOY_PS_SHARDS": "2"},
+     "--het-group=0 --ntasks=2 --overcommit", "--het-group=1 --ntasks=4"),
 ]
 
 
@@ -106,7 +119,9 @@ def check_layouts(repo: Path, t: Checks):
             fake_bin = d / "convoy-bin"
             fake_bin.mkdir()
             for b in ("convoy_ps", "convoy_agent"):
-                (fake_bin / b).write_text(f'#!/bin/sh\necho "{b} $*" >>"$STUB_DIR/calls"\n')
+                (fake_bin / b).write_text(
+                    f'#!/bin/bash\necho "{b} $*" >>"$STUB_DIR/calls"\n'
+                    'for a in "$@"; do case "$a" in --port_file=*) echo 43210 >"${a#--port_file=}" ;; esac; done\n')
                 (fake_bin / b).chmod(0o755)
             env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
             env.update(env_extra)
@@ -116,7 +131,7 @@ def check_layouts(repo: Path, t: Checks):
                                capture_output=True, text=True, timeout=60)
             calls = (d / "calls").read_text() if (d / "calls").exists() else ""
             runs = [line for line in calls.splitlines() if line.startswith("srun ")]
-            ps = [line for line in runs if "convoy_ps" in line]
+            ps = [line for line in runs if "--job-name=convoy_ps" in line]
             agents = [line for line in runs if "agent_task.sh" in line]
             t.check(r.returncode == 0, f"layout {what}: the batch script exited {r.returncode}: {r.stderr[-800:]}")
             t.check(len(ps) == 1 and f"srun {ps_opts}" in ps[0], f"layout {what}: PS step {ps} lacks {ps_opts}")
@@ -125,6 +140,21 @@ def check_layouts(repo: Path, t: Checks):
             t.check("agents see CONVOY_PS_ADDRESS=10.0.0.1:43210" in calls,
                     f"layout {what}: the agents do not get the PS's NodeAddr and published port: {calls}")
             t.check("scancel --signal=TERM 7.0" in calls, f"layout {what}: convoy_ps is not stopped with SIGTERM")
+            # Each PS task: a shard of its own, with its own port file and checkpoints; one shard: the old names.
+            shards = int(env_extra.get("CONVOY_PS_SHARDS", "1"))
+            servers = [line for line in calls.splitlines() if line.startswith("convoy_ps --") and "--port_file" in line]
+            t.check(len(servers) == shards, f"layout {what}: {len(servers)} convoy_ps tasks, not {shards}: {servers}")
+            for i, line in enumerate(servers):
+                if shards == 1:
+                    expected = [f"--port_file={d}/run/ps.port", f"--checkpoint_dir={d}/run/checkpoints "]
+                else:
+                    expected = [f"--num_shards={shards} --shard_index={i}", f"--port_file={d}/run/ps-{i}.port",
+                                f"--checkpoint_dir={d}/run/checkpoints/shard-{i} "]
+                for e in expected:
+                    t.check(e in line + " ", f"layout {what}: PS task {i} lacks {e}: {line}")
+            address = ",".join(["10.0.0.1:43210"] * shards)
+            t.check(f"agents see CONVOY_PS_ADDRESS={address}\n" in calls,
+                    f"layout {what}: the agents do not get every shard's address {address}: {calls}")
             # Security: TLS and a token with credentials generated in the run directory, unless CONVOY_INSECURE=1.
             auth = d / "run" / "auth"
             if env_extra.get("CONVOY_INSECURE") == "1":
@@ -149,9 +179,9 @@ def main():
     t = Checks("slurm scripts")
     flags = {b: accepted_flags(bindir / b) for b in ("convoy_ps", "convoy_agent", "convoy_sim")}
     slurm = repo / "deploy" / "slurm"
-    batch, task = slurm / "convoy.sbatch", slurm / "agent_task.sh"
+    batch, task, ps_task = slurm / "convoy.sbatch", slurm / "agent_task.sh", slurm / "ps_task.sh"
 
-    for script in (batch, task):
+    for script in (batch, task, ps_task):
         t.check(os.access(script, os.X_OK), f"{script} is not executable")
         r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         t.check(r.returncode == 0, f"{script} does not parse: {r.stderr}")
@@ -171,6 +201,7 @@ def main():
         ("convoy_ps", array_flags(text, "PS_SECURITY"), "PS_SECURITY in convoy.sbatch"),
         ("convoy_agent", array_flags(task.read_text(), "AGENT_SECURITY"), "AGENT_SECURITY in agent_task.sh"),
         ("convoy_sim", command_flags(task.read_text(), "convoy_sim"), "convoy_sim in agent_task.sh"),
+        ("convoy_ps", command_flags(ps_task.read_text(), "convoy_ps"), "convoy_ps in ps_task.sh"),
     ]
     t.check("--resume" in text and "resume" in (uses[0][1] or []), "the batch script does not start the PS with --resume")
     # Flags handed through the environment, in the docs and in the cluster test.
