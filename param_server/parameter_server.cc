@@ -161,6 +161,8 @@ absl::Status ParameterServer::Initialise() {
     absl::MutexLock writer(&checkpoint_mu_);
     checkpointed_version_ = version;
     checkpointed_path_ = resumed->path;
+    status_checkpoint_version_.store(version);
+    status_checkpoint_unix_ms_.store(absl::ToUnixMillis(absl::Now()));
   }
   absl::MutexLock lock(&apply_mu_);
   version_ = version;
@@ -442,6 +444,8 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_version(store_->version());
   status.set_parameter_count(model_.parameter_count);
   *status.mutable_shard() = shard_info();
+  status.set_checkpoint_version(status_checkpoint_version_.load());
+  status.set_checkpoint_unix_ms(status_checkpoint_unix_ms_.load());
   status.set_model_name(model_.spec.name);
   status.set_model_fingerprint(model_.fingerprint);
   status.set_incarnation(incarnation_);
@@ -521,6 +525,8 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   if (path.ok()) {
     checkpointed_version_ = m.version();
     checkpointed_path_ = *path;
+    status_checkpoint_version_.store(m.version());
+    status_checkpoint_unix_ms_.store(m.created_unix_ms());
     if (apply_log_ != nullptr) {
       apply_log_->Append(
           absl::StrCat("checkpoint incarnation=", incarnation_, " version=", m.version()));

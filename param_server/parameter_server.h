@@ -209,6 +209,9 @@ class ParameterServer {
   absl::Mutex checkpoint_mu_;  // One checkpoint write at a time.
   // The version and path of the newest checkpoint this run wrote or resumed from.
   uint64_t checkpointed_version_ ABSL_GUARDED_BY(checkpoint_mu_) = UINT64_MAX;
+  // For Status, readable without checkpoint_mu_ (held for a whole checkpoint write).
+  std::atomic<uint64_t> status_checkpoint_version_{0};
+  std::atomic<int64_t> status_checkpoint_unix_ms_{0};
   std::string checkpointed_path_ ABSL_GUARDED_BY(checkpoint_mu_);
   absl::Mutex loop_mu_;
   uint64_t updates_since_checkpoint_ ABSL_GUARDED_BY(loop_mu_) = 0;

@@ -1,11 +1,13 @@
 // Tests of the convoy_ps binary as a user runs it: flags, signals, checkpoints and restarts.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <regex>
 #include <thread>
 #include <tuple>
 
@@ -15,6 +17,7 @@
 #include "common/run_defaults.h"
 #include "param_server/checkpointer.h"
 #include "param_server/parameter_server.h"
+#include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -271,6 +274,56 @@ TEST_CASE("convoy_train resumes a run only with the parameter-server layout it w
     CHECK_THAT(ReadWholeFile(log), Catch::Contains(says));
   }
   CHECK(TreeContents(runs) == before);  // Nothing started, nothing written.
+}
+
+TEST_CASE("convoy_status prints every shard and every agent, and names a server that does not answer",
+          "[process][shards]") {
+  std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
+  std::vector<std::string> addresses;
+  for (uint32_t i = 0; i < 2; ++i) {
+    ParameterServerOptions o;
+    o.model = "tiny";
+    o.num_shards = 2;
+    o.shard_index = i;
+    shards.push_back(std::make_unique<testing::LoopbackServer>(o));
+    addresses.push_back(shards.back()->address);
+  }
+  // One push of agent "watched" to each shard, and a refused one to shard 1.
+  for (uint32_t i = 0; i < 2; ++i) {
+    PsClientOptions o = shards[i]->ClientOptions("watched");
+    o.hostname = "node-7";
+    o.num_shards = 2;
+    o.shard_index = i;
+    o.shard_map_digest = shards[i]->server->core().shard_map().digest;
+    PsClient client(o);
+    REQUIRE(client.Join().ok());
+    const std::vector<float> g(shards[i]->server->core().model().parameter_count, 0.01f);
+    REQUIRE(client.Push(g.data(), g.size(), 0, 1)->accepted);
+    if (i == 1) REQUIRE(!client.Push(g.data(), g.size(), 5, 1)->accepted);  // Ahead: refused.
+  }
+  const std::string dir = MakeTempDir("convoy_status");
+  absl::StatusOr<Subprocess> status = Subprocess::Start(
+      {CONVOY_STATUS_BINARY, "--ps=" + addresses[0] + "," + addresses[1], "--insecure", "--watch",
+       "--iterations=2", "--interval=200ms"},
+      dir + "/status.out");
+  REQUIRE(status.ok());
+  REQUIRE(status->Wait(absl::Seconds(60)) == 0);
+  const std::string out = ReadWholeFile(dir + "/status.out");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("model tiny, 2 shards"));
+  for (uint32_t i = 0; i < 2; ++i) {
+    CHECK(std::regex_search(out, std::regex(absl::StrCat("\\n", i, " +", addresses[i], " +1 "))));
+  }
+  CHECK_THAT(out, Catch::Contains("AHEAD=1"));
+  // The agent, merged over the shards: on its node, one push every shard accepted, one refused.
+  CHECK(std::regex_search(out, std::regex("\\nwatched +node-7 +[0-9]+ s ago +0 +1 +1\\n")));
+  CHECK(std::count(out.begin(), out.end(), '\n') > 12);  // Two tables.
+  absl::StatusOr<Subprocess> away = Subprocess::Start(
+      {CONVOY_STATUS_BINARY, "--ps=" + addresses[0] + ",127.0.0.1:1", "--insecure"},
+      dir + "/away.out");
+  REQUIRE(away.ok());
+  CHECK(away->Wait(absl::Seconds(60)) == 1);
+  CHECK_THAT(ReadWholeFile(dir + "/away.out"), Catch::Contains("127.0.0.1:1 does not answer"));
 }
 
 // convoy_ps with the run settings of the issue's example, and a convoy_agent against it.
