@@ -37,7 +37,7 @@ try:
 except ImportError:
     die("PyYAML is missing: install Debian's python3-yaml (./convoy build installs it)")
 
-OVERLAYS = ("cpu", "gpu")
+OVERLAYS = ("cpu", "gpu", "sharded")
 
 # The Secret the pods mount, created by hand (docs/deploy.md), and its keys: the files convoy_ps --write_credentials
 # writes. Each security flag reads the file under one key.
@@ -246,7 +246,9 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
     t.check(labels_match(sts_spec["selector"]["matchLabels"], pod_labels),
             f"{where}: the StatefulSet selector does not match its pod template")
     t.check(sts_spec.get("serviceName") == svc["metadata"]["name"], f"{where}: StatefulSet serviceName is not the Service")
-    t.check(sts_spec.get("replicas") == 1, f"{where}: the PS StatefulSet must have one replica")
+    shards = int(data.get("PS_SHARDS", "-1"))
+    t.check(sts_spec.get("replicas") == shards,
+            f"{where}: the PS StatefulSet has {sts_spec.get('replicas')} replicas, not PS_SHARDS={shards}")
 
     ps = sts_spec["template"]["spec"]["containers"][0]
     ps_ports = {p.get("name"): p["containerPort"] for p in ps.get("ports", [])}
@@ -311,13 +313,32 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
             f"{where}: Job completions/parallelism ({jspec.get('completions')}/{jspec.get('parallelism')}) "
             f"differ from NUM_AGENTS={n}")
     t.check(psa.get("apex_num_agents") == str(n), f"{where}: convoy_ps --apex_num_agents is not NUM_AGENTS")
-    host, _, port = aga.get("ps", "").rpartition(":")
+    # One shard: the Service's name (or its pod's); several: every pod's own name, in ordinal (shard) order, since
+    # the Service's name would reach any one of them.
     svc_name = svc["metadata"]["name"]
-    first_host = host.split(".")[0]
-    names_service = first_host == svc_name or (
-        first_host == f"{sts['metadata']['name']}-0" and host.split(".")[1:2] == [svc_name])
-    t.check(names_service, f"{where}: agents' --ps={aga.get('ps')} does not name the Service {svc_name}")
-    t.check(port.isdigit() and int(port) == svc_port["port"], f"{where}: agents' PS port {port} is not the Service port")
+    addresses = aga.get("ps", "").split(",")
+    t.check(len(addresses) == shards, f"{where}: agents' --ps={aga.get('ps')} lists {len(addresses)} servers, "
+                                      f"not PS_SHARDS={shards}")
+    for i, address in enumerate(addresses):
+        host, _, port = address.rpartition(":")
+        first_host = host.split(".")[0]
+        names_pod = first_host == f"{sts['metadata']['name']}-{i}" and host.split(".")[1:2] == [svc_name]
+        t.check(names_pod or (shards == 1 and first_host == svc_name),
+                f"{where}: agents' server {i}, {address}, is not pod {sts['metadata']['name']}-{i} of the Service "
+                f"{svc_name}")
+        t.check(port.isdigit() and int(port) == svc_port["port"],
+                f"{where}: agents' PS port {port} is not the Service port")
+    host = addresses[0].rpartition(":")[0]
+    # Each pod serves the shard its ordinal names.
+    t.check(psa.get("num_shards") == str(shards), f"{where}: convoy_ps --num_shards is not PS_SHARDS")
+    index_env = [e for e in ps.get("env", []) if e["name"] == "POD_INDEX"]
+    t.check(index_env and index_env[0]["valueFrom"]["fieldRef"]["fieldPath"]
+            == "metadata.labels['apps.kubernetes.io/pod-index']",
+            f"{where}: POD_INDEX does not come from the pod's apps.kubernetes.io/pod-index label")
+    t.check(ps["args"].count("--shard_index=$(POD_INDEX)") == 1, f"{where}: convoy_ps --shard_index is not the pod index")
+    if shards > 1:
+        t.check(sts_spec.get("podManagementPolicy") == "Parallel",
+                f"{where}: the shards start one after another (podManagementPolicy is not Parallel)")
     index_env = [e for e in job["spec"]["template"]["spec"]["containers"][0].get("env", []) if e["name"] == "AGENT_INDEX"]
     t.check(index_env and "job-completion-index" in index_env[0]["valueFrom"]["fieldRef"]["fieldPath"],
             f"{where}: AGENT_INDEX does not come from the Job's completion index")
@@ -385,8 +406,11 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
     else:
         t.check(gpus is None, f"{where}: agents request GPUs")
         t.check(aga.get("device") == "cpu", f"{where}: agents do not run --device=cpu")
+    image = "convoy:cpu" if name == "sharded" else f"convoy:{name}"
     for c in containers_of(sts) + containers_of(job):
-        t.check(c["image"] == f"convoy:{name}", f"{where}: {c['name']} runs image {c['image']}, not convoy:{name}")
+        t.check(c["image"] == image, f"{where}: {c['name']} runs image {c['image']}, not {image}")
+    if name == "sharded":
+        t.check(shards > 1, f"{where}: the sharded overlay runs {shards} shard")
 
 
 def normalized(docs):
