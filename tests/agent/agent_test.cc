@@ -59,6 +59,18 @@ AgentOptions SmallAgentOf(const testing::LoopbackServer& ps, PushMode push) {
   return o;
 }
 
+// A parameter server of two shards on loopback, for agents pushing `push`.
+std::vector<std::unique_ptr<testing::LoopbackServer>> TwoShards(PushMode push) {
+  std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
+  for (uint32_t i = 0; i < 2; ++i) {
+    ParameterServerOptions shard = ServerFor(push);
+    shard.num_shards = 2;
+    shard.shard_index = i;
+    shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
+  }
+  return shards;
+}
+
 // An agent running on its own thread, as convoy_agent runs it, until Stop().
 class BackgroundAgent {
  public:
@@ -300,13 +312,8 @@ TEST_CASE("An agent trains against a parameter server of two shards, each applyi
           "[agent][shards]") {
   for (const std::string push : {"gradients", "deltas"}) {
     DYNAMIC_SECTION("push=" << push) {
-      std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
-      for (uint32_t i = 0; i < 2; ++i) {
-        ParameterServerOptions shard = ServerFor(*ParsePushMode(push));
-        shard.num_shards = 2;
-        shard.shard_index = i;
-        shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
-      }
+      const std::vector<std::unique_ptr<testing::LoopbackServer>> shards =
+          TwoShards(*ParsePushMode(push));
       AgentOptions o = SmallAgentOf(*shards[0], *ParsePushMode(push));
       o.ps_address = shards[0]->address + "," + shards[1]->address;
       absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
@@ -336,13 +343,8 @@ TEST_CASE("An agent trains against a parameter server of two shards, each applyi
 
 TEST_CASE("A shard away and back: every shard still applies every minibatch once",
           "[agent][shards][faults]") {
-  std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
-  for (uint32_t i = 0; i < 2; ++i) {
-    ParameterServerOptions shard = ServerFor(PushMode::kGradients);
-    shard.num_shards = 2;
-    shard.shard_index = i;
-    shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
-  }
+  const std::vector<std::unique_ptr<testing::LoopbackServer>> shards =
+      TwoShards(PushMode::kGradients);
   AgentOptions o = SmallAgentOf(*shards[0], PushMode::kGradients);
   o.ps_address = shards[0]->address + "," + shards[1]->address;
   o.max_steps = 1000;
@@ -373,13 +375,8 @@ TEST_CASE("A shard away and back: every shard still applies every minibatch once
 
 TEST_CASE("An agent refuses shards listed out of order, or a sharded server given as one",
           "[agent][shards]") {
-  std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
-  for (uint32_t i = 0; i < 2; ++i) {
-    ParameterServerOptions shard = ServerFor(PushMode::kGradients);
-    shard.num_shards = 2;
-    shard.shard_index = i;
-    shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
-  }
+  const std::vector<std::unique_ptr<testing::LoopbackServer>> shards =
+      TwoShards(PushMode::kGradients);
   AgentOptions o = SmallAgentOf(*shards[0], PushMode::kGradients);
   for (const std::string& ps : {shards[1]->address + "," + shards[0]->address, shards[0]->address}) {
     o.ps_address = ps;
