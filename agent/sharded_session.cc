@@ -12,16 +12,16 @@
 namespace convoy {
 namespace {
 
-// Runs call(i) for every shard at once and waits for all.
+// Runs call(i) for every shard at once, the first on the calling thread, and waits for all.
 template <typename Call>
 auto ForEachShard(size_t n, Call call) {
   using Result = decltype(call(size_t{0}));
-  std::vector<std::future<Result>> running;
-  running.reserve(n);
-  for (size_t i = 0; i < n; ++i) running.push_back(std::async(std::launch::async, call, i));
+  std::vector<std::future<Result>> others;
+  for (size_t i = 1; i < n; ++i) others.push_back(std::async(std::launch::async, call, i));
   std::vector<Result> results;
   results.reserve(n);
-  for (auto& r : running) results.push_back(r.get());
+  if (n > 0) results.push_back(call(0));
+  for (auto& r : others) results.push_back(r.get());
   return results;
 }
 

@@ -100,6 +100,25 @@ bool WaitFor(const std::function<bool()>& condition) {
   return testing::WaitUntil(condition, absl::Seconds(120));
 }
 
+// `ps` stops serving (it keeps its state and incarnation) until `agent`, out of step, has learned more on
+// its own or finished its `max_steps`; then it serves again on the same port. Returns the server back.
+absl::StatusOr<std::unique_ptr<GrpcParameterServer>> AwayAndBack(Agent& agent,
+                                                                 testing::LoopbackServer& ps,
+                                                                 uint64_t max_steps) {
+  const int port = ps.server->port();
+  std::unique_ptr<ParameterServer> core = ps.server->TakeCore();
+  REQUIRE(WaitFor([&] { return !agent.stats().connected; }));
+  const uint64_t trained_at_outage = agent.stats().train_steps;
+  REQUIRE(WaitFor([&] {
+    const AgentStats s = agent.stats();
+    return s.train_steps >= trained_at_outage + 12 || s.env_steps >= max_steps;
+  }));
+  absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back = GrpcParameterServer::Start(
+      std::move(core), absl::StrCat("127.0.0.1:", port), testing::LoopbackServer::PlaintextSecurity());
+  REQUIRE(back.ok());
+  return back;
+}
+
 TEST_CASE("An agent alone acts and learns and logs CSV and TensorBoard and saves weights",
           "[agent]") {
   const std::string dir = MakeTempDir("agent");
@@ -276,26 +295,13 @@ TEST_CASE("What an agent learns while the server is unreachable reaches it once 
   for (const std::string push : {"gradients", "deltas"}) {
     DYNAMIC_SECTION("push=" << push) {
       testing::LoopbackServer ps(ServerFor(*ParsePushMode(push)));
-      const int port = ps.server->port();
       AgentOptions o = SmallAgentOf(ps, *ParsePushMode(push));
       o.max_steps = 1000;
       o.final_sync_for = absl::Seconds(60);
       BackgroundAgent background(o);
       Agent& agent = background.agent();
       REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 3; }));
-      // Unreachable: nothing serves the port, but the server keeps its state and incarnation.
-      std::unique_ptr<ParameterServer> core = ps.server->TakeCore();
-      REQUIRE(WaitFor([&] { return !agent.stats().connected; }));
-      const uint64_t trained_at_outage = agent.stats().train_steps;
-      // Back once the agent has learned more on its own, or finished its steps.
-      REQUIRE(WaitFor([&] {
-        const AgentStats s = agent.stats();
-        return s.train_steps >= trained_at_outage + 12 || s.env_steps >= o.max_steps;
-      }));
-      absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back = GrpcParameterServer::Start(
-          std::move(core), absl::StrCat("127.0.0.1:", port),
-          testing::LoopbackServer::PlaintextSecurity());
-      REQUIRE(back.ok());
+      absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back = AwayAndBack(agent, ps, o.max_steps);
       REQUIRE(background.Stop().ok());
       const AgentStats stats = agent.stats();
       const v1::StatusResponse status = (*back)->core().Status();
@@ -352,18 +358,9 @@ TEST_CASE("A shard away and back: every shard still applies every minibatch once
   BackgroundAgent background(o);
   Agent& agent = background.agent();
   REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 6; }));
-  // Shard 1 stops serving (its state and incarnation kept); shard 0 stays up.
-  const int port = shards[1]->server->port();
-  std::unique_ptr<ParameterServer> core = shards[1]->server->TakeCore();
-  REQUIRE(WaitFor([&] { return !agent.stats().connected; }));
-  const uint64_t trained_at_outage = agent.stats().train_steps;
-  REQUIRE(WaitFor([&] {
-    const AgentStats s = agent.stats();
-    return s.train_steps >= trained_at_outage + 12 || s.env_steps >= o.max_steps;
-  }));
-  absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back = GrpcParameterServer::Start(
-      std::move(core), absl::StrCat("127.0.0.1:", port), testing::LoopbackServer::PlaintextSecurity());
-  REQUIRE(back.ok());
+  // Shard 1 goes away and comes back; shard 0 stays up.
+  absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back =
+      AwayAndBack(agent, *shards[1], o.max_steps);
   REQUIRE(background.Stop().ok());
   const AgentStats stats = agent.stats();
   CHECK(stats.outage_pushes >= 1);
