@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/tensor_chunk.h"
 
 namespace convoy {
 namespace {
@@ -39,6 +41,15 @@ uint64_t NewPushSession() {
   return absl::Uniform<uint64_t>(absl::IntervalClosed, rng, 1, UINT64_MAX);
 }
 
+// "/convoy.v1.ParameterServer/<method>", as the generated stub names it; gRPC keeps the pointer.
+const char* MethodName(absl::string_view method) {
+  static const auto* const names = new absl::flat_hash_map<std::string, std::string>{
+      {"PullWeights", absl::StrCat("/", v1::ParameterServer::service_full_name(), "/PullWeights")},
+      {"PushGradients",
+       absl::StrCat("/", v1::ParameterServer::service_full_name(), "/PushGradients")}};
+  return names->at(method).c_str();
+}
+
 void Prepare(grpc::ClientContext* context, const PsClientOptions& options) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + options.call_timeout));
   AddAuthToken(context, options.security.auth_token);
@@ -65,6 +76,9 @@ PsClient::PsClient(PsClientOptions options, std::shared_ptr<grpc::Channel> chann
     : options_(std::move(options)),
       channel_(std::move(channel)),
       stub_(v1::ParameterServer::NewStub(channel_)),
+      pull_method_(MethodName("PullWeights"), grpc::internal::RpcMethod::SERVER_STREAMING, channel_),
+      push_method_(MethodName("PushGradients"), grpc::internal::RpcMethod::CLIENT_STREAMING,
+                   channel_),
       push_session_(NewPushSession()) {}
 
 template <typename Call>
@@ -145,36 +159,29 @@ absl::StatusOr<PushResult> PsClient::SendPush(const float* values, size_t count,
   absl::Status status = WithRetries("Push", [&] {  // Every attempt is this one push.
     grpc::ClientContext context;
     Prepare(&context, options_);
-    std::unique_ptr<grpc::ClientWriter<v1::GradientChunk>> writer =
-        stub_->PushGradients(&context, &response);
-    v1::GradientChunk chunk;
-    chunk.set_agent_id(options_.agent_id);
-    chunk.set_base_version(base_version);
-    chunk.set_encoding(ToWire(options_.push_encoding));
-    chunk.set_minibatch_count(minibatch_count);
-    chunk.set_model_fingerprint(options_.model_fingerprint);
-    chunk.set_total_elements(count);
-    chunk.set_base_incarnation(base_incarnation);
-    chunk.set_push_session(push_session_);
-    chunk.set_sequence(sequence);
-    std::string* data = chunk.mutable_data();
+    std::unique_ptr<grpc::ClientWriter<OutgoingChunk<v1::GradientChunk>>> writer(
+        grpc::internal::ClientWriterFactory<OutgoingChunk<v1::GradientChunk>>::Create(
+            channel_.get(), push_method_, &context, &response));
+    OutgoingChunk<v1::GradientChunk> chunk;
+    chunk.encoding = options_.push_encoding;
+    v1::GradientChunk& header = chunk.header;
+    header.set_agent_id(options_.agent_id);
+    header.set_base_version(base_version);
+    header.set_encoding(ToWire(options_.push_encoding));
+    header.set_minibatch_count(minibatch_count);
+    header.set_model_fingerprint(options_.model_fingerprint);
+    header.set_total_elements(count);
+    header.set_base_incarnation(base_incarnation);
+    header.set_push_session(push_session_);
+    header.set_sequence(sequence);
     for (size_t offset = 0; offset < count; offset += per_chunk) {
-      const size_t n = std::min(per_chunk, count - offset);
-      chunk.set_offset(offset);
-      data->clear();
-      EncodeTensor(values + offset, n, options_.push_encoding, data);
+      header.set_offset(offset);
+      chunk.values = values + offset;
+      chunk.count = std::min(per_chunk, count - offset);
       if (!writer->Write(chunk)) break;  // The server answered early; Finish() says why.
       if (offset == 0) {
         // The header travels once; later chunks carry only offset and data.
-        chunk.clear_agent_id();
-        chunk.clear_model_fingerprint();
-        chunk.clear_base_version();
-        chunk.clear_encoding();
-        chunk.clear_minibatch_count();
-        chunk.clear_total_elements();
-        chunk.clear_base_incarnation();
-        chunk.clear_push_session();
-        chunk.clear_sequence();
+        header.Clear();
       }
     }
     writer->WritesDone();
@@ -206,14 +213,16 @@ absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_i
   absl::Status status = WithRetries("Pull", [&]() -> absl::Status {
     grpc::ClientContext context;
     Prepare(&context, options_);
-    std::unique_ptr<grpc::ClientReader<v1::WeightChunk>> reader =
-        stub_->PullWeights(&context, request);
-    v1::WeightChunk chunk;
+    std::unique_ptr<grpc::ClientReader<IncomingChunk<v1::WeightChunk>>> reader(
+        grpc::internal::ClientReaderFactory<IncomingChunk<v1::WeightChunk>>::Create(
+            channel_.get(), pull_method_, &context, request));
+    IncomingChunk<v1::WeightChunk> incoming;
+    const v1::WeightChunk& chunk = incoming.header();
     size_t received = 0;
     size_t total = 0;
     bool first = true;
     absl::Status bad;
-    while (reader->Read(&chunk)) {
+    while (reader->Read(&incoming)) {
       if (first) {
         first = false;
         result.version = chunk.version();
@@ -230,9 +239,14 @@ absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_i
       const TensorEncoding encoding =
           chunk.encoding() == v1::ENCODING_BF16 ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
       size_t decoded = 0;
-      bad = DecodeTensor(chunk.data(), encoding, pull_buffer_.data() + received, total - received,
-                         &decoded);
+      bad = incoming.data().Decode(encoding, pull_buffer_.data() + received, total - received,
+                                   &decoded);
       received += decoded;
+    }
+    if (!incoming.parse_error().ok()) {
+      context.TryCancel();  // The rest of the stream is of no use.
+      (void)reader->Finish();
+      return absl::DataLossError(absl::StrCat("pull stream: ", incoming.parse_error().message()));
     }
     absl::Status status = FromGrpcStatus(reader->Finish());
     if (!status.ok()) return status;

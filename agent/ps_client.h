@@ -9,10 +9,14 @@
 // answers a repeat with the first answer. A push that got no answer (UNAVAILABLE after retry_for, or its
 // deadline passed) may or may not have been applied: it is kept, and ResendPendingPush() sends it again
 // under its number once the server is back, so it is applied exactly once either way.
+//
+// Pushes and pulls use the zero-copy chunks of common/tensor_chunk.h: a push's data is encoded once, into
+// gRPC's own slice, and a pull's data is decoded from the received slices into the weights.
 #ifndef CONVOY_AGENT_PS_CLIENT_H_
 #define CONVOY_AGENT_PS_CLIENT_H_
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/rpc_method.h>
 
 #include <cstdint>
 #include <memory>
@@ -136,6 +140,8 @@ class PsClient {
   PsClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  grpc::internal::RpcMethod pull_method_;  // The two tensor streams, with the chunk types of tensor_chunk.h.
+  grpc::internal::RpcMethod push_method_;
   std::vector<float> pull_buffer_;
   const uint64_t push_session_;
   uint64_t pushes_ = 0;  // Sequence of the newest push.

@@ -7,8 +7,15 @@
 
 namespace convoy {
 
-PushAssembler::PushAssembler(std::string fingerprint, size_t parameter_count)
-    : fingerprint_(std::move(fingerprint)), parameter_count_(parameter_count) {}
+PushAssembler::PushAssembler(std::string fingerprint, size_t parameter_count,
+                             std::vector<float> buffer)
+    : fingerprint_(std::move(fingerprint)),
+      parameter_count_(parameter_count),
+      values_(std::move(buffer)) {
+  // A buffer of another size is not kept; a fresh one is sized once the header proved the push is for
+  // this model. A model-sized one is used as it is: every element is written before Finish() succeeds.
+  if (values_.size() != parameter_count_) values_ = std::vector<float>();
+}
 
 absl::Status PushAssembler::Fail(v1::RejectReason reason, absl::Status status) {
   failed_ = true;
@@ -58,11 +65,11 @@ absl::Status PushAssembler::ReadHeader(const v1::GradientChunk& chunk) {
   header_.base_incarnation = chunk.base_incarnation();
   header_.push_session = chunk.push_session();
   header_.sequence = chunk.sequence();
-  values_.resize(parameter_count_);
+  values_.resize(parameter_count_);  // A no-op for a reused buffer: no allocation, no zeroing.
   return absl::OkStatus();
 }
 
-absl::Status PushAssembler::Add(const v1::GradientChunk& chunk) {
+absl::Status PushAssembler::Add(const v1::GradientChunk& chunk, const TensorBytes& data) {
   if (failed_) return absl::FailedPreconditionError("push already rejected");
   if (chunks_ == 0) {
     if (absl::Status s = ReadHeader(chunk); !s.ok()) return s;
@@ -87,13 +94,13 @@ absl::Status PushAssembler::Add(const v1::GradientChunk& chunk) {
     }
   }
   ++chunks_;
-  if (chunk.data().size() > kMaxChunkPayloadBytes) {
+  if (data.size() > kMaxChunkPayloadBytes) {
     return Fail(v1::REJECT_REASON_BAD_CHUNKS,
-                absl::InvalidArgumentError(absl::StrCat("chunk of ", chunk.data().size(),
+                absl::InvalidArgumentError(absl::StrCat("chunk of ", data.size(),
                                                         " bytes exceeds the limit of ",
                                                         kMaxChunkPayloadBytes)));
   }
-  if (chunk.data().empty()) {
+  if (data.empty()) {
     return Fail(v1::REJECT_REASON_BAD_CHUNKS,
                 absl::InvalidArgumentError(absl::StrCat("chunk at offset ", chunk.offset(),
                                                         " carries no data")));
@@ -110,12 +117,14 @@ absl::Status PushAssembler::Add(const v1::GradientChunk& chunk) {
                                                         chunk.offset(), ") are missing")));
   }
   size_t decoded = 0;
-  absl::Status s = DecodeTensor(chunk.data(), encoding_, values_.data() + next_offset_,
-                                parameter_count_ - next_offset_, &decoded);
+  absl::Status s = data.Decode(encoding_, values_.data() + next_offset_,
+                               parameter_count_ - next_offset_, &decoded);
   if (!s.ok()) {
-    const bool overruns = chunk.data().size() % BytesPerElement(encoding_) == 0;
+    const bool overruns = data.size() % BytesPerElement(encoding_) == 0;
     return Fail(overruns ? v1::REJECT_REASON_WRONG_SIZE : v1::REJECT_REASON_BAD_CHUNKS, s);
   }
+  // Checked while the chunk is still in cache, rather than in a pass of its own over the whole tensor.
+  all_finite_ = all_finite_ && AllFinite(values_.data() + next_offset_, decoded);
   next_offset_ += decoded;
   return absl::OkStatus();
 }
@@ -130,7 +139,7 @@ absl::Status PushAssembler::Finish() {
                 absl::InvalidArgumentError(absl::StrCat("elements [", next_offset_, ", ",
                                                         parameter_count_, ") are missing")));
   }
-  if (!AllFinite(values_.data(), values_.size())) {
+  if (!all_finite_) {
     return Fail(v1::REJECT_REASON_NON_FINITE,
                 absl::InvalidArgumentError("push contains NaN or Inf values"));
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,7 +27,8 @@ struct PushHeader {
 // first chunk's header proved the push is for this model and of its size.
 class PushAssembler {
  public:
-  PushAssembler(std::string fingerprint, size_t parameter_count);
+  // `buffer` is storage for the tensor to reuse (a pushed tensor is model-sized); its contents do not matter.
+  PushAssembler(std::string fingerprint, size_t parameter_count, std::vector<float> buffer = {});
 
   // Validates and decodes one chunk. Errors (and reason() afterwards):
   //   FAILED_PRECONDITION  FINGERPRINT_MISMATCH, naming both fingerprints;
@@ -34,7 +36,9 @@ class PushAssembler {
   //                        INVALID (a header field that changes between chunks, minibatch_count 0,
   //                        a sequence without a push_session).
   // After an error the assembler accepts nothing more.
-  absl::Status Add(const v1::GradientChunk& chunk);
+  absl::Status Add(const v1::GradientChunk& chunk) { return Add(chunk, TensorBytes(chunk.data())); }
+  // The same for a chunk whose data is elsewhere (in the received slices); `header`'s own data is ignored.
+  absl::Status Add(const v1::GradientChunk& header, const TensorBytes& data);
 
   // Completes the push. Errors: EMPTY (no chunk), BAD_CHUNKS (elements missing at the end), NON_FINITE.
   absl::Status Finish();
@@ -47,6 +51,8 @@ class PushAssembler {
   size_t chunks() const { return chunks_; }
   // The decoded tensor, complete once Finish() succeeded.
   std::vector<float>& values() { return values_; }
+  // The tensor's storage, for the next assembler; this one is done.
+  std::vector<float> TakeBuffer() { return std::move(values_); }
 
  private:
   absl::Status Fail(v1::RejectReason reason, absl::Status status);
@@ -61,6 +67,7 @@ class PushAssembler {
   v1::Encoding wire_encoding_ = v1::ENCODING_UNSPECIFIED;
   TensorEncoding encoding_ = TensorEncoding::kFp32;
   size_t next_offset_ = 0;
+  bool all_finite_ = true;  // Of the elements decoded so far.
   std::vector<float> values_;
 };
 

@@ -1,6 +1,8 @@
 #include "param_server/service.h"
 
 #include <glog/logging.h>
+#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/support/method_handler.h>
 
 #include <algorithm>
 #include <string>
@@ -9,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "common/security.h"
 #include "common/tensor_encoding.h"
+#include "convoy/v1/parameter_server.grpc.pb.h"
 #include "param_server/push_assembler.h"
 
 namespace convoy {
@@ -47,6 +50,41 @@ ParameterServerService::ParameterServerService(ParameterServer* server, std::str
     : server_(server),
       auth_token_(std::move(auth_token)),
       stream_idle_timeout_(stream_idle_timeout) {
+  using grpc::internal::RpcMethod;
+  using grpc::internal::RpcServiceMethod;
+  using Self = ParameterServerService;
+  const std::string prefix = absl::StrCat("/", v1::ParameterServer::service_full_name(), "/");
+  method_names_ = {prefix + "Join", prefix + "PullWeights", prefix + "PushGradients",
+                   prefix + "GetStatus"};
+  AddMethod(new RpcServiceMethod(
+      method_names_[0].c_str(), RpcMethod::NORMAL_RPC,
+      new grpc::internal::RpcMethodHandler<Self, v1::JoinRequest, v1::JoinResponse>(
+          [](Self* self, grpc::ServerContext* context, const v1::JoinRequest* request,
+             v1::JoinResponse* response) { return self->Join(context, request, response); },
+          this)));
+  AddMethod(new RpcServiceMethod(
+      method_names_[1].c_str(), RpcMethod::SERVER_STREAMING,
+      new grpc::internal::ServerStreamingHandler<Self, v1::PullRequest,
+                                                 OutgoingChunk<v1::WeightChunk>>(
+          [](Self* self, grpc::ServerContext* context, const v1::PullRequest* request,
+             grpc::ServerWriter<OutgoingChunk<v1::WeightChunk>>* writer) {
+            return self->PullWeights(context, request, writer);
+          },
+          this)));
+  AddMethod(new RpcServiceMethod(
+      method_names_[2].c_str(), RpcMethod::CLIENT_STREAMING,
+      new grpc::internal::ClientStreamingHandler<Self, IncomingChunk<v1::GradientChunk>,
+                                                 v1::PushResponse>(
+          [](Self* self, grpc::ServerContext* context,
+             grpc::ServerReader<IncomingChunk<v1::GradientChunk>>* reader,
+             v1::PushResponse* response) { return self->PushGradients(context, reader, response); },
+          this)));
+  AddMethod(new RpcServiceMethod(
+      method_names_[3].c_str(), RpcMethod::NORMAL_RPC,
+      new grpc::internal::RpcMethodHandler<Self, v1::StatusRequest, v1::StatusResponse>(
+          [](Self* self, grpc::ServerContext* context, const v1::StatusRequest* request,
+             v1::StatusResponse* response) { return self->GetStatus(context, request, response); },
+          this)));
   if (stream_idle_timeout_ > absl::ZeroDuration()) {
     // At least a nanosecond: a sub-nanosecond timeout's quarter rounds to zero.
     const absl::Duration check_every =
@@ -70,6 +108,25 @@ void ParameterServerService::CancelIdleStreams() {
   }
 }
 
+namespace {
+// Enough for the pushes typically in flight at once; more than that allocate as before.
+constexpr size_t kMaxFreePushBuffers = 8;
+}  // namespace
+
+std::vector<float> ParameterServerService::TakePushBuffer() {
+  absl::MutexLock lock(&buffers_mu_);
+  if (free_push_buffers_.empty()) return {};
+  std::vector<float> buffer = std::move(free_push_buffers_.back());
+  free_push_buffers_.pop_back();
+  return buffer;
+}
+
+void ParameterServerService::ReturnPushBuffer(std::vector<float> buffer) {
+  if (buffer.size() != server_->model().parameter_count) return;
+  absl::MutexLock lock(&buffers_mu_);
+  if (free_push_buffers_.size() < kMaxFreePushBuffers) free_push_buffers_.push_back(std::move(buffer));
+}
+
 grpc::Status ParameterServerService::Authorize(const grpc::ServerContext& context) {
   if (CallAuthorized(context, auth_token_)) return grpc::Status::OK;
   server_->CountUnauthenticated();
@@ -88,7 +145,7 @@ grpc::Status ParameterServerService::Join(grpc::ServerContext* context,
 
 grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
                                                  const v1::PullRequest* request,
-                                                 grpc::ServerWriter<v1::WeightChunk>* writer) {
+                                                 grpc::ServerWriter<OutgoingChunk<v1::WeightChunk>>* writer) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   TensorEncoding encoding;
   switch (request->encoding()) {
@@ -108,34 +165,36 @@ grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
                         absl::StrCat("unknown network ", static_cast<int>(request->network())));
   }
   const std::shared_ptr<const WeightSnapshot> snapshot = server_->Snapshot(request->network());
-  v1::WeightChunk chunk;
-  chunk.set_version(snapshot->version);
-  chunk.set_total_elements(snapshot->values.size());
-  chunk.set_encoding(encoding == TensorEncoding::kBf16 ? v1::ENCODING_BF16 : v1::ENCODING_FP32);
-  chunk.set_network(request->network());
-  chunk.set_incarnation(server_->incarnation());
+  OutgoingChunk<v1::WeightChunk> chunk;
+  v1::WeightChunk& header = chunk.header;
+  header.set_version(snapshot->version);
+  header.set_total_elements(snapshot->values.size());
+  header.set_encoding(encoding == TensorEncoding::kBf16 ? v1::ENCODING_BF16 : v1::ENCODING_FP32);
+  header.set_network(request->network());
+  header.set_incarnation(server_->incarnation());
   if (request->have_version() == snapshot->version &&
       request->have_incarnation() == server_->incarnation()) {
-    chunk.set_not_newer(true);
+    header.set_not_newer(true);
     server_->CountPull(request->agent_id(), /*not_newer=*/true);
-    server_->CountBytes(request->ByteSizeLong(), chunk.ByteSizeLong());
+    server_->CountBytes(request->ByteSizeLong(), chunk.ByteSize());
     writer->Write(chunk);
     return grpc::Status::OK;
   }
+  // fp32 chunks go out as slices of the snapshot itself, which they keep alive until sent: the store
+  // reuses a snapshot's buffer only once nothing holds it (weight_store.h).
+  chunk.encoding = encoding;
+  chunk.keep_alive = snapshot;
   const size_t per_chunk = ElementsPerChunk(encoding);
   const size_t total = snapshot->values.size();
   uint64_t bytes_out = 0;
-  std::string* data = chunk.mutable_data();
-  data->reserve(per_chunk * BytesPerElement(encoding));
   for (size_t offset = 0; offset < total; offset += per_chunk) {
     if (context->IsCancelled()) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled by the client");
     }
-    const size_t count = std::min(per_chunk, total - offset);
-    chunk.set_offset(offset);
-    data->clear();
-    EncodeTensor(snapshot->values.data() + offset, count, encoding, data);
-    bytes_out += chunk.ByteSizeLong();
+    header.set_offset(offset);
+    chunk.values = snapshot->values.data() + offset;
+    chunk.count = std::min(per_chunk, total - offset);
+    bytes_out += chunk.ByteSize();
     if (!writer->Write(chunk)) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "client stopped reading the pull");
     }
@@ -146,11 +205,18 @@ grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
 }
 
 grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
-                                                   grpc::ServerReader<v1::GradientChunk>* reader,
+                                                   grpc::ServerReader<IncomingChunk<v1::GradientChunk>>* reader,
                                                    v1::PushResponse* response) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  PushAssembler assembler(server_->model().fingerprint, server_->model().parameter_count);
-  v1::GradientChunk chunk;
+  PushAssembler assembler(server_->model().fingerprint, server_->model().parameter_count,
+                          TakePushBuffer());
+  // Every way out of this handler hands the buffer back.
+  struct GiveBack {
+    ParameterServerService* service;
+    PushAssembler* assembler;
+    ~GiveBack() { service->ReturnPushBuffer(assembler->TakeBuffer()); }
+  } give_back{this, &assembler};
+  IncomingChunk<v1::GradientChunk> chunk;
   uint64_t bytes_in = 0;
   auto reject = [&](v1::RejectReason reason, const absl::Status& status) {
     server_->CountBytes(bytes_in, 0);
@@ -165,8 +231,15 @@ grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
   PushStreamWatch watch(this, context);
   while (reader->Read(&chunk)) {
     watch.Touch();
-    bytes_in += chunk.ByteSizeLong();
-    if (absl::Status s = assembler.Add(chunk); !s.ok()) return reject(assembler.reason(), s);
+    bytes_in += chunk.wire_bytes();
+    if (absl::Status s = assembler.Add(chunk.header(), chunk.data()); !s.ok()) {
+      return reject(assembler.reason(), s);
+    }
+  }
+  if (!chunk.parse_error().ok()) {
+    return reject(v1::REJECT_REASON_BAD_CHUNKS,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "chunk ", assembler.chunks(), " of the push: ", chunk.parse_error().message())));
   }
   // Read() returning false means either a half-close after the last chunk, or a broken stream.
   if (watch.timed_out()) {

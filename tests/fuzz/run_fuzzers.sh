@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$source_dir" ] && [ -n "$build_dir" ] || { sed -n '2,12p' "$0" >&2; exit 2; }
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_push_assembler fuzz_airsim_rpc fuzz_checkpoint_manifest)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_push_assembler fuzz_airsim_rpc fuzz_checkpoint_manifest fuzz_tensor_chunk)
 fuzz_src="$source_dir/tests/fuzz"
 jobs="${CONVOY_JOBS:-$(nproc)}"
 
@@ -50,6 +50,8 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   rm -f "$probe"
   log "configuring $build_dir"
   cmake -S "$fuzz_src" -B "$build_dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" >/dev/null
+else
+  cmake "$build_dir" >/dev/null  # Again, so a target added since the last configure is known to make.
 fi
 start=$SECONDS
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"

@@ -8,8 +8,10 @@
 #include <random>
 #include <thread>
 
+#include "common/tensor_chunk.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "param_server/optimizer.h"
+#include "param_server/weight_store.h"
 #include "tests/param_server/loopback_server.h"
 
 namespace convoy {
@@ -552,6 +554,89 @@ TEST_CASE("A 100M-parameter model pushes and pulls in 1 MiB chunks", "[service][
   g = {};
   REQUIRE(client.Pull(0, 0, v1::NETWORK_ONLINE, &weights).ok());
   CHECK(weights[n - 1] == w0 - 0.5f);
+}
+
+}  // namespace
+}  // namespace convoy
+
+namespace convoy {
+namespace {
+
+TEST_CASE("A pull's chunks refer to the snapshot and outlive a snapshot swap", "[service][zero_copy]") {
+  const size_t n = 50000;
+  std::vector<float> initial(n);
+  for (size_t i = 0; i < n; ++i) initial[i] = 0.001f * static_cast<float>(i);
+  WeightStore store(initial, 1);
+  std::shared_ptr<const WeightSnapshot> snapshot = store.Snapshot();
+  const float* memory = snapshot->values.data();
+
+  OutgoingChunk<v1::WeightChunk> chunk;
+  chunk.header.set_version(1);
+  chunk.values = memory;
+  chunk.count = n;
+  chunk.keep_alive = snapshot;
+  auto sent = std::make_unique<grpc::ByteBuffer>();
+  bool own = false;
+  REQUIRE(grpc::SerializationTraits<OutgoingChunk<v1::WeightChunk>>::Serialize(chunk, sent.get(), &own)
+              .ok());
+  chunk.keep_alive.reset();
+  snapshot.reset();  // Only the serialised chunk holds version 1 now.
+
+  // Newer versions are published, more than the store pools: none may reuse version 1's buffer.
+  for (uint64_t version = 2; version <= 30; ++version) {
+    for (size_t i = 0; i < n; i += 97) store.mutable_master()[i] += 1.f;
+    store.Publish(version);
+    REQUIRE(store.Snapshot()->values.data() != memory);
+  }
+  grpc::ByteBuffer received(*sent);
+  IncomingChunk<v1::WeightChunk> incoming;
+  REQUIRE(incoming.Parse(&received).ok());
+  std::vector<float> out(n);
+  size_t decoded = 0;
+  REQUIRE(incoming.data().Decode(TensorEncoding::kFp32, out.data(), n, &decoded).ok());
+  CHECK(out == initial);  // Still version 1's bytes.
+
+  // Once gRPC and the receiver let go, the store may reuse the buffer again.
+  sent.reset();
+  incoming = IncomingChunk<v1::WeightChunk>();
+  bool reused = false;
+  for (uint64_t version = 31; version <= 40 && !reused; ++version) {
+    store.Publish(version);
+    reused = store.Snapshot()->values.data() == memory;
+  }
+  CHECK(reused);
+}
+
+TEST_CASE("A client that knows only the .proto pulls the same bytes the snapshot holds",
+          "[service][zero_copy]") {
+  LoopbackServer ps(Options("cookbook"));  // Four chunks in fp32, two in bf16.
+  const std::vector<float> exact = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  for (v1::Encoding encoding : {v1::ENCODING_FP32, v1::ENCODING_BF16}) {
+    CAPTURE(v1::Encoding_Name(encoding));
+    const TensorEncoding local =
+        encoding == v1::ENCODING_BF16 ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
+    std::string expected;
+    EncodeTensor(exact.data(), exact.size(), local, &expected);
+    grpc::ClientContext context;
+    v1::PullRequest request;
+    request.set_encoding(encoding);
+    std::unique_ptr<grpc::ClientReader<v1::WeightChunk>> reader =
+        ps.stub->PullWeights(&context, request);  // The generated stub: protobuf's own parsing.
+    v1::WeightChunk chunk;
+    std::string got;
+    int chunks = 0;
+    while (reader->Read(&chunk)) {
+      CHECK(chunk.offset() * BytesPerElement(local) == got.size());
+      CHECK(chunk.total_elements() == exact.size());
+      CHECK(chunk.encoding() == encoding);
+      got += chunk.data();
+      ++chunks;
+    }
+    REQUIRE(reader->Finish().ok());
+    CHECK(chunks == static_cast<int>((exact.size() + ElementsPerChunk(local) - 1) /
+                                     ElementsPerChunk(local)));
+    CHECK(got == expected);
+  }
 }
 
 }  // namespace

@@ -165,5 +165,20 @@ def main():
     write(t, "old_format", ("format_version: 2\n" + files).encode())
 
 
+    # fuzz_tensor_chunk: a selector byte (even: GradientChunk, odd: WeightChunk; also the slicing seed),
+    # then one message.
+    t = "fuzz_tensor_chunk"
+    write(t, "gradient_first_chunk", bytes([2]) + chunk(0, fp32(0.5, -1.0, 2.0, 0.0)))
+    write(t, "gradient_later_chunk", bytes([4]) + chunk(2, bf16(1.0, 2.0), BF16, header=False))
+    weight = (field_varint(1, 12) + field_varint(2, 256) + field_bytes(3, fp32(1.0, 2.0, 3.0)) +
+              field_varint(4, 1000) + field_varint(5, FP32) + field_varint(6, 1) + field_varint(8, 3))
+    write(t, "weight_chunk", bytes([1]) + weight)
+    write(t, "weight_not_newer", bytes([3]) + field_varint(1, 12) + field_varint(7, 1))
+    # data before the other fields, twice (the last wins), and an unknown field and group.
+    write(t, "weight_reordered", bytes([5]) + field_bytes(3, fp32(9.0)) + field_varint(1, 5) +
+          field_varint(9, 77) + varint(9 << 3 | 3) + field_varint(1, 1) + varint(9 << 3 | 4) +
+          field_bytes(3, fp32(1.0, 2.0)))
+
+
 if __name__ == "__main__":
     main()
