@@ -30,7 +30,8 @@
 #include "common/init.h"
 
 ABSL_FLAG(std::string, ps, "",
-          "The parameter server's host:port, or every shard's host:port,... in shard order.");
+          "The parameter server's host:port, or every shard's host:port,... in shard order, or @FILE "
+          "listing them one per line.");
 ABSL_FLAG(bool, watch, false, "Refresh every --interval until interrupted.");
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "Time between refreshes with --watch.");
 ABSL_FLAG(int, iterations, 0, "With --watch: stop after this many tables (0: never).");

@@ -7,7 +7,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/files.h"
 
 namespace convoy {
 namespace {
@@ -28,12 +31,39 @@ auto ForEachShard(size_t n, Call call) {
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps) {
+  if (absl::ConsumePrefix(&ps, "@")) {
+    const std::string path(ps);
+    absl::StatusOr<std::string> contents = ReadFileToString(path);
+    if (!contents.ok()) {
+      return absl::Status(contents.status().code(),
+                          absl::StrCat("--ps=@", path, ": ", contents.status().message()));
+    }
+    std::vector<std::string> servers;
+    int line_number = 0;
+    for (absl::string_view line : absl::StrSplit(*contents, '\n')) {
+      ++line_number;
+      line = line.substr(0, line.find('#'));  // A comment runs to the end of its line.
+      for (absl::string_view address : absl::StrSplit(line, absl::ByAnyChar(", \t\r"))) {
+        if (address.empty()) continue;
+        if (!absl::StrContains(address, ':')) {
+          return absl::InvalidArgumentError(absl::StrCat("--ps=@", path, " line ", line_number, ": '",
+                                                         address, "' is not host:port"));
+        }
+        servers.emplace_back(address);
+      }
+    }
+    if (servers.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ps=@", path, " lists no server: give one host:port per line, in shard order"));
+    }
+    return servers;
+  }
   std::vector<std::string> servers = absl::StrSplit(ps, ',');
   for (const std::string& s : servers) {
     if (s.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--ps '", ps, "' has an empty address: give host:port, or host:port,host:port,... in "
-                        "shard order for a sharded server"));
+                        "shard order for a sharded server, or @FILE"));
     }
   }
   return servers;

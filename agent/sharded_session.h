@@ -23,7 +23,9 @@
 namespace convoy {
 
 // The parameter servers an agent's --ps names: "host:port" or, for a sharded server,
-// "host:port,host:port,..." in shard order. Errors: INVALID_ARGUMENT for an empty address.
+// "host:port,host:port,..." in shard order; or "@FILE", a file listing them in shard order (one or more per
+// line, separated by commas or blanks; '#' starts a comment). Errors: INVALID_ARGUMENT for an empty address,
+// a file entry without a port or a file that lists none; a file that cannot be read, its read error.
 absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps);
 
 // A PsSession for one address, a ShardedSession for several. Errors: ParseServerList's, and the

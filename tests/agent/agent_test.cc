@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "agent/sharded_session.h"
 #include "common/weights_file.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
@@ -322,6 +323,12 @@ TEST_CASE("An agent trains against a parameter server of two shards, each applyi
           TwoShards(*ParsePushMode(push));
       AgentOptions o = SmallAgentOf(*shards[0], *ParsePushMode(push));
       o.ps_address = shards[0]->address + "," + shards[1]->address;
+      if (push == "deltas") {  // The same list from a file.
+        const std::string list = MakeTempDir("agent_ps_list") + "/servers";
+        std::ofstream(list) << "# shard order\n" << shards[0]->address << "\n\n"
+                            << shards[1]->address << "  # the second\n";
+        o.ps_address = "@" + list;
+      }
       absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
       REQUIRE(agent.ok());
       std::atomic<bool> stop{false};
@@ -367,6 +374,34 @@ TEST_CASE("A shard away and back: every shard still applies every minibatch once
   for (const v1::StatusResponse& status : {shards[0]->Status(), (*back)->core().Status()}) {
     CHECK(status.applied_minibatches() == stats.train_steps);
     CHECK(status.rejections().empty());
+  }
+}
+
+TEST_CASE("An agent's --ps takes servers from a list or a file, and names what is wrong with either",
+          "[agent][shards]") {
+  CHECK(*ParseServerList("a:1") == std::vector<std::string>{"a:1"});
+  CHECK(*ParseServerList("a:1,b:2,c:3") == std::vector<std::string>{"a:1", "b:2", "c:3"});
+  const std::string dir = MakeTempDir("ps_list");
+  std::ofstream(dir + "/three") << "# convoy_ps shards, in order\na:1, b:2\n\n\tc:3 # last\r\n";
+  CHECK(*ParseServerList("@" + dir + "/three") == std::vector<std::string>{"a:1", "b:2", "c:3"});
+  struct Case {
+    std::string ps;
+    absl::StatusCode code;
+    std::string says;
+  };
+  std::ofstream(dir + "/no_port") << "a:1\nb\n";
+  std::ofstream(dir + "/empty") << "# nothing yet\n\n";
+  for (const Case& c : std::vector<Case>{
+           {"a:1,,b:2", absl::StatusCode::kInvalidArgument, "has an empty address"},
+           {"@" + dir + "/no_port", absl::StatusCode::kInvalidArgument,
+            "no_port line 2: 'b' is not host:port"},
+           {"@" + dir + "/empty", absl::StatusCode::kInvalidArgument, "lists no server"},
+           {"@" + dir + "/missing", absl::StatusCode::kNotFound, dir + "/missing"}}) {
+    CAPTURE(c.ps);
+    absl::StatusOr<std::vector<std::string>> parsed = ParseServerList(c.ps);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == c.code);
+    CHECK_THAT(std::string(parsed.status().message()), Catch::Contains(c.says));
   }
 }
 
