@@ -126,6 +126,8 @@ class Agent::Impl {
   bool in_step_ = false;
   bool rejoined_ = false;                  // A rejoin succeeded; the catch-up comes next.
   bool trained_during_exchange_ = false;  // The learner moved on while the exchange was in flight.
+  // The session still owes a server something: a push that got no answer, or a shard's backlog.
+  bool session_owes_ = false;
   bool waiting_for_answer_ = false;       // Training waits for the exchange in flight.
 
   // Episode and training state.
@@ -512,7 +514,7 @@ bool Agent::Impl::StartExchange(Exchange::Kind kind, RejoinPace pace) {
     }
     minibatches_at_sync_ = minibatches_;
     e->minibatches = static_cast<uint32_t>(std::min<uint64_t>(minibatches, UINT32_MAX));
-    if (kind == Exchange::Kind::kSync && e->minibatches == 0) {
+    if (kind == Exchange::Kind::kSync && e->minibatches == 0 && !session_owes_) {
       gradient_ = std::move(e->values);
       return false;
     }
@@ -586,6 +588,7 @@ void Agent::Impl::FinishExchange(std::unique_ptr<Exchange> e) {
   // In step when the learner holds the server's weights; what it learned locally while waiting goes
   // in a catch-up push.
   in_step_ = pulled && e->connected && !trained_during_exchange_;
+  session_owes_ = e->has_pending_push;
   trained_during_exchange_ = false;
   gradient_ = std::move(e->values);
   weights_ = std::move(e->online);
@@ -598,7 +601,7 @@ void Agent::Impl::FinalSync() {
   if (std::unique_ptr<Exchange> e = worker_->WaitFinished()) FinishExchange(std::move(e));
   while (absl::Now() < give_up) {
     if (in_step_) {
-      if (minibatches_ == minibatches_at_sync_ ||
+      if ((minibatches_ == minibatches_at_sync_ && !session_owes_) ||
           !StartExchange(Exchange::Kind::kSync)) {
         break;  // Everything learned reached the server.
       }
@@ -608,16 +611,20 @@ void Agent::Impl::FinalSync() {
       StartExchange(Exchange::Kind::kRejoin, RejoinPace::kNow);
     }
     FinishExchange(worker_->WaitFinished());
+    if (in_step_ && session_owes_) {
+      absl::SleepFor(  // A shard is still away; its rejoin is paced.
+          std::min(absl::Milliseconds(500), std::max(absl::ZeroDuration(), give_up - absl::Now())));
+    }
     if (!ps_connected_ && !rejoined_) {
       absl::SleepFor(
           std::min(absl::Seconds(1), std::max(absl::ZeroDuration(), give_up - absl::Now())));
     }
   }
-  if (!in_step_ || minibatches_ > minibatches_at_sync_) {
+  if (!in_step_ || minibatches_ > minibatches_at_sync_ || session_owes_) {
     LOG(WARNING) << options_.agent_id << ": the parameter server stayed away for "
                  << options_.final_sync_for << "; the last "
-                 << (minibatches_ - minibatches_at_sync_)
-                 << " minibatches did not reach it";
+                 << (minibatches_ - minibatches_at_sync_) << " minibatches did not reach it"
+                 << (session_owes_ ? ", nor what a shard that is away is owed" : "");
   }
 }
 

@@ -161,6 +161,8 @@ class PsSession : public ParameterServerSession {
   void Reconnected() override;
 
   bool connected() const override { return state_ == State::kConnected; }
+  // Rejoined, its catch-up not yet pushed.
+  bool rejoining() const { return state_ == State::kRejoining; }
   bool has_pending_push() const override { return ps_->has_pending_push(); }
   uint64_t version() const override { return version_; }
   uint64_t incarnation() const override { return incarnation_; }

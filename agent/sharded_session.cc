@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -86,24 +87,68 @@ absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const Agen
     o.shard_index = static_cast<uint32_t>(i);
     shards.push_back(o);
   }
-  absl::StatusOr<std::unique_ptr<ShardedSession>> sharded = ShardedSession::Create(shards);
+  absl::StatusOr<std::unique_ptr<ShardedSession>> sharded = ShardedSession::Create(shards, agent.push);
   if (!sharded.ok()) return sharded.status();
   return std::unique_ptr<ParameterServerSession>(*std::move(sharded));
 }
 
 absl::StatusOr<std::unique_ptr<ShardedSession>> ShardedSession::Create(
-    const std::vector<PsSessionOptions>& shards) {
+    const std::vector<PsSessionOptions>& shards, PushMode push) {
   std::vector<std::unique_ptr<PsSession>> sessions;
   for (const PsSessionOptions& o : shards) {
     absl::StatusOr<std::unique_ptr<PsSession>> session = PsSession::Create(o);
     if (!session.ok()) return session.status();
     sessions.push_back(*std::move(session));
   }
-  return std::unique_ptr<ShardedSession>(new ShardedSession(std::move(sessions)));
+  return std::unique_ptr<ShardedSession>(new ShardedSession(std::move(sessions), push));
 }
 
-ShardedSession::ShardedSession(std::vector<std::unique_ptr<PsSession>> shards)
-    : shards_(std::move(shards)), online_(shards_.size()), target_(shards_.size()) {}
+ShardedSession::ShardedSession(std::vector<std::unique_ptr<PsSession>> shards, PushMode push)
+    : shards_(std::move(shards)),
+      push_(push),
+      backlog_(shards_.size()),
+      backlog_minibatches_(shards_.size(), 0),
+      online_(shards_.size()),
+      target_(shards_.size()) {}
+
+void ShardedSession::AddToBacklog(size_t shard, absl::Span<const float> range,
+                                  uint32_t minibatch_count) {
+  std::vector<float>& owed = backlog_[shard];
+  if (owed.empty()) {
+    owed.assign(range.size(), 0.0f);
+    LOG(WARNING) << "shard " << shard << " is away; the others keep training, and what it is owed is "
+                 << "kept until it is back";
+  }
+  // Weight changes add up; mean gradients are weighted by their minibatches, divided at push time.
+  const float weight = push_ == PushMode::kDeltas ? 1.0f : static_cast<float>(minibatch_count);
+  for (size_t i = 0; i < range.size(); ++i) owed[i] += weight * range[i];
+  backlog_minibatches_[shard] += minibatch_count;
+}
+
+absl::Status ShardedSession::PushBacklog(size_t shard) {
+  const uint32_t minibatches = backlog_minibatches_[shard];
+  if (minibatches == 0) return absl::OkStatus();
+  std::vector<float> owed = std::move(backlog_[shard]);
+  backlog_[shard].clear();
+  backlog_minibatches_[shard] = 0;
+  if (push_ == PushMode::kGradients) {
+    const float scale = 1.0f / static_cast<float>(minibatches);
+    for (float& v : owed) v *= scale;
+  }
+  // Once sent it is the shard's: answered, or kept by its session under its number and resent on the
+  // next rejoin.
+  absl::StatusOr<PushResult> pushed = shards_[shard]->Push(owed, minibatches);
+  if (!pushed.ok()) {
+    if (!shards_[shard]->rejoining()) return pushed.status();  // Away again; its session resends it.
+    LOG(ERROR) << "shard " << shard << " refused the " << minibatches
+               << " minibatches it missed: " << pushed.status();
+    return absl::OkStatus();
+  }
+  LOG(INFO) << "shard " << shard << " is back; pushed the " << minibatches
+            << " minibatches it missed: "
+            << (pushed->accepted ? "applied" : absl::StrCat("refused, ", pushed->message));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<double> ShardedSession::Join(int num_actions, AgentOptions* options) {
   // Shard 0 first: the run settings (and the model, unless pinned) are adopted from it; the others
@@ -134,39 +179,76 @@ absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
                                                    " values to a model of ",
                                                    model_parameter_count_));
   }
-  std::vector<absl::StatusOr<PushResult>> pushed = ForEachShard(shards_.size(), [&](size_t i) {
+  auto range = [&](size_t i) {
     const PsSession& s = *shards_[i];
-    return shards_[i]->Push(values.subspan(s.begin(), s.end() - s.begin()), minibatch_count);
-  });
-  for (absl::StatusOr<PushResult>& p : pushed) {
-    if (!p.ok()) return p.status();  // That shard keeps its push if it got no answer.
+    return values.subspan(s.begin(), s.end() - s.begin());
+  };
+  std::vector<size_t> live;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (Live(i)) {
+      live.push_back(i);
+    } else {
+      AddToBacklog(i, range(i), minibatch_count);
+    }
   }
-  // Shard 0 speaks for the run (epsilon, target version); a push counts as accepted when every shard
-  // applied its range.
-  PushResult result = *pushed[0];
-  for (const absl::StatusOr<PushResult>& p : pushed) {
-    result.accepted = result.accepted && p->accepted;
-    result.staleness = std::max(result.staleness, p->staleness);
-    result.repeated = result.repeated || p->repeated;
-    if (!p->accepted && result.message.empty()) result.message = p->message;
+  std::vector<absl::StatusOr<PushResult>> pushed = ForEachShard(
+      live.size(), [&](size_t k) { return shards_[live[k]]->Push(range(live[k]), minibatch_count); });
+  // A shard whose push got no answer keeps it and is away from now on; one that refused it (an
+  // answer) lost it. Shard 0 speaks for the run (epsilon, target version) when it answered; a push
+  // counts as accepted when every shard that answered applied its range.
+  std::optional<PushResult> result;
+  absl::Status first_error = absl::UnavailableError("every shard is away");
+  for (size_t k = 0; k < live.size(); ++k) {
+    absl::StatusOr<PushResult>& p = pushed[k];
+    if (!p.ok()) {
+      if (first_error.code() == absl::StatusCode::kUnavailable) first_error = p.status();
+      continue;
+    }
+    if (live[k] == 0) epsilon_ = p->epsilon;
+    if (!result.has_value()) {
+      result = *p;
+      continue;
+    }
+    result->accepted = result->accepted && p->accepted;
+    result->staleness = std::max(result->staleness, p->staleness);
+    result->repeated = result->repeated || p->repeated;
+    if (!p->accepted && result->message.empty()) result->message = p->message;
   }
-  result.version = version();
-  return result;
+  if (!result.has_value()) return first_error;
+  result->epsilon = epsilon_;
+  result->version = version();
+  return *result;
 }
 
 absl::StatusOr<PullUpdate> ShardedSession::Pull(std::vector<float>* online,
                                                 std::vector<float>* target) {
-  std::vector<absl::StatusOr<PullUpdate>> pulled = ForEachShard(
-      shards_.size(), [&](size_t i) { return shards_[i]->Pull(&online_[i], &target_[i]); });
+  const bool any_live = connected();
+  std::vector<absl::StatusOr<PullUpdate>> pulled =
+      ForEachShard(shards_.size(), [&](size_t i) -> absl::StatusOr<PullUpdate> {
+        PsSession& s = *shards_[i];
+        if (!Live(i)) {
+          // Away while others are in step: try to bring it back (paced), pay what it is owed, then
+          // take its weights. With every shard away the agent rejoins through Rejoin instead.
+          if (!any_live) return absl::UnavailableError("every shard is away");
+          absl::StatusOr<double> back = s.Rejoin(RejoinPace::kPaced);
+          if (!back.ok()) return back.status();
+          if (i == 0) epsilon_ = *back;
+          if (absl::Status paid = PushBacklog(i); !paid.ok()) return paid;
+          s.Reconnected();
+        }
+        return s.Pull(&online_[i], &target_[i]);
+      });
   online->resize(model_parameter_count_);
   target->resize(model_parameter_count_);
   PullUpdate update;
   absl::Status first_error;
+  bool any_pulled = false;
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (!pulled[i].ok()) {
       if (first_error.ok()) first_error = pulled[i].status();
       continue;
     }
+    any_pulled = true;
     const uint64_t begin = shards_[i]->begin();
     if (pulled[i]->online) {
       std::copy(online_[i].begin(), online_[i].end(), online->begin() + begin);
@@ -177,44 +259,62 @@ absl::StatusOr<PullUpdate> ShardedSession::Pull(std::vector<float>* online,
       update.target = true;
     }
   }
-  if (!first_error.ok()) return first_error;
+  // A shard that is away keeps its range as it was; the pull is good when any shard answered.
+  if (!any_pulled) return first_error;
   return update;
 }
 
 void ShardedSession::Disconnected(const absl::Status& why) {
-  for (auto& s : shards_) s->Disconnected(why);
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (Live(i)) shards_[i]->Disconnected(why);  // An away shard keeps its rejoin schedule.
+  }
 }
 
 absl::StatusOr<double> ShardedSession::Rejoin(RejoinPace pace) {
   std::vector<size_t> away;
   for (size_t i = 0; i < shards_.size(); ++i) {
-    if (!shards_[i]->connected()) away.push_back(i);
+    if (!Live(i)) away.push_back(i);
   }
-  const std::vector<absl::StatusOr<double>> rejoined = ForEachShard(
-      away.size(), [&](size_t k) { return shards_[away[k]]->Rejoin(pace); });
-  absl::Status first_error;
+  // Each shard that comes back is also paid what it is owed from before the others went away.
+  const std::vector<absl::StatusOr<double>> rejoined =
+      ForEachShard(away.size(), [&](size_t k) -> absl::StatusOr<double> {
+        absl::StatusOr<double> back = shards_[away[k]]->Rejoin(pace);
+        if (!back.ok()) return back;
+        if (absl::Status paid = PushBacklog(away[k]); !paid.ok()) return paid;
+        return back;
+      });
+  // Back when any shard is: the catch-up push goes to those, the rest keep their backlogs.
+  absl::Status first_error = absl::UnavailableError("no shard was away");
+  bool any_back = false;
   for (size_t k = 0; k < away.size(); ++k) {
     if (!rejoined[k].ok()) {
-      if (first_error.ok()) first_error = rejoined[k].status();
-    } else if (away[k] == 0) {
-      epsilon_ = *rejoined[k];
+      if (!any_back && first_error.code() == absl::StatusCode::kUnavailable) {
+        first_error = rejoined[k].status();
+      }
+      continue;
     }
+    any_back = true;
+    if (away[k] == 0) epsilon_ = *rejoined[k];
   }
-  if (!first_error.ok()) return first_error;
+  if (!any_back) return first_error;
   return epsilon_;
 }
 
 void ShardedSession::Reconnected() {
-  for (auto& s : shards_) s->Reconnected();
+  for (auto& s : shards_) {
+    if (s->rejoining()) s->Reconnected();
+  }
 }
 
 bool ShardedSession::connected() const {
-  return std::all_of(shards_.begin(), shards_.end(), [](const auto& s) { return s->connected(); });
+  return std::any_of(shards_.begin(), shards_.end(), [](const auto& s) { return s->connected(); });
 }
 
 bool ShardedSession::has_pending_push() const {
   return std::any_of(shards_.begin(), shards_.end(),
-                     [](const auto& s) { return s->has_pending_push(); });
+                     [](const auto& s) { return s->has_pending_push(); }) ||
+         std::any_of(backlog_minibatches_.begin(), backlog_minibatches_.end(),
+                     [](uint32_t m) { return m > 0; });
 }
 
 uint64_t ShardedSession::version() const {

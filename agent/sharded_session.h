@@ -32,11 +32,22 @@ absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps);
 // channel credentials'.
 absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const AgentOptions& agent);
 
+// The session with every shard of a sharded parameter server, pushes and pulls fanned out in parallel.
+//
+// One shard away does not stop the others. While at least one shard is in step the session is connected:
+// each push goes to the shards in step, and each away shard's range goes into that shard's backlog (the
+// minibatch-weighted mean of the gradients, or the sum of the weight changes, as the push mode says); each
+// pull tries to rejoin the away shards (at most once per rejoin interval), pushes a rejoined shard its
+// backlog as one catch-up of all those minibatches, and takes its weights again. Meanwhile the agent keeps
+// that shard's range as last pulled. Only with every shard away is the session disconnected, and the
+// agent's own outage handling (learn locally, Rejoin, catch up) takes over; Rejoin then also pushes each
+// rejoined shard its backlog. has_pending_push() is true while any backlog is owed.
 class ShardedSession : public ParameterServerSession {
  public:
-  // One options per shard, in shard order (num_shards and shard_index set).
+  // One options per shard, in shard order (num_shards and shard_index set). `push` says how backlogs
+  // add up.
   static absl::StatusOr<std::unique_ptr<ShardedSession>> Create(
-      const std::vector<PsSessionOptions>& shards);
+      const std::vector<PsSessionOptions>& shards, PushMode push);
 
   absl::StatusOr<double> Join(int num_actions, AgentOptions* options) override;
   void StartTraining() override;
@@ -53,9 +64,22 @@ class ShardedSession : public ParameterServerSession {
   uint64_t incarnation() const override { return shards_[0]->incarnation(); }
 
  private:
-  explicit ShardedSession(std::vector<std::unique_ptr<PsSession>> shards);
+  ShardedSession(std::vector<std::unique_ptr<PsSession>> shards, PushMode push);
+
+  // In step or rejoining: takes pushes.
+  bool Live(size_t shard) const {
+    return shards_[shard]->connected() || shards_[shard]->rejoining();
+  }
+  void AddToBacklog(size_t shard, absl::Span<const float> range, uint32_t minibatch_count);
+  // Pushes what shard `shard` is owed (rejoining), then clears it. Errors: the push's when it got no
+  // answer (the shard is away again and its session resends it); a refusal is logged and lost.
+  absl::Status PushBacklog(size_t shard);
 
   std::vector<std::unique_ptr<PsSession>> shards_;
+  const PushMode push_;
+  // What each shard is owed from pushes made while it was away: its range, and the minibatches.
+  std::vector<std::vector<float>> backlog_;
+  std::vector<uint32_t> backlog_minibatches_;
   // Each shard's pull lands here, then its range is copied into place.
   std::vector<std::vector<float>> online_, target_;
   uint64_t model_parameter_count_ = 0;

@@ -354,26 +354,44 @@ TEST_CASE("An agent trains against a parameter server of two shards, each applyi
   }
 }
 
-TEST_CASE("A shard away and back: every shard still applies every minibatch once",
+TEST_CASE("A shard away and back: the others keep training, and every shard applies every minibatch once",
           "[agent][shards][faults]") {
-  const std::vector<std::unique_ptr<testing::LoopbackServer>> shards =
-      TwoShards(PushMode::kGradients);
-  AgentOptions o = SmallAgentOf(*shards[0], PushMode::kGradients);
-  o.ps_address = shards[0]->address + "," + shards[1]->address;
-  o.max_steps = 1000;
-  o.final_sync_for = absl::Seconds(60);
-  BackgroundAgent background(o);
-  Agent& agent = background.agent();
-  REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 6; }));
-  // Shard 1 goes away and comes back; shard 0 stays up.
-  absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back =
-      AwayAndBack(agent, *shards[1], o.max_steps);
-  REQUIRE(background.Stop().ok());
-  const AgentStats stats = agent.stats();
-  CHECK(stats.outage_pushes >= 1);
-  for (const v1::StatusResponse& status : {shards[0]->Status(), (*back)->core().Status()}) {
-    CHECK(status.applied_minibatches() == stats.train_steps);
-    CHECK(status.rejections().empty());
+  for (const std::string push : {"gradients", "deltas"}) {
+    DYNAMIC_SECTION("push=" << push) {
+      const std::vector<std::unique_ptr<testing::LoopbackServer>> shards =
+          TwoShards(*ParsePushMode(push));
+      AgentOptions o = SmallAgentOf(*shards[0], *ParsePushMode(push));
+      o.ps_address = shards[0]->address + "," + shards[1]->address;
+      o.max_steps = 1000;
+      o.final_sync_for = absl::Seconds(60);
+      BackgroundAgent background(o);
+      Agent& agent = background.agent();
+      REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 6; }));
+      // Shard 1 stops serving (keeping its state); shard 0 stays up and must keep taking pushes.
+      const int port = shards[1]->server->port();
+      std::unique_ptr<ParameterServer> core = shards[1]->server->TakeCore();
+      const uint64_t shard0_at_outage = shards[0]->Status().version();
+      const uint64_t shard1_at_outage = core->Status().applied_minibatches();
+      REQUIRE(WaitFor([&] {
+        return shards[0]->Status().version() >= shard0_at_outage + 8 ||
+               agent.stats().env_steps >= o.max_steps;
+      }));
+      CHECK(shards[0]->Status().version() >= shard0_at_outage + 8);
+      CHECK(agent.stats().connected);  // In step with shard 0 all along.
+      absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back =
+          GrpcParameterServer::Start(std::move(core), absl::StrCat("127.0.0.1:", port),
+                                     testing::LoopbackServer::PlaintextSecurity());
+      REQUIRE(back.ok());
+      REQUIRE(background.Stop().ok());
+      const AgentStats stats = agent.stats();
+      // Shard 1 got what it missed as a catch-up: every minibatch reached each shard once.
+      const v1::StatusResponse status1 = (*back)->core().Status();
+      CHECK(status1.applied_minibatches() > shard1_at_outage);
+      for (const v1::StatusResponse& status : {shards[0]->Status(), status1}) {
+        CHECK(status.applied_minibatches() == stats.train_steps);
+        CHECK(status.rejections().empty());
+      }
+    }
   }
 }
 
