@@ -37,6 +37,7 @@
 #include "simulator_bridge/road_map.h"
 #include "simulator_bridge/socket.h"
 #include "simulator_bridge/world.h"
+#include "tests/fuzz/fuzz_invariant.h"
 
 namespace convoy {
 namespace {
@@ -45,11 +46,7 @@ constexpr size_t kMaxMessageBytes = size_t{1} << 20;
 // A whole exchange, including up to a million physics steps that simContinueForFrames may ask for.
 constexpr absl::Duration kExchangeTimeout = absl::Seconds(120);
 
-void Check(bool condition, const char* what) {
-  if (condition) return;
-  std::fprintf(stderr, "invariant violated: %s\n", what);
-  std::abort();
-}
+using fuzz::Check;
 
 // The server's own unpack limits, so that this side frames the input as the server does.
 msgpack::unpack_limit ServerLimits() {

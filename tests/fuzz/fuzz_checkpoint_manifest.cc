@@ -23,15 +23,12 @@
 #include "absl/strings/match.h"
 #include "convoy/v1/checkpoint.pb.h"
 #include "param_server/checkpointer.h"
+#include "tests/fuzz/fuzz_invariant.h"
 
 namespace convoy {
 namespace {
 
-void Check(bool condition, const char* what) {
-  if (condition) return;
-  std::fprintf(stderr, "invariant violated: %s\n", what);
-  std::abort();
-}
+using fuzz::Check;
 
 std::string Canonical(const v1::CheckpointManifest& manifest) {
   std::string bytes;

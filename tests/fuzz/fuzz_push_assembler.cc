@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "param_server/push_assembler.h"
+#include "tests/fuzz/fuzz_invariant.h"
 
 namespace convoy {
 namespace {
@@ -31,11 +32,7 @@ namespace {
 constexpr char kFingerprint[] = "fuzz-model";
 constexpr size_t kMaxParameters = 64;
 
-void Check(bool condition, const char* what) {
-  if (condition) return;
-  std::fprintf(stderr, "invariant violated: %s\n", what);
-  std::abort();
-}
+using fuzz::Check;
 
 // Decodes one element by hand: fp32 is the little-endian IEEE float, bf16 its upper 16 bits.
 float DecodeElement(const char* p, v1::Encoding encoding) {

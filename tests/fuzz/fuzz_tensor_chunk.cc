@@ -24,15 +24,12 @@
 
 #include "common/tensor_chunk.h"
 #include "convoy/v1/parameter_server.pb.h"
+#include "tests/fuzz/fuzz_invariant.h"
 
 namespace convoy {
 namespace {
 
-void Check(bool condition, const char* what) {
-  if (condition) return;
-  std::fprintf(stderr, "invariant violated: %s\n", what);
-  std::abort();
-}
+using fuzz::Check;
 
 template <typename Message>
 void RunOne(const std::string& bytes, uint8_t seed) {
