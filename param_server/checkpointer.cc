@@ -159,6 +159,60 @@ absl::StatusOr<v1::CheckpointManifest> Checkpointer::VerifyManifest(const std::s
   return manifest;
 }
 
+v1::ShardInfo ShardInfoOf(const ShardMap& map, uint32_t index, const ModelInfo& model) {
+  v1::ShardInfo info;
+  info.set_num_shards(map.num_shards());
+  info.set_shard_index(index);
+  info.set_begin(map.ranges[index].begin);
+  info.set_end(map.ranges[index].end);
+  info.set_map_digest(map.digest);
+  info.set_model_parameter_count(model.parameter_count);
+  return info;
+}
+
+absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadWholeModel(const std::string& path,
+                                                              const ModelInfo& model) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(path + "/MANIFEST", error)) return Load(path, model);
+  uint32_t shards = 0;
+  while (fs::is_directory(absl::StrCat(path, "/shard-", shards), error)) ++shards;
+  if (shards == 0) {
+    absl::StatusOr<LoadedCheckpoint> newest = Checkpointer(path, 1, model).LoadNewest();
+    if (!newest.ok() && newest.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat(
+          path, " holds no checkpoint: give a checkpoint directory (ckpt-...), a run's checkpoint "
+                "directory, or a sharded run's (shard-0, shard-1, ...)"));
+    }
+    return newest;
+  }
+  absl::StatusOr<ShardMap> map = MakeShardMap(model, shards);
+  if (!map.ok()) return map.status();
+  LoadedCheckpoint whole;
+  whole.path = path;
+  whole.weights.reserve(model.parameter_count);
+  whole.target.reserve(model.parameter_count);
+  for (uint32_t i = 0; i < shards; ++i) {
+    const std::string directory = absl::StrCat(path, "/shard-", i);
+    Checkpointer shard(directory, 1, ShardModel(model, *map, i));
+    shard.set_shard(ShardInfoOf(*map, i, model));  // Another split's checkpoint is refused, naming both.
+    absl::StatusOr<LoadedCheckpoint> loaded = shard.LoadNewest();
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(),
+                          absl::StrCat("shard ", i, " of the ", shards, " in ", path, ": ",
+                                       loaded.status().message()));
+    }
+    if (i == 0) whole.manifest = loaded->manifest;
+    whole.weights.insert(whole.weights.end(), loaded->weights.begin(), loaded->weights.end());
+    whole.target.insert(whole.target.end(), loaded->target.begin(), loaded->target.end());
+    LOG(INFO) << "shard " << i << " of " << shards << ": " << loaded->path << " (version "
+              << loaded->manifest.version() << ")";
+  }
+  whole.manifest.set_parameter_count(model.parameter_count);
+  whole.manifest.clear_shard();
+  return whole;
+}
+
 absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, const ModelInfo& model,
                                                     const v1::ShardInfo* shard) {
   absl::StatusOr<v1::CheckpointManifest> manifest = VerifyManifest(path);

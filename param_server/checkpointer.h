@@ -24,10 +24,14 @@
 
 #include "absl/status/statusor.h"
 #include "common/model_registry.h"
+#include "common/shard_map.h"
 #include "convoy/v1/checkpoint.pb.h"
 #include "param_server/weight_store.h"
 
 namespace convoy {
+
+// What a checkpoint says of the shard it holds: shard `index` of `map`, a split of `model`.
+v1::ShardInfo ShardInfoOf(const ShardMap& map, uint32_t index, const ModelInfo& model);
 
 // What goes into a checkpoint. `manifest` carries everything but `files`, which Write fills in.
 struct CheckpointData {
@@ -85,6 +89,17 @@ class Checkpointer {
   // another shard or another split (a manifest without one holds the whole model, shard 0 of 1).
   static absl::StatusOr<LoadedCheckpoint> Load(const std::string& path, const ModelInfo& model,
                                                const v1::ShardInfo* shard = nullptr);
+
+  // The whole model's weights from what `path` names, for starting a run from another one's (convoy_ps
+  // --init_checkpoint), with any number of shards:
+  //   - one checkpoint directory (a MANIFEST in it): Load;
+  //   - a run's checkpoint directory (ckpt-* in it): its newest checkpoint;
+  //   - a sharded run's checkpoint set (shard-0, shard-1, ... in it): each shard's newest checkpoint, which
+  //     must be that shard of that many, assembled in shard order (weights and target).
+  // The manifest returned is the first (or only) one's, its parameter_count the whole model's and its shard
+  // cleared. Errors: those of Load and LoadNewest, the shard's directory named.
+  static absl::StatusOr<LoadedCheckpoint> LoadWholeModel(const std::string& path,
+                                                         const ModelInfo& model);
 
   // The shard every checkpoint here must hold (LoadNewest refuses another); by default shard 0 of 1.
   void set_shard(const v1::ShardInfo& shard) { shard_ = shard; }

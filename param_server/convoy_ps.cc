@@ -36,7 +36,10 @@ ABSL_FLAG(int, num_actions, Defaults().num_actions,
           "Number of discrete actions of the Q-network.");
 ABSL_FLAG(uint64_t, seed, Defaults().seed, "Seed of the initial weights.");
 ABSL_FLAG(std::string, init_checkpoint, "",
-          "Checkpoint directory to take the initial weights from.");
+          "Take the initial weights from: a checkpoint directory (ckpt-...), a run's --checkpoint_dir "
+          "(its newest), or a sharded run's checkpoint set (the directory holding shard-0, shard-1, "
+          "...), assembled; each shard takes its slice, so a run can restart with another "
+          "--num_shards. The optimizer's state and the versions start over.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for checkpoints; empty disables them.");
 ABSL_FLAG(bool, resume, Defaults().resume,
           "Continue the run of the newest valid checkpoint in --checkpoint_dir. Without it, a "

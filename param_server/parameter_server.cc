@@ -132,9 +132,10 @@ absl::Status ParameterServer::Initialise() {
   if (resumed) {
     initial = resumed->weights;
   } else if (!options_.init_checkpoint.empty()) {
-    // A checkpoint of the whole model: this shard takes its slice.
+    // The whole model (one checkpoint, or a sharded run's set, assembled): this shard takes its slice,
+    // so a run can start again with another number of shards.
     absl::StatusOr<LoadedCheckpoint> loaded =
-        Checkpointer::Load(options_.init_checkpoint, full_model_);
+        Checkpointer::LoadWholeModel(options_.init_checkpoint, full_model_);
     if (!loaded.ok()) return loaded.status();
     initial = std::move(loaded->weights);
     LOG(INFO) << "initial weights from " << options_.init_checkpoint;
@@ -245,15 +246,7 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
 }
 
 v1::ShardInfo ParameterServer::shard_info() const {
-  const ShardRange& range = shard_map_.ranges[options_.shard_index];
-  v1::ShardInfo info;
-  info.set_num_shards(shard_map_.num_shards());
-  info.set_shard_index(options_.shard_index);
-  info.set_begin(range.begin);
-  info.set_end(range.end);
-  info.set_map_digest(shard_map_.digest);
-  info.set_model_parameter_count(full_model_.parameter_count);
-  return info;
+  return ShardInfoOf(shard_map_, options_.shard_index, full_model_);
 }
 
 ParameterServer::AgentRecord& ParameterServer::TouchAgent(const std::string& agent_id) {

@@ -60,16 +60,23 @@ AgentOptions SmallAgentOf(const testing::LoopbackServer& ps, PushMode push) {
   return o;
 }
 
-// A parameter server of two shards on loopback, for agents pushing `push`.
-std::vector<std::unique_ptr<testing::LoopbackServer>> TwoShards(PushMode push) {
+// A parameter server of two shards on loopback, and a small agent pushing `push` that lists both in
+// shard order.
+struct TwoShardRun {
   std::vector<std::unique_ptr<testing::LoopbackServer>> shards;
+  AgentOptions agent;
+};
+TwoShardRun TwoShards(PushMode push) {
+  TwoShardRun run;
   for (uint32_t i = 0; i < 2; ++i) {
     ParameterServerOptions shard = ServerFor(push);
     shard.num_shards = 2;
     shard.shard_index = i;
-    shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
+    run.shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
   }
-  return shards;
+  run.agent = SmallAgentOf(*run.shards[0], push);
+  run.agent.ps_address = run.shards[0]->address + "," + run.shards[1]->address;
+  return run;
 }
 
 // An agent running on its own thread, as convoy_agent runs it, until Stop().
@@ -319,10 +326,9 @@ TEST_CASE("An agent trains against a parameter server of two shards, each applyi
           "[agent][shards]") {
   for (const std::string push : {"gradients", "deltas"}) {
     DYNAMIC_SECTION("push=" << push) {
-      const std::vector<std::unique_ptr<testing::LoopbackServer>> shards =
-          TwoShards(*ParsePushMode(push));
-      AgentOptions o = SmallAgentOf(*shards[0], *ParsePushMode(push));
-      o.ps_address = shards[0]->address + "," + shards[1]->address;
+      TwoShardRun run = TwoShards(*ParsePushMode(push));
+      const auto& shards = run.shards;
+      AgentOptions& o = run.agent;
       if (push == "deltas") {  // The same list from a file.
         const std::string list = MakeTempDir("agent_ps_list") + "/servers";
         std::ofstream(list) << "# shard order\n" << shards[0]->address << "\n\n"
@@ -358,10 +364,9 @@ TEST_CASE("A shard away and back: the others keep training, and every shard appl
           "[agent][shards][faults]") {
   for (const std::string push : {"gradients", "deltas"}) {
     DYNAMIC_SECTION("push=" << push) {
-      const std::vector<std::unique_ptr<testing::LoopbackServer>> shards =
-          TwoShards(*ParsePushMode(push));
-      AgentOptions o = SmallAgentOf(*shards[0], *ParsePushMode(push));
-      o.ps_address = shards[0]->address + "," + shards[1]->address;
+      TwoShardRun run = TwoShards(*ParsePushMode(push));
+      const auto& shards = run.shards;
+      AgentOptions& o = run.agent;
       o.max_steps = 1000;
       o.final_sync_for = absl::Seconds(60);
       BackgroundAgent background(o);
@@ -425,9 +430,9 @@ TEST_CASE("An agent's --ps takes servers from a list or a file, and names what i
 
 TEST_CASE("An agent refuses shards listed out of order, or a sharded server given as one",
           "[agent][shards]") {
-  const std::vector<std::unique_ptr<testing::LoopbackServer>> shards =
-      TwoShards(PushMode::kGradients);
-  AgentOptions o = SmallAgentOf(*shards[0], PushMode::kGradients);
+  TwoShardRun run = TwoShards(PushMode::kGradients);
+  const auto& shards = run.shards;
+  AgentOptions& o = run.agent;
   for (const std::string& ps : {shards[1]->address + "," + shards[0]->address, shards[0]->address}) {
     o.ps_address = ps;
     absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);

@@ -207,8 +207,12 @@ TEST_CASE("Flag init_checkpoint seeds the weights at version 0", "[checkpoint]")
   auto server = *ParameterServer::Create(init);
   CHECK(server->version() == 0);
   CHECK(server->Snapshot(v1::NETWORK_ONLINE)->values == weights);
-  init.init_checkpoint = dir + "/nope";
-  CHECK(ParameterServer::Create(init).status().code() == absl::StatusCode::kDataLoss);
+  init.init_checkpoint = dir + "/nope";  // Neither a checkpoint nor a directory of them.
+  const absl::Status missing = ParameterServer::Create(init).status();
+  CHECK(missing.code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(missing.message()), Catch::Contains(dir + "/nope holds no checkpoint"));
+  init.init_checkpoint = dir;  // A run's checkpoint directory: its newest.
+  CHECK(ParameterServer::Create(init).value()->Snapshot(v1::NETWORK_ONLINE)->values == weights);
 }
 
 TEST_CASE("A checkpoint directory that cannot be written fails the write, not the server",

@@ -1,10 +1,12 @@
 // Sharding in the parameter server's core: the shard map of a model and N, a shard's slice of the
 // weights and of SGD, the Join refusals of a mismatched map, and checkpoints that belong to one shard.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/shard_map.h"
 #include "param_server/parameter_server.h"
 #include "tests/support/subprocess.h"
@@ -187,6 +189,73 @@ TEST_CASE("A shard's checkpoints resume only as that shard of the same split", "
   std::unique_ptr<ParameterServer> resumed = Start(o);
   CHECK(resumed->version() == 1);
   CHECK(resumed->Snapshot(v1::NETWORK_ONLINE)->values == saved);
+}
+
+TEST_CASE("A sharded run's checkpoints start a run with another number of shards", "[shards]") {
+  const std::string base = testing::MakeTempDir("reshard");
+  const uint32_t kOld = 3;
+  std::vector<float> expected;
+  {
+    std::vector<std::unique_ptr<ParameterServer>> old;
+    for (uint32_t i = 0; i < kOld; ++i) {
+      ParameterServerOptions o = Shard(i, kOld);
+      o.checkpoint_dir = absl::StrCat(base, "/shard-", i);
+      old.push_back(Start(o));
+    }
+    const ShardMap& map = old[0]->shard_map();
+    for (int push = 1; push <= 3; ++push) {
+      std::vector<float> gradient(Tiny().parameter_count);
+      for (size_t i = 0; i < gradient.size(); ++i) gradient[i] = 0.001f * ((i * 5 + push) % 11);
+      for (uint32_t i = 0; i < kOld; ++i) {
+        // Shard i takes one push fewer than the ones before it: their versions differ.
+        if (push == 3 && i > 0) continue;
+        std::vector<float> slice(gradient.begin() + map.ranges[i].begin,
+                                 gradient.begin() + map.ranges[i].end);
+        PushHeader header;
+        header.agent_id = "a";
+        header.base_version = old[i]->version();
+        REQUIRE(old[i]->Apply(header, slice).accepted);
+      }
+    }
+    for (const auto& s : old) {
+      REQUIRE(s->Checkpoint().ok());
+      const std::vector<float>& slice = s->Snapshot(v1::NETWORK_ONLINE)->values;
+      expected.insert(expected.end(), slice.begin(), slice.end());
+    }
+  }
+  // Two shards, and one whole server, start from the three shards' newest checkpoints, assembled.
+  for (const uint32_t count : {2u, 1u, 4u}) {
+    CAPTURE(count);
+    std::vector<float> assembled;
+    for (uint32_t i = 0; i < count; ++i) {
+      ParameterServerOptions o = Shard(i, count);
+      o.init_checkpoint = base;
+      std::unique_ptr<ParameterServer> s = Start(o);
+      CHECK(s->version() == 0);  // A new run.
+      const std::vector<float>& slice = s->Snapshot(v1::NETWORK_ONLINE)->values;
+      assembled.insert(assembled.end(), slice.begin(), slice.end());
+    }
+    CHECK(assembled == expected);
+  }
+  // One shard's own directory is not the whole model; a set with a shard missing is another split.
+  ParameterServerOptions whole = Shard(0, 1);
+  whole.init_checkpoint = base + "/shard-1";
+  absl::StatusOr<std::unique_ptr<ParameterServer>> refused = ParameterServer::Create(whole);
+  REQUIRE(!refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("shard 1 of 3"));
+  std::filesystem::remove_all(base + "/shard-2");
+  whole.init_checkpoint = base;
+  refused = ParameterServer::Create(whole);
+  REQUIRE(!refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("shard 0 of the 2") && Catch::Contains("shard 0 of 3"));
+  whole.init_checkpoint = base + "/nothing-here";
+  std::filesystem::create_directories(whole.init_checkpoint);
+  refused = ParameterServer::Create(whole);
+  REQUIRE(!refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kNotFound);
 }
 
 }  // namespace
