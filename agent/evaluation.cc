@@ -65,6 +65,12 @@ absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preproce
     summary.mean_distance_m += record.distance_m;
     summary.collisions += record.collided ? 1 : 0;
     summary.full_episodes += record.reason == TerminationReason::kTimeLimit ? 1 : 0;
+    if (!record.path.empty()) {
+      record.end_place = env.map().PlaceOf({record.path.back().first, record.path.back().second});
+    }
+    if (record.reason != TerminationReason::kTimeLimit) {
+      ++summary.ended_at[static_cast<int>(record.end_place)];
+    }
     summary.episodes.push_back(std::move(record));
   }
   if (!seeds.empty()) {
@@ -189,6 +195,15 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
   };
   row("greedy (learned)", greedy);
   row("random", random);
+  absl::StrAppendFormat(&out, "\nepisodes that did not reach the time limit, by where they ended (%.0f m of "
+                              "a junction counts as it)\n%-16s %12s %12s %14s\n",
+                        RoadMap::kJunctionRadiusM, "policy", "straight", "corner", "intersection");
+  auto ends = [&](const char* name, const EvalSummary& s) {
+    absl::StrAppendFormat(&out, "%-16s %12d %12d %14d\n", name, s.ended_at[0], s.ended_at[1],
+                          s.ended_at[2]);
+  };
+  ends("greedy (learned)", greedy);
+  ends("random", random);
   absl::StrAppendFormat(&out, "\nRESULT mean_return=%.3f\n", greedy.mean_return);
   absl::StrAppendFormat(&out, "RESULT random_mean_return=%.3f\n", random.mean_return);
   absl::StrAppendFormat(&out, "RESULT mean_distance_m=%.2f\n", greedy.mean_distance_m);
@@ -197,6 +212,11 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
   absl::StrAppendFormat(&out, "RESULT random_collisions=%d\n", random.collisions);
   absl::StrAppendFormat(&out, "RESULT full_episodes=%d\n", greedy.full_episodes);
   absl::StrAppendFormat(&out, "RESULT episodes=%d\n", static_cast<int>(greedy.episodes.size()));
+  for (int place = 0; place < kRoadPlaces; ++place) {
+    const char* name = RoadPlaceName(static_cast<RoadPlace>(place));
+    absl::StrAppendFormat(&out, "RESULT ended_%s=%d\nRESULT random_ended_%s=%d\n", name,
+                          greedy.ended_at[place], name, random.ended_at[place]);
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 #ifndef CONVOY_AGENT_EVALUATION_H_
 #define CONVOY_AGENT_EVALUATION_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "agent/environment.h"
 #include "agent/preprocess.h"
 #include "common/model_registry.h"
+#include "simulator_bridge/road_map.h"
 
 namespace convoy {
 
@@ -26,6 +28,7 @@ struct EpisodeRecord {
   bool collided = false;
   TerminationReason reason = TerminationReason::kNone;
   std::vector<std::pair<float, float>> path;  // (x, y) metres, one point per step.
+  RoadPlace end_place = RoadPlace::kStraight;  // Where on the map the episode ended.
 };
 
 struct EvalSummary {
@@ -34,6 +37,9 @@ struct EvalSummary {
   double mean_distance_m = 0;
   int collisions = 0;
   int full_episodes = 0;  // Ended by the time limit: the car stayed on the road the whole episode.
+  // The other episodes by where they ended (RoadMap::PlaceOf): on a straight, in a corner, in an
+  // intersection. Indexed by RoadPlace.
+  std::array<int, kRoadPlaces> ended_at{};
 };
 
 // Maps a stacked observation (the model's input, uint8 CHW) to an action.

@@ -70,10 +70,22 @@ absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const 
   canvas.height = static_cast<int>((max_x - min_x + 2 * kMarginM) * pixels_per_metre) + 1;
   canvas.rgb.assign(static_cast<size_t>(canvas.width) * canvas.height * 3, 0);
   const uint8_t grass[3] = {70, 120, 60}, road[3] = {90, 90, 90}, centre[3] = {220, 200, 60},
-                crash[3] = {230, 30, 30};
+                crash[3] = {230, 30, 30}, stopped[3] = {250, 150, 20},
+                ring_intersection[3] = {245, 245, 245}, ring_corner[3] = {140, 200, 250};
   for (size_t i = 0; i < canvas.rgb.size(); i += 3) std::copy(grass, grass + 3, &canvas.rgb[i]);
   for (const Segment& s : map.roads()) canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, kRoadWidthM, road);
   for (const Segment& s : map.center_lines()) canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, 0.3, centre);
+  for (const Junction& j : map.junctions()) {
+    const uint8_t* ring = j.kind == RoadPlace::kIntersection ? ring_intersection : ring_corner;
+    const int steps = static_cast<int>(2 * M_PI * RoadMap::kJunctionRadiusM * pixels_per_metre * 2);
+    for (int i = 0; i < steps; ++i) {
+      const double angle = 2 * M_PI * i / steps;
+      double px, py;
+      canvas.ToPixel(j.position.x + RoadMap::kJunctionRadiusM * std::cos(angle),
+                     j.position.y + RoadMap::kJunctionRadiusM * std::sin(angle), &px, &py);
+      canvas.Put(static_cast<int>(std::lround(px)), static_cast<int>(std::lround(py)), ring);
+    }
+  }
   for (size_t e = 0; e < summary.episodes.size(); ++e) {
     const EpisodeRecord& episode = summary.episodes[e];
     // Distinct hues around the colour wheel, bright enough to stand out on grey.
@@ -86,13 +98,23 @@ absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const 
       canvas.Line(episode.path[i - 1].first, episode.path[i - 1].second, episode.path[i].first,
                   episode.path[i].second, 0.8, color);
     }
-    if (episode.collided && !episode.path.empty()) {
-      double px, py;
-      canvas.ToPixel(episode.path.back().first, episode.path.back().second, &px, &py);
-      for (int d = -6; d <= 6; ++d) {
-        for (int w = -1; w <= 1; ++w) {
-          canvas.Put(static_cast<int>(px) + d, static_cast<int>(py) + d + w, crash);
-          canvas.Put(static_cast<int>(px) + d, static_cast<int>(py) - d + w, crash);
+  }
+  // Ends on top of every path, so a later episode's line does not hide an earlier one's end.
+  for (const EpisodeRecord& episode : summary.episodes) {
+    if (episode.reason == TerminationReason::kTimeLimit || episode.path.empty()) continue;
+    double px, py;
+    canvas.ToPixel(episode.path.back().first, episode.path.back().second, &px, &py);
+    const uint8_t* color = episode.collided ? crash : stopped;
+    for (int d = -6; d <= 6; ++d) {
+      for (int w = -1; w <= 1; ++w) {
+        canvas.Put(static_cast<int>(px) + d, static_cast<int>(py) + d + w, color);
+        canvas.Put(static_cast<int>(px) + d, static_cast<int>(py) - d + w, color);
+      }
+    }
+    if (episode.end_place != RoadPlace::kStraight) {
+      for (int dy = -1; dy <= 1; ++dy) {
+        for (int dx = -1; dx <= 1; ++dx) {
+          canvas.Put(static_cast<int>(px) + dx, static_cast<int>(py) + dy, ring_intersection);
         }
       }
     }

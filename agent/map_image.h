@@ -1,5 +1,8 @@
 // A top-down PNG of the map with evaluation episodes drawn on it: roads grey, lane centre lines yellow, each
-// episode's path in its own colour, crash points as red crosses.
+// episode's path in its own colour. The junction zones (RoadMap::kJunctionRadiusM) are ringed, white for an
+// intersection and light blue for a corner. Where an episode ended before the time limit is a cross: red
+// for a collision, orange for leaving the centre line or stopping; a white square inside the cross marks an
+// end inside a junction zone.
 #ifndef CONVOY_AGENT_MAP_IMAGE_H_
 #define CONVOY_AGENT_MAP_IMAGE_H_
 

@@ -81,7 +81,69 @@ absl::StatusOr<RoadMap> RoadMap::Parse(absl::string_view road_lines,
   if (!lines.ok()) return lines.status();
   map.roads_ = *std::move(roads);
   map.center_lines_ = *std::move(lines);
+  map.FindJunctions();
   return map;
+}
+
+const char* RoadPlaceName(RoadPlace place) {
+  switch (place) {
+    case RoadPlace::kStraight:
+      return "straight";
+    case RoadPlace::kCorner:
+      return "corner";
+    case RoadPlace::kIntersection:
+      return "intersection";
+  }
+  return "unknown";
+}
+
+void RoadMap::FindJunctions() {
+  constexpr double kSameEndM = 0.01;
+  constexpr double kCornerCos = 0.866;  // cos 30 degrees: straighter than that is not a corner.
+  struct End {
+    Vec2 position;
+    std::vector<Vec2> away;  // Unit directions of the roads leaving it.
+  };
+  std::vector<End> ends;
+  auto add = [&](const Vec2& at, const Vec2& other) {
+    const double length = std::hypot(other.x - at.x, other.y - at.y);
+    if (length == 0) return;
+    const Vec2 away{(other.x - at.x) / length, (other.y - at.y) / length};
+    for (End& e : ends) {
+      if (std::hypot(e.position.x - at.x, e.position.y - at.y) <= kSameEndM) {
+        e.away.push_back(away);
+        return;
+      }
+    }
+    ends.push_back({at, {away}});
+  };
+  for (const Segment& s : roads_) {
+    add(s.a, s.b);
+    add(s.b, s.a);
+  }
+  junctions_.clear();
+  for (const End& e : ends) {
+    if (e.away.size() >= 3) {
+      junctions_.push_back({e.position, RoadPlace::kIntersection});
+    } else if (e.away.size() == 2) {
+      // Straight on, the two roads leave in opposite directions (cosine -1).
+      const double cosine = e.away[0].x * e.away[1].x + e.away[0].y * e.away[1].y;
+      if (cosine > -kCornerCos) junctions_.push_back({e.position, RoadPlace::kCorner});
+    }
+  }
+}
+
+RoadPlace RoadMap::PlaceOf(const Vec2& p, double radius) const {
+  RoadPlace place = RoadPlace::kStraight;
+  double nearest = radius;
+  for (const Junction& j : junctions_) {
+    const double d = std::hypot(j.position.x - p.x, j.position.y - p.y);
+    if (d <= nearest) {
+      nearest = d;
+      place = j.kind;
+    }
+  }
+  return place;
 }
 
 absl::StatusOr<RoadMap> RoadMap::Load(const std::string& dir, const RoadMapOptions& options) {

@@ -25,6 +25,19 @@ struct Segment {
 // Distance from p to the closed segment s.
 double DistanceToSegment(const Vec2& p, const Segment& s);
 
+// What a place on the road network is, as far as driving it goes.
+enum class RoadPlace { kStraight = 0, kCorner, kIntersection };
+inline constexpr int kRoadPlaces = 3;
+// "straight", "corner", "intersection".
+const char* RoadPlaceName(RoadPlace place);
+
+// A point where road centre lines meet: three or more roads make an intersection, two that meet at an
+// angle (more than 30 degrees off straight on) a corner.
+struct Junction {
+  Vec2 position;
+  RoadPlace kind = RoadPlace::kIntersection;
+};
+
 struct RoadMapOptions {
   // The cookbook's conversion of road_lines.txt: metres = (p_cm - origin_cm) / 100.
   double origin_x_cm = 12961.722656;
@@ -51,9 +64,20 @@ class RoadMap {
   // Distance from p to the nearest lane centre-line segment (the cookbook's reward distance).
   double DistanceToCenterLine(const Vec2& p) const;
 
+  // How far from a junction's centre a place still counts as the junction: its 9 m wide roads' crossing and
+  // the turn into and out of it.
+  static constexpr double kJunctionRadiusM = 12.0;
+  // The corners and intersections of the roads (ends that meet within 1 cm), in the order first met.
+  const std::vector<Junction>& junctions() const { return junctions_; }
+  // Where p is: the kind of the nearest junction within `radius` metres, else a straight.
+  RoadPlace PlaceOf(const Vec2& p, double radius = kJunctionRadiusM) const;
+
  private:
+  void FindJunctions();
+
   std::vector<Segment> roads_;
   std::vector<Segment> center_lines_;
+  std::vector<Junction> junctions_;
 };
 
 // The directory of the bundled Neighborhood map, found in order from: the CONVOY_MAP_DIR

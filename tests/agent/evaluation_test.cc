@@ -2,8 +2,11 @@
 // weights.
 #include "agent/evaluation.h"
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <set>
+
+#include "absl/strings/str_cat.h"
 
 #include "common/model_registry.h"
 #include "common/weights_file.h"
@@ -76,6 +79,33 @@ TEST_CASE("BestPolicy keeps the weights that validate best and writes them", "[e
   CHECK(wrong.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK((*best)->version() == 10 + expected);
   CHECK((*best)->considered() == 4);
+}
+
+TEST_CASE("An evaluation says where each episode that did not reach the time limit ended",
+          "[evaluation]") {
+  EnvironmentSpec spec;
+  spec.env.max_epoch_runtime_sec = 10;
+  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
+      GreedyEvaluator::Create("compact", spec);
+  REQUIRE(evaluator.ok());
+  absl::StatusOr<EvalSummary> random = (*evaluator)->Random(8);
+  REQUIRE(random.ok());
+  const RoadMap& map = (*evaluator)->env().map();
+  REQUIRE(map.junctions().size() == 11);  // The Neighborhood: 7 intersections, 4 corners.
+  std::array<int, kRoadPlaces> counted{};
+  for (const EpisodeRecord& e : random->episodes) {
+    REQUIRE_FALSE(e.path.empty());
+    CHECK(e.end_place == map.PlaceOf({e.path.back().first, e.path.back().second}));
+    if (e.reason != TerminationReason::kTimeLimit) ++counted[static_cast<int>(e.end_place)];
+  }
+  CHECK(counted == random->ended_at);
+  CHECK(random->ended_at[0] + random->ended_at[1] + random->ended_at[2] ==
+        static_cast<int>(random->episodes.size()) - random->full_episodes);
+  const std::string table = FormatComparison(*random, *random);
+  CHECK_THAT(table, Catch::Contains("by where they ended") &&
+                        Catch::Contains(absl::StrCat("RESULT ended_corner=", random->ended_at[1])) &&
+                        Catch::Contains(absl::StrCat("RESULT random_ended_intersection=",
+                                                     random->ended_at[2])));
 }
 
 }  // namespace

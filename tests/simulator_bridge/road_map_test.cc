@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 #include "test_world.h"
 
@@ -55,6 +56,50 @@ TEST_CASE("the default map is found through CONVOY_MAP_DIR", "[road_map]") {
   REQUIRE(dir.ok());
   CHECK(*dir == TestMapDir());
   CHECK(FindDefaultMapDir().ok());  // from the executable's parents or the source tree
+}
+
+TEST_CASE("the Neighborhood's junctions are its 7 intersections and 4 corners", "[road_map]") {
+  absl::StatusOr<RoadMap> map = RoadMap::Load(TestMapDir());
+  REQUIRE(map.ok());
+  int intersections = 0, corners = 0;
+  for (const Junction& j : map->junctions()) {
+    (j.kind == RoadPlace::kIntersection ? intersections : corners) += 1;
+  }
+  CHECK(intersections == 7);
+  CHECK(corners == 4);
+  // (170, -1600) cm, where four roads meet; (-12560, -14300) cm, the grid's south-west corner.
+  const Vec2 crossing{(170 - 12961.722656) / 100, (-1600 - 6660.329102) / 100};
+  const Vec2 corner{(-12560 - 12961.722656) / 100, (-14300 - 6660.329102) / 100};
+  CHECK(map->PlaceOf(crossing) == RoadPlace::kIntersection);
+  CHECK(map->PlaceOf({crossing.x + 11.0, crossing.y}) == RoadPlace::kIntersection);
+  CHECK(map->PlaceOf({crossing.x + 13.0, crossing.y}) == RoadPlace::kStraight);
+  CHECK(map->PlaceOf(corner) == RoadPlace::kCorner);
+  CHECK(map->PlaceOf({corner.x + 5.0, corner.y + 5.0}) == RoadPlace::kCorner);
+  CHECK(map->PlaceOf({corner.x + 60.0, corner.y}) == RoadPlace::kStraight);  // On the western road.
+  CHECK(std::string(RoadPlaceName(RoadPlace::kIntersection)) == "intersection");
+}
+
+TEST_CASE("a bend is a corner only past 30 degrees, and three roads make an intersection",
+          "[road_map]") {
+  // Centimetres, origin 0, junctions 100 m apart: a 45-degree bend at (10000, 0), a 10-degree one at
+  // (0, 10000), a T at (0, 30000), and a dead end at (-10000, -10000) that is no junction.
+  const std::string roads =
+      "0,0\t10000,0\n10000,0\t17071,7071\n"      // 45 degrees off straight at (10000, 0).
+      "0,0\t0,10000\n0,10000\t1736,19848\n"      // 10 degrees off straight at (0, 10000).
+      "0,20000\t0,30000\n0,30000\t0,40000\n0,30000\t10000,30000\n"  // A T at (0, 30000).
+      "-10000,-10000\t-5000,-10000\n";
+  RoadMapOptions options;
+  options.origin_x_cm = 0;
+  options.origin_y_cm = 0;
+  absl::StatusOr<RoadMap> map = RoadMap::Parse(roads, "0 0 1 1\n", options);
+  REQUIRE(map.ok());
+  CHECK(map->PlaceOf({100, 0}) == RoadPlace::kCorner);
+  CHECK(map->PlaceOf({0, 100}) == RoadPlace::kStraight);
+  CHECK(map->PlaceOf({0, 300}) == RoadPlace::kIntersection);
+  CHECK(map->PlaceOf({-100, -100}) == RoadPlace::kStraight);
+  // (0, 0) joins the first two roads at a right angle: a corner too.
+  CHECK(map->PlaceOf({0, 0}) == RoadPlace::kCorner);
+  CHECK(map->junctions().size() == 3);
 }
 
 }  // namespace
