@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -41,13 +40,15 @@ uint64_t NewPushSession() {
   return absl::Uniform<uint64_t>(absl::IntervalClosed, rng, 1, UINT64_MAX);
 }
 
-// "/convoy.v1.ParameterServer/<method>", as the generated stub names it; gRPC keeps the pointer.
-const char* MethodName(absl::string_view method) {
-  static const auto* const names = new absl::flat_hash_map<std::string, std::string>{
-      {"PullWeights", absl::StrCat("/", v1::ParameterServer::service_full_name(), "/PullWeights")},
-      {"PushGradients",
-       absl::StrCat("/", v1::ParameterServer::service_full_name(), "/PushGradients")}};
-  return names->at(method).c_str();
+// "/convoy.v1.ParameterServer/<method>" of the two tensor streams, as the generated stub names them;
+// made once, since gRPC keeps the pointers.
+struct TensorMethodNames {
+  std::string pull = absl::StrCat("/", v1::ParameterServer::service_full_name(), "/PullWeights");
+  std::string push = absl::StrCat("/", v1::ParameterServer::service_full_name(), "/PushGradients");
+};
+const TensorMethodNames& MethodNames() {
+  static const TensorMethodNames* const names = new TensorMethodNames;
+  return *names;
 }
 
 void Prepare(grpc::ClientContext* context, const PsClientOptions& options) {
@@ -76,8 +77,9 @@ PsClient::PsClient(PsClientOptions options, std::shared_ptr<grpc::Channel> chann
     : options_(std::move(options)),
       channel_(std::move(channel)),
       stub_(v1::ParameterServer::NewStub(channel_)),
-      pull_method_(MethodName("PullWeights"), grpc::internal::RpcMethod::SERVER_STREAMING, channel_),
-      push_method_(MethodName("PushGradients"), grpc::internal::RpcMethod::CLIENT_STREAMING,
+      pull_method_(MethodNames().pull.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING,
+                   channel_),
+      push_method_(MethodNames().push.c_str(), grpc::internal::RpcMethod::CLIENT_STREAMING,
                    channel_),
       push_session_(NewPushSession()) {}
 

@@ -150,9 +150,8 @@ absl::Status Parse(grpc::ByteBuffer* buffer, int data_field, google::protobuf::M
   // with each data payload left out and its length replaced by 0, so its rules (tags, lengths,
   // groups, UTF-8, unknown fields) apply as they would to the whole message.
   struct Cut {
-    int length_begin;   // Where data's length varint starts,
-    int payload_begin;  // where its payload starts,
-    int payload_end;    // and ends.
+    int length_begin;  // Where data's length varint starts,
+    int payload_end;   // and where its payload ends.
   };
   std::vector<Cut> cuts;
   for (;;) {
@@ -173,7 +172,6 @@ absl::Status Parse(grpc::ByteBuffer* buffer, int data_field, google::protobuf::M
         length > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
       return Malformed("data's length");
     }
-    cut.payload_begin = in.CurrentPosition();
     data->Clear();  // The last occurrence of a field wins, as protobuf parses it.
     while (length > 0) {
       const void* piece = nullptr;
@@ -193,26 +191,26 @@ absl::Status Parse(grpc::ByteBuffer* buffer, int data_field, google::protobuf::M
 
   // The header: every byte but the cuts, a 0 in place of each length.
   std::string header_bytes;
-  size_t cut_index = 0;
-  int position = 0;
-  for (const grpc::Slice& slice : *slices) {
-    const char* bytes = reinterpret_cast<const char*>(slice.begin());
-    const int end = position + static_cast<int>(slice.size());
-    while (position < end) {
-      if (cut_index < cuts.size() && position >= cuts[cut_index].length_begin) {
-        if (position == cuts[cut_index].length_begin) header_bytes.push_back('\0');
-        const int skip_to = std::min(end, cuts[cut_index].payload_end);
-        position = skip_to;
-        if (position == cuts[cut_index].payload_end) ++cut_index;
-        continue;
+  auto append = [&](int from, int to) {  // Message bytes [from, to), across the slices.
+    int start = 0;
+    for (const grpc::Slice& slice : *slices) {
+      const int end = start + static_cast<int>(slice.size());
+      const int a = std::max(from, start);
+      const int b = std::min(to, end);
+      if (a < b) {
+        header_bytes.append(reinterpret_cast<const char*>(slice.begin()) + (a - start),
+                            static_cast<size_t>(b - a));
       }
-      const int copy_to =
-          std::min(end, cut_index < cuts.size() ? cuts[cut_index].length_begin : end);
-      header_bytes.append(bytes + (position - (end - static_cast<int>(slice.size()))),
-                          static_cast<size_t>(copy_to - position));
-      position = copy_to;
+      start = end;
     }
+  };
+  int position = 0;
+  for (const Cut& cut : cuts) {
+    append(position, cut.length_begin);
+    header_bytes.push_back('\0');
+    position = cut.payload_end;
   }
+  append(position, in.CurrentPosition());
   if (!header->ParseFromString(header_bytes)) return Malformed("the header fields do not parse");
   return absl::OkStatus();
 }

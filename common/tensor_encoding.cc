@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
 namespace convoy {
@@ -39,19 +40,31 @@ void EncodeTensorTo(const float* values, size_t count, TensorEncoding encoding, 
   }
 }
 
-absl::Status DecodeTensor(absl::string_view bytes, TensorEncoding encoding, float* out,
-                          size_t capacity, size_t* decoded) {
+namespace {
+
+// The elements `bytes` of payload hold. Errors: INVALID_ARGUMENT for a ragged payload or one that
+// overruns `capacity`.
+absl::StatusOr<size_t> PayloadElements(size_t bytes, TensorEncoding encoding, size_t capacity) {
   const size_t width = BytesPerElement(encoding);
-  if (bytes.size() % width != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("chunk of ", bytes.size(),
-                                                   " bytes is not a whole number of ", width,
-                                                   "-byte elements"));
+  if (bytes % width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk of ", bytes, " bytes is not a whole number of ", width, "-byte elements"));
   }
-  const size_t count = bytes.size() / width;
+  const size_t count = bytes / width;
   if (count > capacity) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk of ", count, " elements overruns the tensor by ", count - capacity));
   }
+  return count;
+}
+
+}  // namespace
+
+absl::Status DecodeTensor(absl::string_view bytes, TensorEncoding encoding, float* out,
+                          size_t capacity, size_t* decoded) {
+  const absl::StatusOr<size_t> elements = PayloadElements(bytes.size(), encoding, capacity);
+  if (!elements.ok()) return elements.status();
+  const size_t count = *elements;
   if (encoding == TensorEncoding::kFp32) {
     std::memcpy(out, bytes.data(), bytes.size());
   } else {
@@ -89,16 +102,9 @@ absl::Status TensorBytes::Decode(TensorEncoding encoding, float* out, size_t cap
   if (pieces_.size() == 1) return DecodeTensor(pieces_[0], encoding, out, capacity, decoded);
   const size_t width = BytesPerElement(encoding);
   // The whole payload's checks first, so an error leaves `out` as it was.
-  if (size_ % width != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("chunk of ", size_,
-                                                   " bytes is not a whole number of ", width,
-                                                   "-byte elements"));
-  }
-  const size_t count = size_ / width;
-  if (count > capacity) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk of ", count, " elements overruns the tensor by ", count - capacity));
-  }
+  const absl::StatusOr<size_t> elements = PayloadElements(size_, encoding, capacity);
+  if (!elements.ok()) return elements.status();
+  const size_t count = *elements;
   if (encoding == TensorEncoding::kFp32) {
     char* dst = reinterpret_cast<char*>(out);
     for (absl::string_view piece : pieces_) {
