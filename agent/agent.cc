@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -141,6 +142,7 @@ class Agent::Impl {
   uint64_t episode_seed_ = 0;
   double episode_return_ = 0;
   int episode_length_ = 0;
+  std::array<int, kRoadPlaces> episode_steps_at_{};  // The episode's steps by place on the map.
   MovingAverage recent_returns_{kReturnWindow};
   // Steps per second over the last report_every, for the reports.
   std::optional<RateMeter> env_rate_, train_rate_;
@@ -208,6 +210,15 @@ absl::Status Agent::Impl::Init() {
   learner.max_grad_norm = options_.max_grad_norm;
   learner.learning_rate = options_.learning_rate;
   learner.amp = options_.amp;
+  if (options_.mirror_augmentation) {
+    absl::StatusOr<std::vector<int64_t>> mirror =
+        MirrorActions(environment_->env->options().actions);
+    if (!mirror.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mirror_augmentation: ", mirror.status().message()));
+    }
+    learner.mirror_actions = *std::move(mirror);
+  }
   absl::StatusOr<std::unique_ptr<DqnLearner>> created = DqnLearner::Create(learner);
   if (!created.ok()) return created.status();
   learner_ = *std::move(created);
@@ -265,7 +276,7 @@ absl::Status Agent::Impl::OpenLogs() {
   absl::Status s = metrics_->DeclareTable(
       "episodes",
       {"episode", "env_steps", "return", "length", "distance_m", "collision", "time_limit",
-       "epsilon", "wall_s"},
+       "epsilon", "wall_s", "steps_corner", "steps_intersection", "end_place"},
       "env_steps");
   if (!s.ok()) return s;
   return metrics_->DeclareTable(
@@ -284,6 +295,7 @@ absl::Status Agent::Impl::ResetEpisode() {
   replay_->StartEpisode(model_frame_.data());
   episode_return_ = 0;
   episode_length_ = 0;
+  episode_steps_at_.fill(0);
   return absl::OkStatus();
 }
 
@@ -342,6 +354,8 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     replay_->Add(action, step->reward, terminal, model_frame_.data());
     episode_return_ += step->reward;
     ++episode_length_;
+    ++episode_steps_at_[static_cast<int>(
+        environment_->env->map().PlaceOf({step->car.x, step->car.y}))];
     {
       absl::MutexLock lock(&stats_mu_);
       ++stats_.env_steps;
@@ -652,7 +666,10 @@ void Agent::Impl::EndEpisode(const StepResult& last) {
          static_cast<double>(episode_length_), last.car.distance_driven_m,
          last.reason == TerminationReason::kCollision ? 1.0 : 0.0,
          last.reason == TerminationReason::kTimeLimit ? 1.0 : 0.0, epsilon_,
-         absl::ToDoubleSeconds(absl::Now() - started_)});
+         absl::ToDoubleSeconds(absl::Now() - started_),
+         static_cast<double>(episode_steps_at_[static_cast<int>(RoadPlace::kCorner)]),
+         static_cast<double>(episode_steps_at_[static_cast<int>(RoadPlace::kIntersection)]),
+         static_cast<double>(environment_->env->map().PlaceOf({last.car.x, last.car.y}))});
     if (!s.ok()) LOG(WARNING) << "metrics: " << s;
   }
 }

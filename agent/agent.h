@@ -92,6 +92,7 @@ struct AgentOptions {
   double learning_rate = run_defaults::kLearningRate;
   double max_grad_norm = run_defaults::kLearnerMaxGradNorm;
   bool double_dqn = run_defaults::kDoubleDqn;
+  bool mirror_augmentation = run_defaults::kMirrorAugmentation;  // LearnerOptions::mirror_actions.
   // Alone: minibatches between target copies.
   uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
   // The run settings above given explicitly, by their flag names ("batch_size", "model", ...): with a

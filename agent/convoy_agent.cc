@@ -85,6 +85,10 @@ ABSL_FLAG(
                absl::StrCat(Defaults().max_grad_norm)));
 ABSL_FLAG(std::optional<bool>, double_dqn, std::nullopt,
           RunSetting("Double DQN targets.", Defaults().double_dqn ? "true" : "false"));
+ABSL_FLAG(std::optional<bool>, mirror_augmentation, std::nullopt,
+          RunSetting("Mirror every other sample of each minibatch left to right (image flipped, "
+                     "steering negated).",
+                     Defaults().mirror_augmentation ? "true" : "false"));
 ABSL_FLAG(std::optional<uint64_t>, target_update_frequency, std::nullopt,
           RunSetting("Minibatches between target-network copies.",
                      absl::StrCat(Defaults().target_update_frequency)));
@@ -195,6 +199,7 @@ AgentOptions OptionsFromFlags(PushMode push) {
   TakeSetting(FLAGS_learning_rate, &o.learning_rate, &o.pinned);
   TakeSetting(FLAGS_max_grad_norm, &o.max_grad_norm, &o.pinned);
   TakeSetting(FLAGS_double_dqn, &o.double_dqn, &o.pinned);
+  TakeSetting(FLAGS_mirror_augmentation, &o.mirror_augmentation, &o.pinned);
   TakeSetting(FLAGS_target_update_frequency, &o.target_update_frequency, &o.pinned);
   TakeSetting(FLAGS_min_epsilon, &o.min_epsilon, &o.pinned);
   TakeSetting(FLAGS_per_iter_epsilon_reduction, &o.per_iter_epsilon_reduction, &o.pinned);

@@ -1,5 +1,6 @@
 #include "agent/evaluation.h"
 
+#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -34,7 +35,8 @@ bool BetterPolicy(const EvalSummary& a, const EvalSummary& b) {
 }
 
 absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preprocess, int frame_stack,
-                                     const Policy& policy, const std::vector<uint64_t>& seeds) {
+                                     const Policy& policy, const std::vector<uint64_t>& seeds,
+                                     const StepObserver& observer) {
   std::vector<uint8_t> frame(env.observation_size()), model_frame(preprocess.output_size());
   FrameStack stack(preprocess.output_size(), frame_stack);
   EvalSummary summary;
@@ -47,13 +49,20 @@ absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preproce
     stack.Reset(model_frame.data());
     record.path.emplace_back(step->car.x, step->car.y);
     while (true) {
-      step = env.Step(policy(stack.data()), frame.data());
+      const int action = policy(stack.data());
+      step = env.Step(action, frame.data());
       if (!step.ok()) return step.status();
       preprocess.Apply(frame.data(), model_frame.data());
       stack.Push(model_frame.data());
       record.total_return += step->reward;
       ++record.steps;
       record.path.emplace_back(step->car.x, step->car.y);
+      if (observer) {
+        if (absl::Status s = observer({seed, record.steps, action, &*step, frame.data()});
+            !s.ok()) {
+          return s;
+        }
+      }
       if (step->done) {
         record.distance_m = step->car.distance_driven_m;
         record.reason = step->reason;
@@ -121,7 +130,8 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& we
 }
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& weights,
-                                                    const std::vector<uint64_t>& seeds) {
+                                                    const std::vector<uint64_t>& seeds,
+                                                    const StepObserver& observer) {
   if (weights.size() != learner_->model().parameter_count) {
     return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.size(),
                                                    " elements, the model ",
@@ -129,9 +139,15 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& we
   }
   learner_->SetWeights(weights);
   DqnLearner* learner = learner_.get();
+  if (!observer) {
+    return Evaluate(
+        *environment_->env, preprocess_, frame_stack_,
+        [learner](const uint8_t* obs) { return learner->GreedyAction(obs); }, seeds);
+  }
   return Evaluate(
       *environment_->env, preprocess_, frame_stack_,
-      [learner](const uint8_t* obs) { return learner->GreedyAction(obs); }, seeds);
+      [this, learner](const uint8_t* obs) { return learner->QValues(obs, &q_values_); }, seeds,
+      observer);
 }
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Random(int episodes) {
@@ -162,15 +178,70 @@ absl::StatusOr<bool> BestPolicy::Consider(uint64_t version, const std::vector<fl
   if (!summary.ok()) return summary.status();
   ++considered_;
   last_ = *summary;
-  if (has_best_ && !BetterPolicy(*summary, summary_)) return false;
-  has_best_ = true;
-  version_ = version;
-  summary_ = *std::move(summary);
-  weights_ = weights;
-  if (!path_.empty()) {
-    if (absl::Status s = WriteWeightsFile(path_, weights_.data(), layout_); !s.ok()) return s;
+  Candidate candidate{version, *std::move(summary), weights};
+  // Among the leaders, after those it does not beat (an equal one does not displace an earlier
+  // one).
+  auto at = std::find_if(leaders_.begin(), leaders_.end(), [&](const Candidate& c) {
+    return BetterPolicy(candidate.summary, c.summary);
+  });
+  const bool best = at == leaders_.begin();
+  if (at - leaders_.begin() < kCandidates) {
+    leaders_.insert(at, candidate);
+    if (leaders_.size() > static_cast<size_t>(kCandidates)) leaders_.pop_back();
+    latest_.reset();
+  } else {
+    latest_ = std::move(candidate);
   }
+  if (!best) return false;
+  if (absl::Status s = Keep(leaders_.front()); !s.ok()) return s;
   return true;
+}
+
+absl::Status BestPolicy::Keep(const Candidate& chosen) {
+  has_best_ = true;
+  version_ = chosen.version;
+  summary_ = chosen.summary;
+  weights_ = chosen.weights;
+  if (path_.empty()) return absl::OkStatus();
+  return WriteWeightsFile(path_, weights_.data(), layout_);
+}
+
+std::vector<uint64_t> BestPolicy::candidate_versions() const {
+  std::vector<uint64_t> versions;
+  for (const Candidate& c : leaders_) versions.push_back(c.version);
+  if (latest_.has_value()) versions.push_back(latest_->version);
+  return versions;
+}
+
+absl::StatusOr<bool> BestPolicy::Settle(int extra_episodes) {
+  std::vector<Candidate*> candidates;
+  for (Candidate& c : leaders_) candidates.push_back(&c);
+  if (latest_.has_value()) candidates.push_back(&*latest_);
+  if (candidates.size() < 2 || extra_episodes <= 0) return false;
+  const std::vector<uint64_t> all =
+      ValidationSeeds(static_cast<int>(seeds_.size()) + extra_episodes);
+  const std::vector<uint64_t> more(all.begin() + seeds_.size(), all.end());
+  Candidate* chosen = nullptr;
+  for (Candidate* c : candidates) {
+    absl::StatusOr<EvalSummary> extra = evaluator_->Greedy(c->weights, more);
+    if (!extra.ok()) return extra.status();
+    EvalSummary& s = c->summary;
+    const double episodes = static_cast<double>(s.episodes.size() + extra->episodes.size());
+    s.mean_return =
+        (s.mean_return * s.episodes.size() + extra->mean_return * extra->episodes.size()) /
+        episodes;
+    s.mean_distance_m =
+        (s.mean_distance_m * s.episodes.size() + extra->mean_distance_m * extra->episodes.size()) /
+        episodes;
+    s.collisions += extra->collisions;
+    s.full_episodes += extra->full_episodes;
+    for (int place = 0; place < kRoadPlaces; ++place) s.ended_at[place] += extra->ended_at[place];
+    for (EpisodeRecord& e : extra->episodes) s.episodes.push_back(std::move(e));
+    if (chosen == nullptr || BetterPolicy(s, chosen->summary)) chosen = c;
+  }
+  const bool changed = chosen->version != version_;
+  if (absl::Status s = Keep(*chosen); !s.ok()) return s;
+  return changed;
 }
 
 absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,

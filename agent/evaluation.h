@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,18 @@ struct EvalSummary {
 // Maps a stacked observation (the model's input, uint8 CHW) to an action.
 using Policy = std::function<int(const uint8_t* observation)>;
 
+// One step of an evaluated episode, as an observer of Evaluate sees it: the action taken, what it
+// led to, and the environment's observation after it (DrivingEnv's layout and shape).
+struct EvalStep {
+  uint64_t seed = 0;
+  int step = 0;  // 1 for an episode's first action.
+  int action = 0;
+  const StepResult* result = nullptr;
+  const uint8_t* frame = nullptr;
+};
+// Called after every step; an error ends the evaluation with it.
+using StepObserver = std::function<absl::Status(const EvalStep&)>;
+
 // The seeds every evaluation uses, so greedy and random policies meet the same starts.
 std::vector<uint64_t> EvaluationSeeds(int episodes);
 
@@ -58,7 +71,8 @@ bool BetterPolicy(const EvalSummary& a, const EvalSummary& b);
 
 // Runs one episode per seed. `frame_stack` frames of `preprocess`'s output make one observation.
 absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preprocess, int frame_stack,
-                                     const Policy& policy, const std::vector<uint64_t>& seeds);
+                                     const Policy& policy, const std::vector<uint64_t>& seeds,
+                                     const StepObserver& observer = nullptr);
 
 // A uniformly random policy, reproducible for `seed`.
 Policy RandomPolicy(int num_actions, uint64_t seed);
@@ -75,9 +89,12 @@ class GreedyEvaluator {
   // The greedy policy of `weights` on the first `episodes` EvaluationSeeds. INVALID_ARGUMENT for
   // weights of another size.
   absl::StatusOr<EvalSummary> Greedy(const std::vector<float>& weights, int episodes);
-  // The same on the given seeds.
+  // The same on the given seeds. An observer sees every step; during its call q_values() holds the
+  // Q-values the step's action was chosen by.
   absl::StatusOr<EvalSummary> Greedy(const std::vector<float>& weights,
-                                     const std::vector<uint64_t>& seeds);
+                                     const std::vector<uint64_t>& seeds,
+                                     const StepObserver& observer = nullptr);
+  const std::vector<float>& q_values() const { return q_values_; }
   // A uniformly random policy (fixed seed) on the same seeds: the baseline.
   absl::StatusOr<EvalSummary> Random(int episodes);
 
@@ -91,12 +108,20 @@ class GreedyEvaluator {
   std::unique_ptr<DqnLearner> learner_;
   Preprocess preprocess_;
   int frame_stack_;
+  std::vector<float> q_values_;
 };
 
 // The best policy of a run: Consider() drives the greedy policy of a weight version over `episodes`
 // ValidationSeeds and keeps the weights (in memory, and as `path`, a weights.pt, when given) if
 // they beat every version considered before. DQN's policy swings while it learns; the kept one is
-// what a run hands over besides its last weights. Not thread-safe.
+// what a run hands over besides its last weights.
+//
+// Ten validation episodes tell a policy that drives 9 starts in 10 from one that drives 6 only
+// roughly, and the best of a run's validations is the one most flattered by them. So BestPolicy
+// also keeps the runners-up (the kCandidates best versions) and the latest version considered, and
+// Settle() — run when the agents have stopped and no longer need the cores — drives each of them
+// over more validation seeds and chooses again, on all of each one's validation episodes. Not
+// thread-safe.
 class BestPolicy {
  public:
   // Errors: GreedyEvaluator::Create's.
@@ -108,14 +133,30 @@ class BestPolicy {
   // for weights of another size; the weights file's write errors (the best is still updated).
   absl::StatusOr<bool> Consider(uint64_t version, const std::vector<float>& weights);
 
+  // Drives every kept candidate (the kCandidates best so far and the latest considered) over the
+  // next `extra_episodes` ValidationSeeds (after the `episodes` Consider uses) and makes the best
+  // of them on all their validation episodes the best. Returns whether the best changed; summary()
+  // then covers episodes + extra_episodes. A no-op (false) with fewer than two candidates or no
+  // extra episodes. Errors: the evaluation's, or the weights file's (the best is still updated).
+  absl::StatusOr<bool> Settle(int extra_episodes);
+  static constexpr int kCandidates = 3;
+
   bool has_best() const { return has_best_; }
   uint64_t version() const { return version_; }
   const EvalSummary& summary() const { return summary_; }  // On the validation seeds.
   const EvalSummary& last() const { return last_; }        // Of the latest Consider().
   const std::vector<float>& weights() const { return weights_; }
   int considered() const { return considered_; }
+  // The versions Settle() would compare: the best first, then the runners-up, then the latest.
+  std::vector<uint64_t> candidate_versions() const;
 
  private:
+  struct Candidate {
+    uint64_t version = 0;
+    EvalSummary summary;
+    std::vector<float> weights;
+  };
+  absl::Status Keep(const Candidate& chosen);
   BestPolicy(std::unique_ptr<GreedyEvaluator> evaluator, std::vector<uint64_t> seeds,
              std::string path, std::vector<ParameterSlot> layout);
 
@@ -129,6 +170,8 @@ class BestPolicy {
   EvalSummary last_;
   std::vector<float> weights_;
   int considered_ = 0;
+  std::vector<Candidate> leaders_;   // The kCandidates best, best first.
+  std::optional<Candidate> latest_;  // The latest considered, when it is not among the leaders.
 };
 
 // The greedy policy of `weights` (model `model`) and a random policy, on the same `episodes` seeds

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,20 @@ absl::StatusOr<std::unique_ptr<DqnLearner>> DqnLearner::Create(const LearnerOpti
   if (options.amp && !options.device.is_cuda()) {
     return absl::FailedPreconditionError("--amp needs a CUDA device");
   }
+  if (!options.mirror_actions.empty()) {
+    const auto& m = options.mirror_actions;
+    if (static_cast<int>(m.size()) != options.num_actions) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mirror_actions names ", m.size(), " actions, the learner has ", options.num_actions));
+    }
+    for (size_t a = 0; a < m.size(); ++a) {
+      if (m[a] < 0 || m[a] >= static_cast<int64_t>(m.size()) ||
+          m[m[a]] != static_cast<int64_t>(a)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("mirror_actions is not an involution over the actions at action ", a));
+      }
+    }
+  }
   absl::StatusOr<ModelSpec> spec = ResolveModel(options.model, options.num_actions);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<QNetwork> online = BuildQNetwork(*spec, options.seed);
@@ -63,21 +78,55 @@ DqnLearner::DqnLearner(const LearnerOptions& options, ModelInfo model, QNetwork 
   const ModelSpec& s = model_.spec;
   act_input_ = torch::empty({1, s.channels, s.height, s.width}, torch::kUInt8);
   if (options_.amp) loss_scale_ = kInitialLossScale;
+  if (!options_.mirror_actions.empty()) {
+    mirror_actions_ = torch::tensor(options_.mirror_actions, torch::kInt64).to(options_.device);
+  }
 }
 
-int DqnLearner::GreedyAction(const uint8_t* observation) {
+torch::Tensor DqnLearner::ActQ(const uint8_t* observation) {
   torch::NoGradGuard no_grad;
   std::memcpy(act_input_.data_ptr<uint8_t>(), observation, static_cast<size_t>(act_input_.numel()));
   online_->eval();
   AutocastScope autocast(options_.amp);
-  torch::Tensor q = online_->forward(ToFloatImages(act_input_.to(options_.device)));
-  return static_cast<int>(q.argmax(1).item<int64_t>());
+  return online_->forward(ToFloatImages(act_input_.to(options_.device)));
+}
+
+int DqnLearner::GreedyAction(const uint8_t* observation) {
+  return static_cast<int>(ActQ(observation).argmax(1).item<int64_t>());
+}
+
+int DqnLearner::QValues(const uint8_t* observation, std::vector<float>* q) {
+  const torch::Tensor values = ActQ(observation).to(torch::kCPU, torch::kFloat).contiguous();
+  q->assign(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+  return static_cast<int>(std::max_element(q->begin(), q->end()) - q->begin());
 }
 
 TrainStats DqnLearner::Accumulate(const torch::Tensor& observations,
                                   const torch::Tensor& next_observations,
                                   const torch::Tensor& actions, const torch::Tensor& returns,
                                   const torch::Tensor& discounts, const torch::Tensor& weights) {
+  if (mirror_actions_.defined()) {
+    const int64_t n = observations.size(0);
+    if (!mirror_rows_.defined() || mirror_rows_.size(0) != n) {
+      mirror_rows_ = (torch::arange(n, torch::kInt64) % 2 == 1).to(observations.device());
+    }
+    const torch::Tensor rows = mirror_rows_.view({n, 1, 1, 1});
+    return AccumulateTransitions(
+        torch::where(rows, observations.flip({3}), observations),
+        torch::where(rows, next_observations.flip({3}), next_observations),
+        torch::where(mirror_rows_, mirror_actions_.index_select(0, actions), actions), returns,
+        discounts, weights);
+  }
+  return AccumulateTransitions(observations, next_observations, actions, returns, discounts,
+                               weights);
+}
+
+TrainStats DqnLearner::AccumulateTransitions(const torch::Tensor& observations,
+                                             const torch::Tensor& next_observations,
+                                             const torch::Tensor& actions,
+                                             const torch::Tensor& returns,
+                                             const torch::Tensor& discounts,
+                                             const torch::Tensor& weights) {
   torch::Tensor target;
   {
     torch::NoGradGuard no_grad;

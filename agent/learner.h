@@ -34,6 +34,13 @@ struct LearnerOptions {
   // The local Adam (training alone, pushing deltas, riding out a server outage).
   double learning_rate = run_defaults::kLearningRate;
   bool amp = false;             // CUDA only.
+  // Mirror augmentation: empty for none, else every action's mirror image (the action with its
+  // steering negated; an involution over [0, num_actions)). Accumulate then mirrors every other
+  // sample of each minibatch: its observation and next observation flipped left to right, its
+  // action replaced by the mirror image. The road, its markings and the reward are the same seen in
+  // a mirror, so the mirrored transition is as real as the one driven; a turn learned one way is
+  // learned the other way too.
+  std::vector<int64_t> mirror_actions;
 };
 
 struct TrainStats {
@@ -49,6 +56,9 @@ class DqnLearner {
 
   // The greedy action for one observation (uint8 CHW, the model's input shape).
   int GreedyAction(const uint8_t* observation);
+  // The online network's Q-value of every action for one observation, into `q` (num_actions of
+  // them); returns the greedy action.
+  int QValues(const uint8_t* observation, std::vector<float>* q);
 
   // One minibatch: observations/next_observations uint8 [N, C, H, W]; actions int64 [N]; returns, discounts,
   // weights float [N], all on the learner's device. Adds this minibatch's gradient to the accumulator.
@@ -78,6 +88,11 @@ class DqnLearner {
   DqnLearner(const LearnerOptions& options, ModelInfo model, QNetwork online, QNetwork target);
   // Mean gradient over the accumulated minibatches, unscaled; false on overflow.
   bool FinishGradient();
+  TrainStats AccumulateTransitions(const torch::Tensor& observations,
+                                   const torch::Tensor& next_observations,
+                                   const torch::Tensor& actions, const torch::Tensor& returns,
+                                   const torch::Tensor& discounts, const torch::Tensor& weights);
+  torch::Tensor ActQ(const uint8_t* observation);  // [1, actions], for one observation.
   void CopyGradient(std::vector<float>* out);
 
   LearnerOptions options_;
@@ -89,6 +104,8 @@ class DqnLearner {
   double loss_scale_ = 1.0;  // AMP's dynamic loss scale.
   int good_steps_ = 0;
   torch::Tensor act_input_;  // Reused [1, C, H, W] buffer for GreedyAction.
+  torch::Tensor mirror_actions_;  // int64 [num_actions] on the device; undefined: no mirroring.
+  torch::Tensor mirror_rows_;     // bool [N]: the samples Accumulate mirrors (every other one).
 };
 
 }  // namespace convoy

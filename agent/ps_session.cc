@@ -95,6 +95,10 @@ absl::Status AdoptRunConfig(const v1::RunConfig& config, RunConfigAdopter* adopt
   if (config.has_prioritized()) {
     adopt->Take("prioritized", "prioritized", &options->prioritized, config.prioritized());
   }
+  if (config.has_mirror_augmentation()) {
+    adopt->Take("mirror_augmentation", "mirror_augmentation", &options->mirror_augmentation,
+                config.mirror_augmentation());
+  }
   return adopt->status();
 }
 

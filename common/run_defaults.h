@@ -12,13 +12,18 @@ inline constexpr char kServerModel[] = "cookbook";  // convoy_ps: the cookbook's
 inline constexpr char kLocalModel[] = "compact";    // An agent alone, and convoy_train: fast on a CPU.
 inline constexpr int kBatchSize = 32;
 inline constexpr int kBatchUpdateFrequency = 4;  // Minibatches per push (the cookbook's name).
-inline constexpr double kGamma = 0.99;
+// 0.95: a 20-step (2 s) horizon, the time a corner is in view; with 0.99 the handed-over policies
+// drove fewer starts to the time limit (docs/benchmarks.md, "Why turns fail").
+inline constexpr double kGamma = 0.95;
 inline constexpr int kNStep = 1;
 inline constexpr uint64_t kTargetUpdateFrequency = 300;  // Minibatches between target-network copies.
 inline constexpr bool kDoubleDqn = true;
 inline constexpr double kLearnerMaxGradNorm = 10.0;  // The agent learner's clip of each update.
 inline constexpr double kLearningRate = 1e-3;
 inline constexpr bool kPrioritized = false;
+// Mirror half of each minibatch left to right: corners and intersections are learned both ways
+// (docs/benchmarks.md, "Why turns fail").
+inline constexpr bool kMirrorAugmentation = true;
 inline constexpr double kMinEpsilon = 0.1;
 inline constexpr double kPerIterEpsilonReduction = 0.003;
 

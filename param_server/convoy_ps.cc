@@ -85,6 +85,9 @@ ABSL_FLAG(double, learner_max_grad_norm, Defaults().learner_max_grad_norm,
           "to agents.");
 ABSL_FLAG(bool, prioritized, Defaults().prioritized,
           "Prioritized experience replay in the agents, handed to agents.");
+ABSL_FLAG(bool, mirror_augmentation, Defaults().mirror_augmentation,
+          "Agents mirror every other sample of each minibatch left to right (image flipped, "
+          "steering negated), handed to agents.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "How long in-flight RPCs may run on after SIGTERM.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain to serve TLS with.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
@@ -207,6 +210,7 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.double_dqn = absl::GetFlag(FLAGS_double_dqn);
   o.learner_max_grad_norm = absl::GetFlag(FLAGS_learner_max_grad_norm);
   o.prioritized = absl::GetFlag(FLAGS_prioritized);
+  o.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
   o.apply_log = absl::GetFlag(FLAGS_apply_log);
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
   o.shard_index = absl::GetFlag(FLAGS_shard_index);

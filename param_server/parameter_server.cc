@@ -46,6 +46,7 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
       {"double_dqn", o.double_dqn ? "true" : "false"},
       {"learner_max_grad_norm", absl::StrCat(o.learner_max_grad_norm)},
       {"prioritized", o.prioritized ? "true" : "false"},
+      {"mirror_augmentation", o.mirror_augmentation ? "true" : "false"},
       {"seed", absl::StrCat(o.seed)},
   };
 }
@@ -242,6 +243,7 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
   config.set_double_dqn(options_.double_dqn);
   config.set_learner_max_grad_norm(options_.learner_max_grad_norm);
   config.set_prioritized(options_.prioritized);
+  config.set_mirror_augmentation(options_.mirror_augmentation);
   return config;
 }
 

@@ -58,6 +58,7 @@ struct ParameterServerOptions {
   bool double_dqn = run_defaults::kDoubleDqn;
   double learner_max_grad_norm = run_defaults::kLearnerMaxGradNorm;
   bool prioritized = run_defaults::kPrioritized;
+  bool mirror_augmentation = run_defaults::kMirrorAugmentation;
   // Empty: none. Otherwise every start, applied update and checkpoint is appended here (ApplyLog).
   std::string apply_log;
   // Sharding (common/shard_map.h): this server serves range shard_index of the model split num_shards

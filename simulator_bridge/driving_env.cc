@@ -23,6 +23,24 @@ std::vector<DrivingAction> CookbookActions() {
   return actions;
 }
 
+absl::StatusOr<std::vector<int64_t>> MirrorActions(const std::vector<DrivingAction>& actions) {
+  std::vector<int64_t> mirror;
+  for (size_t a = 0; a < actions.size(); ++a) {
+    const DrivingAction& action = actions[a];
+    auto it = std::find_if(actions.begin(), actions.end(), [&](const DrivingAction& other) {
+      return other.steering == -action.steering && other.throttle == action.throttle &&
+             other.brake == action.brake;
+    });
+    if (it == actions.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "action ", a, " (steering ", action.steering, ") has no mirror image: no action steers ",
+          -action.steering, " with the same throttle and brake"));
+    }
+    mirror.push_back(it - actions.begin());
+  }
+  return mirror;
+}
+
 const char* TerminationReasonName(TerminationReason reason) {
   switch (reason) {
     case TerminationReason::kNone:

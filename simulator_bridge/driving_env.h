@@ -50,6 +50,10 @@ struct DrivingAction {
 
 // The cookbook's five steering values with its throttle rule.
 std::vector<DrivingAction> CookbookActions();
+// Each action's mirror image: the index of the action with the same throttle and brake and the
+// steering negated (the cookbook's: 4, 3, 2, 1, 0). NOT_FOUND naming the first action that has
+// none.
+absl::StatusOr<std::vector<int64_t>> MirrorActions(const std::vector<DrivingAction>& actions);
 
 struct DrivingEnvOptions {
   ObservationKind observation = ObservationKind::kCookbookCrop;

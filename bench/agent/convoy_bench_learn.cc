@@ -71,6 +71,8 @@ ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
 ABSL_FLAG(int, batch_update_frequency, convoy::LocalClusterOptions{}.batch_update_frequency,
           "Minibatches per push.");
 ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
+ABSL_FLAG(bool, mirror_augmentation, convoy::LocalClusterOptions{}.mirror_augmentation,
+          "Agents mirror every other sample of each minibatch left to right.");
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
           "Replay capacity per agent, transitions.");
 
@@ -170,6 +172,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
   options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
   options.n_step = absl::GetFlag(FLAGS_n_step);
+  options.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return cluster.status();
   std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,

@@ -50,10 +50,12 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Train steps per second of the C++ learner.
-double TimeCpp(const ModelInfo& model, int batch, absl::Duration duration) {
+// Train steps per second of the C++ learner; `mirror`: with mirror augmentation (the cookbook's
+// actions).
+double TimeCpp(const ModelInfo& model, int batch, absl::Duration duration, bool mirror) {
   LearnerOptions options;
   options.model = model.spec.name;
+  if (mirror) options.mirror_actions = {4, 3, 2, 1, 0};
   absl::StatusOr<std::unique_ptr<DqnLearner>> learner = DqnLearner::Create(options);
   CHECK(learner.ok()) << learner.status();
   const ModelSpec& s = model.spec;
@@ -134,8 +136,8 @@ int Run() {
       "DQN train steps/s, batch %d, LibTorch %s (C++) against PyTorch from Python, medians of %d "
       "alternating timings of %.0f s\n",
       batch, TORCH_VERSION, absl::GetFlag(FLAGS_repeats), absl::ToDoubleSeconds(duration));
-  std::printf("%-10s %8s %12s %12s %12s\n", "model", "threads", "C++ steps/s", "Python",
-              "C++/Python");
+  std::printf("%-10s %8s %12s %12s %12s %14s %12s\n", "model", "threads", "C++ steps/s", "Python",
+              "C++/Python", "C++ mirrored", "mirrored/C++");
   std::vector<std::string> results;
   bool python_failed = false;
   for (const std::string& name : absl::GetFlag(FLAGS_models)) {
@@ -146,10 +148,11 @@ int Run() {
     }
     for (int threads : thread_counts) {
       torch::set_num_threads(threads);
-      std::vector<double> cpp, python;
+      std::vector<double> cpp, mirrored, python;
       std::string error;
       for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
-        cpp.push_back(TimeCpp(*model, batch, duration));
+        cpp.push_back(TimeCpp(*model, batch, duration, /*mirror=*/false));
+        mirrored.push_back(TimeCpp(*model, batch, duration, /*mirror=*/true));
         if (!python_failed) {
           const double p = TimePython(*model, batch, threads, duration, &error);
           if (p < 0) {
@@ -160,16 +163,20 @@ int Run() {
           }
         }
       }
-      const double c = Median(cpp), p = Median(python);
+      const double c = Median(cpp), m = Median(mirrored), p = Median(python);
       const std::string key = absl::StrCat(name, "_threads_", threads);
       if (python.empty()) {
-        std::printf("%-10s %8d %12.1f %12s %12s\n", name.c_str(), threads, c, "-", "-");
+        std::printf("%-10s %8d %12.1f %12s %12s %14.1f %12.3f\n", name.c_str(), threads, c, "-",
+                    "-", m, m / c);
       } else {
-        std::printf("%-10s %8d %12.1f %12.1f %12.2f\n", name.c_str(), threads, c, p, c / p);
+        std::printf("%-10s %8d %12.1f %12.1f %12.2f %14.1f %12.3f\n", name.c_str(), threads, c, p,
+                    c / p, m, m / c);
         results.push_back(absl::StrFormat("RESULT python_steps_per_s_%s=%.2f", key, p));
         results.push_back(absl::StrFormat("RESULT cpp_over_python_%s=%.3f", key, c / p));
       }
       results.push_back(absl::StrFormat("RESULT cpp_steps_per_s_%s=%.2f", key, c));
+      results.push_back(absl::StrFormat("RESULT cpp_mirrored_steps_per_s_%s=%.2f", key, m));
+      results.push_back(absl::StrFormat("RESULT mirrored_over_plain_%s=%.3f", key, m / c));
       std::fflush(stdout);
     }
   }

@@ -18,6 +18,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
@@ -56,6 +57,8 @@ ABSL_FLAG(uint64_t, min_replay_size, convoy::LocalClusterOptions{}.min_replay_si
 ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
           "Sampled transitions per environment step.");
 ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
+ABSL_FLAG(bool, mirror_augmentation, convoy::LocalClusterOptions{}.mirror_augmentation,
+          "Agents mirror every other sample of each minibatch left to right.");
 ABSL_FLAG(double, gamma, convoy::LocalClusterOptions{}.gamma, "Discount.");
 ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
           "Server's Adam learning rate.");
@@ -74,6 +77,11 @@ ABSL_FLAG(
     "(0: hand over the last weights).");
 ABSL_FLAG(int, validation_episodes, 10,
           "Episodes per validation, on seeds disjoint from the final evaluation's.");
+ABSL_FLAG(
+    int, final_validation_episodes, 20,
+    "When the agents have stopped, the 3 best validated versions and the last are driven over this "
+    "many more validation seeds, and the run hands over the best of them on all their validation "
+    "episodes (0: the validations during the run decide).");
 
 namespace convoy {
 namespace {
@@ -121,7 +129,9 @@ bool NumericFlagsInRange() {
                  Ends::kOpenMin),
        RealRange("validate_every_seconds", absl::GetFlag(FLAGS_validate_every_seconds), 0,
                  kNoRealMax),
-       IntRange("validation_episodes", absl::GetFlag(FLAGS_validation_episodes), 1, 100000)});
+       IntRange("validation_episodes", absl::GetFlag(FLAGS_validation_episodes), 1, 100000),
+       IntRange("final_validation_episodes", absl::GetFlag(FLAGS_final_validation_episodes), 0,
+                100000)});
 }
 
 int Run() {
@@ -159,6 +169,7 @@ int Run() {
   options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   options.n_step = absl::GetFlag(FLAGS_n_step);
+  options.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
   options.gamma = absl::GetFlag(FLAGS_gamma);
   options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
   options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
@@ -257,6 +268,25 @@ int Run() {
   // The run hands over the best validated policy (the last weights when they validate best, or when
   // validation is off); both are evaluated on the evaluation seeds, which no choice was made on.
   validate(pulled->version, weights);
+  if (const int more = absl::GetFlag(FLAGS_final_validation_episodes);
+      best != nullptr && more > 0) {
+    const std::vector<uint64_t> versions = best->candidate_versions();
+    const uint64_t before = best->version();
+    if (absl::StatusOr<bool> changed = best->Settle(more); !changed.ok()) {
+      LOG(WARNING) << "the final validation failed: " << changed.status();
+    } else if (versions.size() > 1) {
+      std::fprintf(
+          stderr,
+          "convoy_train: final validation of %s on %d more seeds: v%llu, %d/%zu full, return "
+          "%.1f%s\n",
+          absl::StrJoin(versions, ", ",
+                        [](std::string* out, uint64_t v) { absl::StrAppend(out, "v", v); })
+              .c_str(),
+          more, static_cast<unsigned long long>(best->version()), best->summary().full_episodes,
+          best->summary().episodes.size(), best->summary().mean_return,
+          best->version() != before ? " (chosen anew)" : "");
+    }
+  }
   const bool chose_earlier =
       best != nullptr && best->has_best() && best->version() != pulled->version;
   std::optional<EvalSummary> last;

@@ -42,6 +42,7 @@ struct LocalClusterOptions {
   double learning_rate = run_defaults::kLearningRate;
   double gamma = run_defaults::kGamma;
   int n_step = 3;  // Agents' n-step returns: 3 holds the policy steady (docs/benchmarks.md).
+  bool mirror_augmentation = run_defaults::kMirrorAugmentation;
   uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
   double min_epsilon = run_defaults::kMinEpsilon;
   double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;

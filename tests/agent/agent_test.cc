@@ -240,6 +240,7 @@ TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to 
   ps_options.gamma = 0.9;
   ps_options.n_step = 2;
   ps_options.double_dqn = false;
+  ps_options.mirror_augmentation = false;
   ps_options.learner_max_grad_norm = 5;
   ps_options.optimizer.learning_rate = 5e-4;
   ps_options.target_update_frequency = 100;
@@ -255,6 +256,7 @@ TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to 
   CHECK(in_force.gamma == 0.9);
   CHECK(in_force.n_step == 2);
   CHECK_FALSE(in_force.double_dqn);
+  CHECK_FALSE(in_force.mirror_augmentation);
   CHECK(in_force.max_grad_norm == 5);
   CHECK(in_force.learning_rate == 5e-4);
   CHECK(in_force.target_update_frequency == 100);

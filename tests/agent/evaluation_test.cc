@@ -2,14 +2,18 @@
 // weights.
 #include "agent/evaluation.h"
 
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <set>
 
 #include "absl/strings/str_cat.h"
-
+#include "absl/strings/str_split.h"
+#include "agent/eval_trace.h"
+#include "common/files.h"
 #include "common/model_registry.h"
 #include "common/weights_file.h"
+#include "simulator_bridge/png.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -81,6 +85,59 @@ TEST_CASE("BestPolicy keeps the weights that validate best and writes them", "[e
   CHECK((*best)->considered() == 4);
 }
 
+TEST_CASE("Settle drives the runners-up and the latest over more seeds and chooses on all of them",
+          "[evaluation]") {
+  const std::string dir = testing::MakeTempDir("best_policy_settle");
+  EnvironmentSpec spec;
+  spec.env.max_epoch_runtime_sec = 5;
+  absl::StatusOr<std::unique_ptr<BestPolicy>> best =
+      BestPolicy::Create("compact", spec, 3, dir + "/weights.pt");
+  REQUIRE(best.ok());
+  std::vector<std::vector<float>> candidates;
+  std::vector<EvalSummary> first;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    candidates.push_back(*InitialFlatWeights("compact", kDefaultNumActions, seed));
+    REQUIRE((*best)->Consider(seed, candidates.back()).ok());
+    first.push_back((*best)->last());
+  }
+  // The kept: the 3 best of the 3-episode validations (the earlier first on a tie), then the
+  // latest.
+  std::vector<uint64_t> order = {1, 2, 3, 4, 5, 6};
+  std::stable_sort(order.begin(), order.end(), [&](uint64_t a, uint64_t b) {
+    return BetterPolicy(first[a - 1], first[b - 1]);
+  });
+  std::vector<uint64_t> kept(order.begin(), order.begin() + BestPolicy::kCandidates);
+  if (std::find(kept.begin(), kept.end(), 6) == kept.end()) kept.push_back(6);
+  REQUIRE((*best)->candidate_versions() == kept);
+  CHECK((*best)->version() == kept[0]);
+
+  // Each candidate on all 3 + 4 validation seeds, driven here by an evaluator of its own.
+  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> judge = GreedyEvaluator::Create("compact", spec);
+  REQUIRE(judge.ok());
+  uint64_t expected = 0;
+  EvalSummary expected_summary;
+  for (uint64_t v : kept) {
+    absl::StatusOr<EvalSummary> all = (*judge)->Greedy(candidates[v - 1], ValidationSeeds(7));
+    REQUIRE(all.ok());
+    if (expected == 0 || BetterPolicy(*all, expected_summary)) {
+      expected = v;
+      expected_summary = *all;
+    }
+  }
+  absl::StatusOr<bool> changed = (*best)->Settle(4);
+  REQUIRE(changed.ok());
+  CHECK(*changed == (expected != kept[0]));
+  CHECK((*best)->version() == expected);
+  CHECK((*best)->weights() == candidates[expected - 1]);
+  CHECK((*best)->summary().episodes.size() == 7);
+  CHECK((*best)->summary().full_episodes == expected_summary.full_episodes);
+  CHECK((*best)->summary().mean_return == Approx(expected_summary.mean_return));
+  CHECK(*ReadWeightsFile(dir + "/weights.pt", DescribeModel("compact")->layout) ==
+        candidates[expected - 1]);
+  // Nothing to compare without more episodes.
+  CHECK_FALSE(*(*best)->Settle(0));
+}
+
 TEST_CASE("An evaluation says where each episode that did not reach the time limit ended",
           "[evaluation]") {
   EnvironmentSpec spec;
@@ -106,6 +163,77 @@ TEST_CASE("An evaluation says where each episode that did not reach the time lim
                         Catch::Contains(absl::StrCat("RESULT ended_corner=", random->ended_at[1])) &&
                         Catch::Contains(absl::StrCat("RESULT random_ended_intersection=",
                                                      random->ended_at[2])));
+}
+
+TEST_CASE("A trace records every greedy step with its Q-values and the frames before early ends",
+          "[evaluation]") {
+  const std::string dir = testing::MakeTempDir("eval_trace");
+  EnvironmentSpec spec;
+  spec.env.max_epoch_runtime_sec = 10;
+  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
+      GreedyEvaluator::Create("compact", spec);
+  REQUIRE(evaluator.ok());
+  DrivingEnv& env = (*evaluator)->env();
+  absl::StatusOr<std::unique_ptr<EvalTrace>> trace = EvalTrace::Create(
+      dir + "/trace.csv", dir + "/frames", env.map(), env.observation_shape(), env.num_actions());
+  REQUIRE(trace.ok());
+  const std::vector<float> weights = *InitialFlatWeights("compact", kDefaultNumActions, 2);
+  absl::StatusOr<EvalSummary> summary =
+      (*evaluator)->Greedy(weights, EvaluationSeeds(4), [&](const EvalStep& step) {
+        return (*trace)->Observe(step, (*evaluator)->q_values());
+      });
+  REQUIRE(summary.ok());
+  REQUIRE((*trace)->Close().ok());
+  // The same weights without a trace drive the same episodes.
+  absl::StatusOr<EvalSummary> plain = (*evaluator)->Greedy(weights, EvaluationSeeds(4));
+  REQUIRE(plain.ok());
+  CHECK(plain->mean_return == summary->mean_return);
+
+  std::vector<std::string> lines = absl::StrSplit(testing::ReadWholeFile(dir + "/trace.csv"), '\n');
+  REQUIRE(lines.back().empty());
+  lines.pop_back();
+  REQUIRE(
+      lines[0] ==
+      "seed,step,x,y,yaw,speed,distance_to_center_m,place,action,q_0,q_1,q_2,q_3,q_4,reward,end");
+  size_t row = 1;
+  int early = 0;
+  for (const EpisodeRecord& e : summary->episodes) {
+    for (int step = 1; step <= e.steps; ++step, ++row) {
+      REQUIRE(row < lines.size());
+      const std::vector<std::string> f = absl::StrSplit(lines[row], ',');
+      REQUIRE(f.size() == 16);
+      CHECK(f[0] == absl::StrCat(e.seed));
+      CHECK(f[1] == absl::StrCat(step));
+      // The action is the greedy one of the Q-values beside it.
+      std::vector<double> q;
+      for (int a = 0; a < 5; ++a) q.push_back(std::stod(f[9 + a]));
+      CHECK(std::stoi(f[8]) == std::max_element(q.begin(), q.end()) - q.begin());
+      if (step < e.steps) {
+        CHECK(f[15].empty());
+      } else {
+        CHECK(f[15] == TerminationReasonName(e.reason));
+        CHECK(f[7] == RoadPlaceName(e.end_place));
+      }
+    }
+    if (e.reason == TerminationReason::kTimeLimit) continue;
+    ++early;
+    const std::string png =
+        absl::StrCat(dir, "/frames/episode-", e.seed, "-", TerminationReasonName(e.reason), ".png");
+    absl::StatusOr<std::string> bytes = ReadFileToString(png);
+    REQUIRE(bytes.ok());
+    int width = 0, height = 0, channels = 0;
+    REQUIRE(
+        DecodePng(std::vector<uint8_t>(bytes->begin(), bytes->end()), &width, &height, &channels)
+            .ok());
+    int frames = 0;
+    for (int back : EvalTrace::kFramesBeforeEnd) frames += back <= e.steps ? 1 : 0;
+    CHECK(width == env.observation_shape()[2]);
+    CHECK(height == frames * env.observation_shape()[1]);
+    CHECK(channels == 3);
+  }
+  CHECK(row == lines.size());
+  CHECK(early == 4 - summary->full_episodes);
+  CHECK(early > 0);  // Untrained weights end early; otherwise no frames were checked.
 }
 
 }  // namespace

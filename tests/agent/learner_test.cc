@@ -1,5 +1,6 @@
 #include "agent/learner.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -125,6 +126,71 @@ TEST_CASE("Mixed precision without CUDA is refused", "[learner]") {
   LearnerOptions o = TinyOptions();
   o.amp = true;
   CHECK(DqnLearner::Create(o).status().code() == absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("Mirror augmentation learns from every other sample seen in a mirror", "[learner]") {
+  LearnerOptions plain = TinyOptions();
+  plain.max_grad_norm = 0;
+  LearnerOptions mirrored = plain;
+  mirrored.mirror_actions = {4, 3, 2, 1, 0};
+  auto with = *DqnLearner::Create(mirrored);
+  auto without = *DqnLearner::Create(plain);  // The same seed: the same initial weights.
+  Batch b = RandomBatch(6, 6);
+  b.discounts = torch::full({6}, 0.9f);  // The next observations count too.
+  b.actions = torch::tensor(std::vector<int64_t>{0, 1, 2, 3, 4, 0});
+  // The batch as the mirror sees it: rows 1, 3 and 5 flipped left to right, their steering negated.
+  Batch m = b;
+  m.obs = b.obs.clone();
+  m.next_obs = b.next_obs.clone();
+  for (int64_t row : {1, 3, 5}) {
+    m.obs[row].copy_(b.obs[row].flip({2}));
+    m.next_obs[row].copy_(b.next_obs[row].flip({2}));
+  }
+  m.actions = torch::tensor(std::vector<int64_t>{0, 3, 2, 1, 4, 4});
+  std::vector<float> g_with, g_mirror, g_plain;
+  const TrainStats stats_with = Accumulate(*with, b);
+  REQUIRE(with->TakeMeanGradient(&g_with));
+  const TrainStats stats_mirror = Accumulate(*without, m);
+  REQUIRE(without->TakeMeanGradient(&g_mirror));
+  Accumulate(*without, b);
+  REQUIRE(without->TakeMeanGradient(&g_plain));
+  REQUIRE(g_with.size() == g_mirror.size());
+  double differs = 0;
+  for (size_t i = 0; i < g_with.size(); ++i) {
+    REQUIRE(g_with[i] == Approx(g_mirror[i]).margin(1e-6));
+    differs += std::fabs(g_with[i] - g_plain[i]);
+  }
+  CHECK(differs > 1e-4);  // The mirrored rows did change the update.
+  for (size_t i = 0; i < 6; ++i)
+    CHECK(stats_with.td_errors[i] == Approx(stats_mirror.td_errors[i]));
+}
+
+TEST_CASE("A mirror table that is not an involution over the actions is refused", "[learner]") {
+  LearnerOptions o = TinyOptions();
+  o.mirror_actions = {4, 3, 2, 1};
+  absl::StatusOr<std::unique_ptr<DqnLearner>> short_table = DqnLearner::Create(o);
+  REQUIRE(short_table.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(short_table.status().message() == "mirror_actions names 4 actions, the learner has 5");
+  o.mirror_actions = {1, 2, 0, 3, 4};
+  absl::StatusOr<std::unique_ptr<DqnLearner>> cycle = DqnLearner::Create(o);
+  REQUIRE(cycle.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(cycle.status().message() ==
+        "mirror_actions is not an involution over the actions at action 0");
+  o.mirror_actions = {4, 3, 2, 1, 5};
+  CHECK(DqnLearner::Create(o).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("QValues gives every action's value and the greedy action", "[learner]") {
+  auto learner = *DqnLearner::Create(TinyOptions());
+  const Batch b = RandomBatch(3, 7);
+  std::vector<float> q;
+  for (int i = 0; i < 3; ++i) {
+    const torch::Tensor obs = b.obs[i].contiguous();
+    const int greedy = learner->QValues(obs.data_ptr<uint8_t>(), &q);
+    REQUIRE(q.size() == static_cast<size_t>(kDefaultNumActions));
+    CHECK(greedy == learner->GreedyAction(obs.data_ptr<uint8_t>()));
+    CHECK(q[greedy] == *std::max_element(q.begin(), q.end()));
+  }
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ from pathlib import Path
 # The agent flags whose values a convoy_ps run owns (RunConfig, docs/deploy.md's tuning section).
 RUN_SETTINGS = ("model", "batch_size", "batch_update_frequency", "gamma", "n_step",
                 "target_update_frequency", "double_dqn", "max_grad_norm", "learning_rate", "prioritized",
-                "min_epsilon", "per_iter_epsilon_reduction")
+                "mirror_augmentation", "min_epsilon", "per_iter_epsilon_reduction")
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -296,7 +296,8 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
     # disagreed would stop the agent).
     for flag in RUN_SETTINGS:
         t.check(flag not in aga, f"{where}: the agents are given --{flag}, a run setting the PS owns")
-    for flag in ("model", "batch_size", "batch_update_frequency", "gamma", "n_step"):
+    for flag in ("model", "batch_size", "batch_update_frequency", "gamma", "n_step",
+                 "mirror_augmentation"):
         t.check(flag in psa, f"{where}: convoy_ps is not given --{flag}")
 
     # Health: readiness and liveness (and startup) through the gRPC health service on the PS port.

@@ -29,6 +29,21 @@ TEST_CASE("observation shapes follow the options", "[driving_env]") {
   CHECK(env->num_actions() == 5);
 }
 
+TEST_CASE("each action's mirror image steers the other way", "[driving_env]") {
+  absl::StatusOr<std::vector<int64_t>> mirror = MirrorActions(CookbookActions());
+  REQUIRE(mirror.ok());
+  CHECK(*mirror == std::vector<int64_t>{4, 3, 2, 1, 0});
+  std::vector<DrivingAction> lopsided = {{0.0f, -1.0f, 0.0f}, {0.5f, -1.0f, 0.0f}};
+  absl::StatusOr<std::vector<int64_t>> none = MirrorActions(lopsided);
+  REQUIRE(none.status().code() == absl::StatusCode::kNotFound);
+  CHECK(none.status().message() ==
+        "action 1 (steering 0.5) has no mirror image: no action steers -0.5 with the same throttle "
+        "and brake");
+  // The same steering with another throttle is not a mirror image.
+  lopsided.push_back({-0.5f, 0.5f, 0.0f});
+  CHECK(MirrorActions(lopsided).status().code() == absl::StatusCode::kNotFound);
+}
+
 TEST_CASE("every start is on the road, on the centre line, headed along it", "[driving_env]") {
   std::unique_ptr<DrivingEnv> env = MakeEnv();
   std::vector<uint8_t> obs(env->observation_size());
