@@ -27,9 +27,15 @@ void ShortRunBeatsRandom(const std::vector<std::string>& extra) {
   const std::string log = dir + "/convoy_train.log";
   // Bounded by work (environment steps per agent), so a slower machine takes longer rather than
   // learning less; the minutes are only a safety net.
-  std::vector<std::string> argv = {CONVOY_TRAIN_BINARY, "--agents=2", "--steps_per_agent=7000",
-                                   "--minutes=15", "--runs_dir=" + dir, "--name=run",
-                                   "--report_seconds=30"};
+  // A final validation of 5 more episodes per candidate (20 by default) keeps the test's time.
+  std::vector<std::string> argv = {CONVOY_TRAIN_BINARY,
+                                   "--agents=2",
+                                   "--steps_per_agent=7000",
+                                   "--minutes=15",
+                                   "--runs_dir=" + dir,
+                                   "--name=run",
+                                   "--report_seconds=30",
+                                   "--final_validation_episodes=5"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   absl::StatusOr<Subprocess> train = Subprocess::Start(argv, log);
   REQUIRE(train.ok());
