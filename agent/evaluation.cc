@@ -34,12 +34,32 @@ bool BetterPolicy(const EvalSummary& a, const EvalSummary& b) {
   return a.mean_return > b.mean_return;
 }
 
+EvalSummary SummaryOf(std::vector<EpisodeRecord> episodes) {
+  EvalSummary summary;
+  for (const EpisodeRecord& record : episodes) {
+    summary.mean_return += record.total_return;
+    summary.mean_distance_m += record.distance_m;
+    summary.collisions += record.collided ? 1 : 0;
+    if (record.reason == TerminationReason::kTimeLimit) {
+      ++summary.full_episodes;
+    } else {
+      ++summary.ended_at[static_cast<int>(record.end_place)];
+    }
+  }
+  if (!episodes.empty()) {
+    summary.mean_return /= episodes.size();
+    summary.mean_distance_m /= episodes.size();
+  }
+  summary.episodes = std::move(episodes);
+  return summary;
+}
+
 absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preprocess, int frame_stack,
                                      const Policy& policy, const std::vector<uint64_t>& seeds,
                                      const StepObserver& observer) {
   std::vector<uint8_t> frame(env.observation_size()), model_frame(preprocess.output_size());
   FrameStack stack(preprocess.output_size(), frame_stack);
-  EvalSummary summary;
+  std::vector<EpisodeRecord> episodes;
   for (uint64_t seed : seeds) {
     EpisodeRecord record;
     record.seed = seed;
@@ -70,23 +90,10 @@ absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preproce
         break;
       }
     }
-    summary.mean_return += record.total_return;
-    summary.mean_distance_m += record.distance_m;
-    summary.collisions += record.collided ? 1 : 0;
-    summary.full_episodes += record.reason == TerminationReason::kTimeLimit ? 1 : 0;
-    if (!record.path.empty()) {
-      record.end_place = env.map().PlaceOf({record.path.back().first, record.path.back().second});
-    }
-    if (record.reason != TerminationReason::kTimeLimit) {
-      ++summary.ended_at[static_cast<int>(record.end_place)];
-    }
-    summary.episodes.push_back(std::move(record));
+    record.end_place = env.map().PlaceOf({record.path.back().first, record.path.back().second});
+    episodes.push_back(std::move(record));
   }
-  if (!seeds.empty()) {
-    summary.mean_return /= seeds.size();
-    summary.mean_distance_m /= seeds.size();
-  }
-  return summary;
+  return SummaryOf(std::move(episodes));
 }
 
 Policy RandomPolicy(int num_actions, uint64_t seed) {
@@ -139,11 +146,6 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& we
   }
   learner_->SetWeights(weights);
   DqnLearner* learner = learner_.get();
-  if (!observer) {
-    return Evaluate(
-        *environment_->env, preprocess_, frame_stack_,
-        [learner](const uint8_t* obs) { return learner->GreedyAction(obs); }, seeds);
-  }
   return Evaluate(
       *environment_->env, preprocess_, frame_stack_,
       [this, learner](const uint8_t* obs) { return learner->QValues(obs, &q_values_); }, seeds,
@@ -225,19 +227,10 @@ absl::StatusOr<bool> BestPolicy::Settle(int extra_episodes) {
   for (Candidate* c : candidates) {
     absl::StatusOr<EvalSummary> extra = evaluator_->Greedy(c->weights, more);
     if (!extra.ok()) return extra.status();
-    EvalSummary& s = c->summary;
-    const double episodes = static_cast<double>(s.episodes.size() + extra->episodes.size());
-    s.mean_return =
-        (s.mean_return * s.episodes.size() + extra->mean_return * extra->episodes.size()) /
-        episodes;
-    s.mean_distance_m =
-        (s.mean_distance_m * s.episodes.size() + extra->mean_distance_m * extra->episodes.size()) /
-        episodes;
-    s.collisions += extra->collisions;
-    s.full_episodes += extra->full_episodes;
-    for (int place = 0; place < kRoadPlaces; ++place) s.ended_at[place] += extra->ended_at[place];
-    for (EpisodeRecord& e : extra->episodes) s.episodes.push_back(std::move(e));
-    if (chosen == nullptr || BetterPolicy(s, chosen->summary)) chosen = c;
+    std::vector<EpisodeRecord> episodes = std::move(c->summary.episodes);
+    for (EpisodeRecord& e : extra->episodes) episodes.push_back(std::move(e));
+    c->summary = SummaryOf(std::move(episodes));
+    if (chosen == nullptr || BetterPolicy(c->summary, chosen->summary)) chosen = c;
   }
   const bool changed = chosen->version != version_;
   if (absl::Status s = Keep(*chosen); !s.ok()) return s;

@@ -66,6 +66,9 @@ std::vector<uint64_t> EvaluationSeeds(int episodes);
 // made on.
 std::vector<uint64_t> ValidationSeeds(int episodes);
 
+// The summary of these episodes: their means, counts and end places (EpisodeRecord::end_place).
+EvalSummary SummaryOf(std::vector<EpisodeRecord> episodes);
+
 // Whether `a` drives better than `b`: more full episodes, then (on a tie) a higher mean return.
 bool BetterPolicy(const EvalSummary& a, const EvalSummary& b);
 
