@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <cstring>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -12,6 +15,8 @@ namespace convoy {
 namespace {
 
 constexpr char kDuelingSuffix[] = "_dueling";
+constexpr char kStackInfix[] = "_stack";
+constexpr int kMaxStackedFrames = 8;
 
 struct ArchitectureEntry {
   const char* name;
@@ -123,6 +128,18 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
   }
   absl::string_view base = name;
   const bool dueling = absl::ConsumeSuffix(&base, kDuelingSuffix);
+  // "<architecture>_stack<K>": the architecture's input, K frames of it stacked along C.
+  int frames = 1;
+  if (const size_t at = base.rfind(kStackInfix); at != absl::string_view::npos) {
+    const absl::string_view count = base.substr(at + std::strlen(kStackInfix));
+    if (!absl::SimpleAtoi(count, &frames) || frames < 2 || frames > kMaxStackedFrames ||
+        count.empty() || count[0] == '+' || count[0] == '0') {
+      return absl::InvalidArgumentError(absl::StrCat("model '", name, "': '", kStackInfix, count,
+                                                     "' must stack 2 to ", kMaxStackedFrames,
+                                                     " frames, e.g. compact", kStackInfix, "2"));
+    }
+    base = base.substr(0, at);
+  }
   for (const ArchitectureEntry& a : kArchitectures) {
     if (base == a.name) {
       ModelSpec spec;
@@ -130,14 +147,15 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
       spec.architecture = a.architecture;
       spec.dueling = dueling;
       spec.num_actions = num_actions;
-      spec.channels = a.channels;
+      spec.channels = a.channels * frames;
       spec.height = a.height;
       spec.width = a.width;
       return spec;
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown model '", name, "'; known models: ", absl::StrJoin(RegisteredModelNames(), ", ")));
+      "unknown model '", name, "'; known models: ", absl::StrJoin(RegisteredModelNames(), ", "),
+      ", each also as <name>", kStackInfix, "<K> (K frames stacked)"));
 }
 
 absl::StatusOr<QNetwork> BuildQNetwork(const ModelSpec& spec, uint64_t seed) {

@@ -4,7 +4,9 @@
 // "compact" (a smaller network on the cookbook crop pooled 4x4 to 3x14x63, the default for training
 // on a CPU), "nature" (the DQN Nature network on 4x84x84 grayscale frames), "tiny" (a small network
 // on 3x16x16 for tests), "wide" (a 100M-parameter MLP for scale tests), each optionally with a
-// dueling head: "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling".
+// dueling head: "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling". Any of them
+// takes K stacked frames of its input as "<name>_stack<K>[_dueling]" (K in 2..8): "compact_stack2"
+// is the compact network on the last two pooled crops, 6 channels, oldest first.
 #ifndef CONVOY_COMMON_MODEL_REGISTRY_H_
 #define CONVOY_COMMON_MODEL_REGISTRY_H_
 

@@ -52,6 +52,40 @@ TEST_CASE("Unknown model names are refused with the known ones listed", "[models
   CHECK(ResolveModel("tiny", 0).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("A _stackK model takes K frames of its architecture's input", "[models]") {
+  const absl::StatusOr<ModelSpec> one = ResolveModel("compact");
+  const absl::StatusOr<ModelSpec> two = ResolveModel("compact_stack2");
+  const absl::StatusOr<ModelSpec> dueling = ResolveModel("tiny_stack4_dueling");
+  REQUIRE(one.ok());
+  REQUIRE(two.ok());
+  REQUIRE(dueling.ok());
+  CHECK(two->name == "compact_stack2");
+  CHECK(two->architecture == Architecture::kCompact);
+  CHECK(two->channels == 2 * one->channels);
+  CHECK(two->height == one->height);
+  CHECK(two->width == one->width);
+  CHECK(dueling->channels == 4 * ResolveModel("tiny")->channels);
+  CHECK(dueling->dueling);
+  // Only the first convolution grows: 3 more input channels of 3x3 for each of its 16 filters.
+  CHECK(DescribeModel("compact_stack2")->parameter_count ==
+        DescribeModel("compact")->parameter_count + 16 * 3 * 3 * 3);
+  CHECK(DescribeModel("compact_stack2")->fingerprint != DescribeModel("compact")->fingerprint);
+  QNetwork net = *BuildQNetwork(*two, 1);
+  net->eval();
+  const torch::Tensor q = net->forward(torch::rand({2, two->channels, two->height, two->width}));
+  const std::vector<int64_t> expected = {2, kDefaultNumActions};
+  CHECK(q.sizes().vec() == expected);
+  for (const char* bad : {"compact_stack1", "compact_stack9", "compact_stack", "compact_stackx",
+                          "compact_stack02", "compact_stack+2", "resnet_stack2"}) {
+    INFO(bad);
+    const absl::StatusOr<ModelSpec> refused = ResolveModel(bad);
+    REQUIRE(refused.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(refused.status().message()), Catch::Contains(bad));
+  }
+  CHECK_THAT(std::string(ResolveModel("compact_stack9").status().message()),
+             Catch::Contains("2 to 8 frames"));
+}
+
 TEST_CASE("Fingerprints identify architecture, head and action count", "[models]") {
   const std::string cookbook = DescribeModel("cookbook")->fingerprint;
   CHECK(cookbook == DescribeModel("cookbook")->fingerprint);
