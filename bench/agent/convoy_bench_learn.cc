@@ -73,6 +73,8 @@ ABSL_FLAG(int, batch_update_frequency, convoy::LocalClusterOptions{}.batch_updat
 ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
 ABSL_FLAG(bool, mirror_augmentation, convoy::LocalClusterOptions{}.mirror_augmentation,
           "Agents mirror every other sample of each minibatch left to right.");
+ABSL_FLAG(bool, prioritized, convoy::LocalClusterOptions{}.prioritized,
+          "Agents' replay samples by TD error (prioritized replay).");
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
           "Replay capacity per agent, transitions.");
 
@@ -173,6 +175,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
   options.n_step = absl::GetFlag(FLAGS_n_step);
   options.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
+  options.prioritized = absl::GetFlag(FLAGS_prioritized);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return cluster.status();
   std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,

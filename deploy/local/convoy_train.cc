@@ -59,6 +59,8 @@ ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
 ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
 ABSL_FLAG(bool, mirror_augmentation, convoy::LocalClusterOptions{}.mirror_augmentation,
           "Agents mirror every other sample of each minibatch left to right.");
+ABSL_FLAG(bool, prioritized, convoy::LocalClusterOptions{}.prioritized,
+          "Agents' replay samples by TD error (prioritized replay).");
 ABSL_FLAG(double, gamma, convoy::LocalClusterOptions{}.gamma, "Discount.");
 ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
           "Server's Adam learning rate.");
@@ -170,6 +172,7 @@ int Run() {
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   options.n_step = absl::GetFlag(FLAGS_n_step);
   options.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
+  options.prioritized = absl::GetFlag(FLAGS_prioritized);
   options.gamma = absl::GetFlag(FLAGS_gamma);
   options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
   options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);

@@ -136,6 +136,7 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
          absl::StrCat("--batch_update_frequency=", options.batch_update_frequency),
          absl::StrCat("--gamma=", options.gamma), absl::StrCat("--n_step=", options.n_step),
          absl::StrCat("--mirror_augmentation=", options.mirror_augmentation),
+         absl::StrCat("--prioritized=", options.prioritized),
          absl::StrCat("--resume=", options.resume),
          absl::StrCat("--apex_num_agents=", options.agents),
          absl::StrCat("--num_shards=", shards), absl::StrCat("--shard_index=", i),

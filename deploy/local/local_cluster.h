@@ -41,8 +41,9 @@ struct LocalClusterOptions {
   int batch_update_frequency = run_defaults::kBatchUpdateFrequency;
   double learning_rate = run_defaults::kLearningRate;
   double gamma = run_defaults::kGamma;
-  int n_step = 3;  // Agents' n-step returns: 3 holds the policy steady (docs/benchmarks.md).
+  int n_step = run_defaults::kNStep;
   bool mirror_augmentation = run_defaults::kMirrorAugmentation;
+  bool prioritized = run_defaults::kPrioritized;
   uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
   double min_epsilon = run_defaults::kMinEpsilon;
   double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;
