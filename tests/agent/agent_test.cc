@@ -32,6 +32,9 @@ AgentOptions SmallAgent(const std::string& log_dir) {
   o.replay_memory_size = 5000;
   o.min_replay_size = 200;
   o.max_steps = 600;
+  // 1-step returns keep the counts exact: each step is a transition to sample at once (3-step ones
+  // wait for the two steps after them). With a server the agent adopts the server's n_step instead.
+  o.n_step = 1;
   o.log_dir = log_dir;
   o.report_every = absl::Seconds(1);
   return o;
@@ -158,6 +161,7 @@ TEST_CASE("An agent alone acts and learns and logs CSV and TensorBoard and saves
 TEST_CASE("An agent pushes to and pulls from a real parameter server", "[agent]") {
   ParameterServerOptions ps_options;
   ps_options.model = "compact";
+  ps_options.n_step = 1;  // As SmallAgent alone: 100 minibatches exactly.
   testing::LoopbackServer ps(ps_options);
   AgentOptions o = SmallAgent("");
   o.ps_address = ps.address;

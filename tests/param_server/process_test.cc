@@ -367,7 +367,10 @@ struct RunSettingsCluster {
 TEST_CASE("An agent adopts the server's run settings and refuses a flag that disagrees",
           "[process][run_config]") {
   RunSettingsCluster cluster;
-  cluster.StartPs({"--model=compact", "--batch_size=64", "--batch_update_frequency=8", "--gamma=0.9"});
+  // 1-step returns, so each step is a transition to sample at once (with 3, the default, a step
+  // waits for the two after it, and learning starts a little later).
+  cluster.StartPs({"--model=compact", "--batch_size=64", "--batch_update_frequency=8",
+                   "--gamma=0.9", "--n_step=1"});
   // Without those flags. 16 sampled transitions per step in minibatches of 64 from the 200th step on: 600
   // steps train 100 minibatches, pushed as 12 of 8 and, at the end, the last 4.
   const std::string log = cluster.dir + "/agent.log";
