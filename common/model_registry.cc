@@ -2,11 +2,9 @@
 
 #include <torch/torch.h>
 
-#include <cstring>
-
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/q_network.h"
 #include "common/sha256.h"
@@ -15,8 +13,8 @@ namespace convoy {
 namespace {
 
 constexpr char kDuelingSuffix[] = "_dueling";
-constexpr char kStackInfix[] = "_stack";
-constexpr int kMaxStackedFrames = 8;
+constexpr absl::string_view kStackInfix = "_stack";
+constexpr int kMaxStackedFrames = 8;  // K is one digit, 2 to 8.
 
 struct ArchitectureEntry {
   const char* name;
@@ -131,13 +129,13 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
   // "<architecture>_stack<K>": the architecture's input, K frames of it stacked along C.
   int frames = 1;
   if (const size_t at = base.rfind(kStackInfix); at != absl::string_view::npos) {
-    const absl::string_view count = base.substr(at + std::strlen(kStackInfix));
-    if (!absl::SimpleAtoi(count, &frames) || frames < 2 || frames > kMaxStackedFrames ||
-        count.empty() || count[0] == '+' || count[0] == '0') {
+    const absl::string_view count = base.substr(at + kStackInfix.size());
+    if (count.size() != 1 || count[0] < '2' || count[0] > '0' + kMaxStackedFrames) {
       return absl::InvalidArgumentError(absl::StrCat("model '", name, "': '", kStackInfix, count,
                                                      "' must stack 2 to ", kMaxStackedFrames,
                                                      " frames, e.g. compact", kStackInfix, "2"));
     }
+    frames = count[0] - '0';
     base = base.substr(0, at);
   }
   for (const ArchitectureEntry& a : kArchitectures) {
