@@ -19,6 +19,8 @@ inline constexpr double kGamma = 0.95;
 // (docs/benchmarks.md, "The 30-minute run against the target").
 inline constexpr int kNStep = 3;
 inline constexpr uint64_t kTargetUpdateFrequency = 300;  // Minibatches between target-network copies.
+// The averaged network's horizon, applied minibatches (param_server/weight_average.h).
+inline constexpr uint64_t kAverageHorizon = 4000;
 inline constexpr bool kDoubleDqn = true;
 inline constexpr double kLearnerMaxGradNorm = 10.0;  // The agent learner's clip of each update.
 inline constexpr double kLearningRate = 1e-3;

@@ -33,6 +33,7 @@ namespace fs = std::filesystem;
 constexpr char kManifestName[] = "MANIFEST";
 constexpr char kWeightsName[] = "weights.pt";
 constexpr char kTargetName[] = "target.pt";
+constexpr char kAverageName[] = "average.pt";
 constexpr char kOptimizerName[] = "optimizer.pt";
 constexpr char kCheckpointPrefix[] = "ckpt-";
 constexpr char kTempPrefix[] = ".tmp-ckpt-";
@@ -248,6 +249,16 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, con
     if (!flat.ok()) return flat.status();
     *out = *std::move(flat);
   }
+  const auto& listed = loaded.manifest.files();
+  if (std::any_of(listed.begin(), listed.end(),
+                  [](const v1::CheckpointFile& f) { return f.name() == kAverageName; })) {
+    const std::string file = absl::StrCat(path, "/", kAverageName);
+    absl::StatusOr<std::string> bytes = ReadFileToString(file);
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<std::vector<float>> flat = DecodeWeights(*bytes, model.layout, file);
+    if (!flat.ok()) return flat.status();
+    loaded.average = *std::move(flat);
+  }
   absl::StatusOr<std::string> optimizer = ReadFileToString(absl::StrCat(path, "/", kOptimizerName));
   if (!optimizer.ok()) return optimizer.status();
   loaded.optimizer_state = *std::move(optimizer);
@@ -295,11 +306,14 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   manifest.set_format_version(kFormatVersion);
   manifest.set_run_id(run_id_);
   manifest.clear_files();
-  const std::pair<const char*, std::string> files[] = {
+  std::vector<std::pair<const char*, std::string>> files = {
       {kWeightsName, EncodeWeights(data.weights->values.data(), model_.layout)},
       {kTargetName, EncodeWeights(data.target->values.data(), model_.layout)},
       {kOptimizerName, data.optimizer_state},
   };
+  if (data.average != nullptr) {
+    files.emplace_back(kAverageName, EncodeWeights(data.average->values.data(), model_.layout));
+  }
   for (const auto& [name, bytes] : files) {
     if (absl::Status s = WriteNewFileDurably(absl::StrCat(temp_path, "/", name), bytes, 0644); !s.ok()) {
       return fail(s);

@@ -4,6 +4,7 @@
 //   weights.pt    online weights, a {parameter name: tensor} dict in torch.save's format (Python's torch.load
 //                 reads it; see docs/architecture.md),
 //   target.pt     the target-network weights, same format,
+//   average.pt    the averaged network (weight_average.h), same format; from a server that averages,
 //   optimizer.pt  the optimizer's state (LibTorch archive),
 //   MANIFEST      convoy.v1.CheckpointManifest in protobuf text format: version, fingerprint, counters,
 //                 hyper-parameters and each file's size and SHA-256.
@@ -38,6 +39,7 @@ struct CheckpointData {
   v1::CheckpointManifest manifest;
   std::shared_ptr<const WeightSnapshot> weights;
   std::shared_ptr<const WeightSnapshot> target;
+  std::shared_ptr<const WeightSnapshot> average;  // Null: none written.
   std::string optimizer_state;
 };
 
@@ -46,6 +48,7 @@ struct LoadedCheckpoint {
   v1::CheckpointManifest manifest;
   std::vector<float> weights;
   std::vector<float> target;
+  std::vector<float> average;  // Empty when the checkpoint holds none.
   std::string optimizer_state;
 };
 

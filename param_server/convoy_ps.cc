@@ -64,6 +64,11 @@ ABSL_FLAG(int64_t, max_staleness, Defaults().max_staleness,
 ABSL_FLAG(bool, staleness_lr_scaling, Defaults().staleness_lr_scaling, "Apply a push s versions old with lr / (1 + s).");
 ABSL_FLAG(uint64_t, target_update_frequency, Defaults().target_update_frequency,
           "Applied minibatches between target-network snapshots.");
+ABSL_FLAG(uint64_t, average_horizon, Defaults().average_horizon,
+          "The averaged network (pull NETWORK_AVERAGE; average.pt in checkpoints): the online "
+          "weights averaged exponentially over this many applied minibatches (0: off).");
+ABSL_FLAG(double, average_every_seconds, absl::ToDoubleSeconds(Defaults().average_every),
+          "Seconds between folds of the online weights into the averaged network.");
 ABSL_FLAG(
     std::string, exploration, convoy::ExplorationModeName(Defaults().exploration.mode),
     "global: one epsilon decayed per update (the cookbook's); apex: fixed per-agent epsilons.");
@@ -149,6 +154,9 @@ bool NumericFlagsInRange() {
        IntRange("max_staleness", absl::GetFlag(FLAGS_max_staleness), -1, kNoIntMax),
        UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
                  kNoUintMax),
+       UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
+       RealRange("average_every_seconds", absl::GetFlag(FLAGS_average_every_seconds), 0, kNoRealMax,
+                 Ends::kOpenMin),
        RealRange("start_epsilon", absl::GetFlag(FLAGS_start_epsilon), 0, 1),
        RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
        RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
@@ -196,6 +204,8 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
   o.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
+  o.average_horizon = absl::GetFlag(FLAGS_average_horizon);
+  o.average_every = absl::Seconds(absl::GetFlag(FLAGS_average_every_seconds));
   o.exploration.mode = exploration;
   o.exploration.start_epsilon = absl::GetFlag(FLAGS_start_epsilon);
   o.exploration.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
@@ -333,7 +343,7 @@ int Run() {
       return 1;
     }
   }
-  (*server)->core().StartPeriodicCheckpoints();
+  (*server)->core().StartPeriodicTasks();
 
   const int signal = WaitForTerminationSignal();
   LOG(INFO) << "signal " << signal << ": draining, then a final checkpoint";

@@ -36,6 +36,7 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
       {"max_staleness", absl::StrCat(o.max_staleness)},
       {"staleness_lr_scaling", o.staleness_lr_scaling ? "true" : "false"},
       {"target_update_frequency", absl::StrCat(o.target_update_frequency)},
+      {"average_horizon", absl::StrCat(o.average_horizon)},
       {"exploration", ExplorationModeName(o.exploration.mode)},
       {"min_epsilon", absl::StrCat(o.exploration.min_epsilon)},
       {"per_iter_epsilon_reduction", absl::StrCat(o.exploration.per_iter_epsilon_reduction)},
@@ -59,6 +60,9 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   if (absl::Status s = ValidateExplorationOptions(options.exploration); !s.ok()) return s;
   if (options.target_update_frequency == 0) {
     return absl::InvalidArgumentError("target_update_frequency must be at least 1");
+  }
+  if (options.average_horizon > 0 && options.average_every <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("average_every must be positive when averaging is on");
   }
   if (options.resume && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
@@ -101,12 +105,15 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       apply_rate_(kRateWindow, started_) {}
 
 ParameterServer::~ParameterServer() {
-  std::unique_ptr<PeriodicTask> task;
+  std::unique_ptr<PeriodicTask> task, average_task;
   {
     absl::MutexLock lock(&loop_mu_);
     task = std::move(checkpoint_task_);
+    average_task = std::move(average_task_);
   }
-  // Outside loop_mu_, which the callback takes: stopping waits for a checkpoint in progress.
+  // Outside loop_mu_, which the checkpoint callback takes: stopping waits for a checkpoint in
+  // progress.
+  average_task.reset();
   task.reset();
 }
 
@@ -208,6 +215,21 @@ absl::Status ParameterServer::Initialise() {
     target_ = store_->Snapshot();
   }
   counters_.epsilon = exploration_->global_epsilon();
+  if (options_.average_horizon == 0) return absl::OkStatus();
+  absl::MutexLock average(&average_mu_);
+  average_ = std::make_unique<WeightAverage>(options_.average_horizon, store_->Snapshot()->values,
+                                             version, counters_.applied_minibatches);
+  if (resumed && !resumed->average.empty()) {
+    const v1::CheckpointManifest& m = resumed->manifest;
+    if (absl::Status s = average_->Restore(std::move(resumed->average), m.average_version(),
+                                           m.average_minibatches(), m.minibatches_at_average());
+        !s.ok()) {
+      return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
+    }
+  } else if (resumed) {
+    LOG(WARNING) << "checkpoint " << resumed->path
+                 << " holds no averaged network; the average starts again from its weights";
+  }
   return absl::OkStatus();
 }
 
@@ -414,7 +436,28 @@ std::shared_ptr<const WeightSnapshot> ParameterServer::Snapshot(v1::Network netw
     absl::MutexLock lock(&target_mu_);
     return target_;
   }
+  if (network == v1::NETWORK_AVERAGE) {
+    absl::MutexLock lock(&average_mu_);
+    return average_ != nullptr ? average_->Snapshot() : nullptr;
+  }
   return store_->Snapshot();
+}
+
+bool ParameterServer::FoldAverage() {
+  if (options_.average_horizon == 0) return false;
+  std::shared_ptr<const WeightSnapshot> weights;
+  uint64_t applied_minibatches = 0;
+  {
+    // The published weights and the minibatches that made them are updated together under these.
+    absl::MutexLock apply(&apply_mu_);
+    absl::MutexLock stats(&stats_mu_);
+    weights = store_->Snapshot();
+    applied_minibatches = counters_.applied_minibatches;
+  }
+  // Two folds that read in one order and fold in the other: the older one finds its minibatches
+  // already covered and changes nothing.
+  absl::MutexLock lock(&average_mu_);
+  return average_->Fold(*weights, applied_minibatches);
 }
 
 void ParameterServer::CountRejection(const std::string& agent_id, v1::RejectReason reason) {
@@ -485,6 +528,16 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   absl::MutexLock writer(&checkpoint_mu_);
   CheckpointData data;
   v1::CheckpointManifest& m = data.manifest;
+  FoldAverage();
+  {
+    absl::MutexLock lock(&average_mu_);
+    if (average_ != nullptr) {
+      data.average = average_->Snapshot();
+      m.set_average_version(data.average->version);
+      m.set_average_minibatches(average_->covered());
+      m.set_minibatches_at_average(average_->minibatches_at_fold());
+    }
+  }
   {
     // A consistent cut: weights, optimizer state and counters of one version.
     absl::MutexLock lock(&apply_mu_);
@@ -536,12 +589,16 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   return path;
 }
 
-void ParameterServer::StartPeriodicCheckpoints() {
+void ParameterServer::StartPeriodicTasks() {
+  absl::MutexLock lock(&loop_mu_);
+  if (options_.average_horizon > 0 && average_task_ == nullptr) {
+    average_task_ = std::make_unique<PeriodicTask>("average", options_.average_every,
+                                                   [this] { FoldAverage(); });
+  }
   if (checkpointer_ == nullptr ||
       (options_.checkpoint_every_updates == 0 && options_.checkpoint_every <= absl::ZeroDuration())) {
     return;
   }
-  absl::MutexLock lock(&loop_mu_);
   if (checkpoint_task_ != nullptr) return;
   last_periodic_checkpoint_ = absl::Now();
   const absl::Duration period = options_.checkpoint_every > absl::ZeroDuration()

@@ -27,6 +27,7 @@
 #include "param_server/optimizer.h"
 #include "param_server/push_assembler.h"
 #include "param_server/staleness_policy.h"
+#include "param_server/weight_average.h"
 #include "param_server/weight_store.h"
 
 namespace convoy {
@@ -49,6 +50,11 @@ struct ParameterServerOptions {
   bool staleness_lr_scaling = false;
   // Applied minibatches between target snapshots.
   uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
+  // The averaged network (NETWORK_AVERAGE, weight_average.h): an exponential average of the online
+  // weights over this many applied minibatches (0: none), folded every average_every off the apply
+  // path.
+  uint64_t average_horizon = run_defaults::kAverageHorizon;
+  absl::Duration average_every = absl::Seconds(1);
   ExplorationOptions exploration;
   // The learner's settings the server hands to agents (RunConfig); agents adopt them on Join.
   uint32_t batch_size = run_defaults::kBatchSize;
@@ -103,8 +109,14 @@ class ParameterServer {
   PushOutcome Apply(const std::string& agent_id, uint64_t base_version, uint32_t minibatch_count,
                     std::vector<float>& values);
 
-  // The snapshot a pull streams. Never waits for an apply.
+  // The snapshot a pull streams. Never waits for an apply. Null for NETWORK_AVERAGE when averaging
+  // is off.
   std::shared_ptr<const WeightSnapshot> Snapshot(v1::Network network) const;
+
+  // Folds the newest online weights into the averaged network now (the background task does it
+  // every average_every once StartPeriodicTasks ran; a checkpoint does it first). Returns whether
+  // the average changed; false when averaging is off.
+  bool FoldAverage();
 
   // Counts a push rejected for malformed input (policy rejections are counted by Apply).
   void CountRejection(const std::string& agent_id, v1::RejectReason reason);
@@ -120,11 +132,12 @@ class ParameterServer {
   // file error otherwise (the previous checkpoints stay intact, training goes on).
   absl::StatusOr<std::string> Checkpoint();
 
-  // Starts the background thread that checkpoints every N updates and/or every T seconds (each
-  // measured from the previous periodic checkpoint). Does nothing without --checkpoint_dir, with
-  // both triggers off, or when already started. The destructor stops the thread, after finishing a
+  // Starts the background threads: the one that checkpoints every N updates and/or every T seconds
+  // (each measured from the previous periodic checkpoint; none without --checkpoint_dir or with
+  // both triggers off) and the one that folds the averaged network every average_every (none with
+  // averaging off). Does nothing when already started. The destructor stops them, after finishing a
   // checkpoint in progress.
-  void StartPeriodicCheckpoints();
+  void StartPeriodicTasks();
 
   // What this server serves: the model itself, or for a shard its slice (parameter_count the slice's
   // size, one layout slot), with the model's spec and fingerprint.
@@ -219,6 +232,12 @@ class ParameterServer {
   absl::Time last_periodic_checkpoint_ ABSL_GUARDED_BY(loop_mu_);
   // Runs PeriodicCheckpoint every --checkpoint_every; Apply wakes it when the updates are due.
   std::unique_ptr<PeriodicTask> checkpoint_task_ ABSL_GUARDED_BY(loop_mu_);
+
+  // The averaged network: null with averaging off. average_mu_ serialises folds and restores; a
+  // pull copies the published snapshot's pointer under it. Never held while taking another lock.
+  mutable absl::Mutex average_mu_ ABSL_ACQUIRED_AFTER(stats_mu_);
+  std::unique_ptr<WeightAverage> average_ ABSL_GUARDED_BY(average_mu_);
+  std::unique_ptr<PeriodicTask> average_task_ ABSL_GUARDED_BY(loop_mu_);
 };
 
 }  // namespace convoy

@@ -160,11 +160,19 @@ grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("unknown encoding ", static_cast<int>(request->encoding())));
   }
-  if (request->network() != v1::NETWORK_ONLINE && request->network() != v1::NETWORK_TARGET) {
+  if (request->network() != v1::NETWORK_ONLINE && request->network() != v1::NETWORK_TARGET &&
+      request->network() != v1::NETWORK_AVERAGE) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("unknown network ", static_cast<int>(request->network())));
   }
+  // The averaged network is pulled rarely (to evaluate it): folded first, it is as of the newest
+  // version.
+  if (request->network() == v1::NETWORK_AVERAGE) server_->FoldAverage();
   const std::shared_ptr<const WeightSnapshot> snapshot = server_->Snapshot(request->network());
+  if (snapshot == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this server keeps no averaged network: it runs with --average_horizon=0");
+  }
   OutgoingChunk<v1::WeightChunk> chunk;
   v1::WeightChunk& header = chunk.header;
   header.set_version(snapshot->version);

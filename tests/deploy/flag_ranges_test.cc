@@ -75,6 +75,8 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kPs, "--max_staleness=-2", "--max_staleness must be in [-1, inf), got -2"},
       {Binary::kPs, "--target_update_frequency=0",
        "--target_update_frequency must be in [1, inf), got 0"},
+      {Binary::kPs, "--average_every_seconds=0",
+       "--average_every_seconds must be in (0, inf), got 0"},
       {Binary::kPs, "--start_epsilon=1.5", "--start_epsilon must be in [0, 1], got 1.5"},
       {Binary::kPs, "--min_epsilon=-0.5", "--min_epsilon must be in [0, 1], got -0.5"},
       {Binary::kPs, "--per_iter_epsilon_reduction=2",

@@ -107,6 +107,64 @@ TEST_CASE("A resumed server continues the same version and weight sequence", "[c
         straight->Snapshot(v1::NETWORK_ONLINE)->values);
 }
 
+TEST_CASE("A checkpoint keeps the averaged network, and a resumed server continues it",
+          "[checkpoint][average]") {
+  const std::string dir_a = MakeTempDir("ckpt"), dir_b = MakeTempDir("ckpt");
+  ParameterServerOptions options = TinyOptions(dir_b);
+  options.average_horizon = 3;
+  ParameterServerOptions straight_options = options;
+  straight_options.checkpoint_dir = dir_a;
+  auto straight = *ParameterServer::Create(straight_options);
+  for (int i = 0; i < 4; ++i) {
+    PushN(*straight, 1);
+    straight->FoldAverage();
+  }
+  std::string path;
+  {
+    auto first = *ParameterServer::Create(options);
+    for (int i = 0; i < 4; ++i) {
+      PushN(*first, 1);
+      first->FoldAverage();
+    }
+    absl::StatusOr<std::string> written = first->Checkpoint();
+    REQUIRE(written.ok());
+    path = *written;
+    CHECK(first->Snapshot(v1::NETWORK_AVERAGE)->values ==
+          straight->Snapshot(v1::NETWORK_AVERAGE)->values);
+  }
+  CHECK(fs::exists(path + "/average.pt"));
+  ParameterServerOptions resume = options;
+  resume.resume = true;
+  auto second = *ParameterServer::Create(resume);
+  CHECK(second->Snapshot(v1::NETWORK_AVERAGE)->values ==
+        straight->Snapshot(v1::NETWORK_AVERAGE)->values);
+  CHECK(second->Snapshot(v1::NETWORK_AVERAGE)->version == 4);
+  // Past its horizon of 3 minibatches: the next fold weighs the new weights by 1 - (2/3)^1 on both.
+  std::vector<float> g1(straight->model().parameter_count, -0.02f), g2 = g1;
+  straight->Apply("a", 4, 1, g1);
+  second->Apply("a", 4, 1, g2);
+  REQUIRE(straight->FoldAverage());
+  REQUIRE(second->FoldAverage());
+  CHECK(second->Snapshot(v1::NETWORK_AVERAGE)->values ==
+        straight->Snapshot(v1::NETWORK_AVERAGE)->values);
+
+  // A checkpoint written without averaging: the resumed average starts from its weights.
+  const std::string dir_c = MakeTempDir("ckpt");
+  {
+    ParameterServerOptions off = TinyOptions(dir_c);
+    off.average_horizon = 0;
+    auto server = *ParameterServer::Create(off);
+    PushN(*server, 2);
+    REQUIRE(server->Checkpoint().ok());
+  }
+  ParameterServerOptions on = TinyOptions(dir_c);
+  on.resume = true;
+  on.average_horizon = 3;
+  auto resumed = *ParameterServer::Create(on);
+  CHECK(resumed->Snapshot(v1::NETWORK_AVERAGE)->values ==
+        resumed->Snapshot(v1::NETWORK_ONLINE)->values);
+}
+
 TEST_CASE("Only the newest keep_checkpoints are kept", "[checkpoint]") {
   const std::string dir = MakeTempDir("ckpt");
   auto server = *ParameterServer::Create(TinyOptions(dir));

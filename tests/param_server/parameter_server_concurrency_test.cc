@@ -85,7 +85,7 @@ TEST_CASE("Concurrent pushes and pulls keep exact counts and whole snapshots",
   options.keep_checkpoints = 2;
   options.checkpoint_every_updates = 25;
   std::unique_ptr<ParameterServer> server = *ParameterServer::Create(options);
-  server->StartPeriodicCheckpoints();
+  server->StartPeriodicTasks();
   const std::vector<float> initial = server->Snapshot(v1::NETWORK_ONLINE)->values;
 
   std::atomic<bool> pushing{true};

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "common/tensor_chunk.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "param_server/optimizer.h"
@@ -517,6 +518,34 @@ TEST_CASE("Push replies carry epsilon and the target-network version", "[service
   CHECK(target == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
   REQUIRE(client.Push(g.data(), g.size(), 2, 1).ok());
   CHECK(client.Pull(2, pulled->incarnation, v1::NETWORK_TARGET, &target)->updated == false);
+}
+
+TEST_CASE("Pulls of the averaged network, and of a server that keeps none", "[service][average]") {
+  ParameterServerOptions o = Options();
+  o.average_horizon = 1000;
+  LoopbackServer ps(o);
+  PsClient client(ps.ClientOptions("a"));
+  const std::vector<float> g = RandomVector(ps.server->core().model().parameter_count, 7);
+  REQUIRE(client.Push(g.data(), g.size(), 0, 2).ok());
+  REQUIRE(client.Push(g.data(), g.size(), 1, 2).ok());
+  REQUIRE(ps.server->core().FoldAverage());
+  std::vector<float> average;
+  absl::StatusOr<PullResult> pulled = client.Pull(0, 0, v1::NETWORK_AVERAGE, &average);
+  REQUIRE(pulled.ok());
+  CHECK(pulled->version == 2);
+  CHECK(average == ps.server->core().Snapshot(v1::NETWORK_AVERAGE)->values);
+  CHECK(average != ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
+  CHECK(client.Pull(2, pulled->incarnation, v1::NETWORK_AVERAGE, &average)->updated == false);
+
+  ParameterServerOptions off = Options();
+  off.average_horizon = 0;
+  LoopbackServer plain(off);
+  PsClient other(plain.ClientOptions("a"));
+  std::vector<float> none = {1.0f};
+  absl::StatusOr<PullResult> refused = other.Pull(0, 0, v1::NETWORK_AVERAGE, &none);
+  CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(refused.status().message(), "--average_horizon=0"));
+  CHECK(none == std::vector<float>{1.0f});
 }
 
 TEST_CASE("Ape-X mode gives each agent its own epsilon", "[service]") {
