@@ -199,26 +199,44 @@ absl::StatusOr<bool> BestPolicy::Consider(uint64_t version, const std::vector<fl
   return true;
 }
 
+absl::StatusOr<bool> BestPolicy::ConsiderAverage(uint64_t version,
+                                                 const std::vector<float>& weights) {
+  absl::StatusOr<EvalSummary> summary = evaluator_->Greedy(weights, seeds_);
+  if (!summary.ok()) return summary.status();
+  last_ = *summary;
+  average_ = Candidate{version, *std::move(summary), weights, /*averaged=*/true};
+  if (has_best_ && !BetterPolicy(average_->summary, summary_)) return false;
+  if (absl::Status s = Keep(*average_); !s.ok()) return s;
+  return true;
+}
+
 absl::Status BestPolicy::Keep(const Candidate& chosen) {
   has_best_ = true;
   version_ = chosen.version;
+  averaged_ = chosen.averaged;
   summary_ = chosen.summary;
   weights_ = chosen.weights;
   if (path_.empty()) return absl::OkStatus();
   return WriteWeightsFile(path_, weights_.data(), layout_);
 }
 
-std::vector<uint64_t> BestPolicy::candidate_versions() const {
-  std::vector<uint64_t> versions;
-  for (const Candidate& c : leaders_) versions.push_back(c.version);
-  if (latest_.has_value()) versions.push_back(latest_->version);
-  return versions;
+std::string BestPolicy::NameOf(uint64_t version, bool averaged) {
+  return averaged ? absl::StrCat("the average as of v", version) : absl::StrCat("v", version);
+}
+
+std::vector<std::string> BestPolicy::candidate_names() const {
+  std::vector<std::string> names;
+  for (const Candidate& c : leaders_) names.push_back(NameOf(c.version, c.averaged));
+  if (latest_.has_value()) names.push_back(NameOf(latest_->version, false));
+  if (average_.has_value()) names.push_back(NameOf(average_->version, true));
+  return names;
 }
 
 absl::StatusOr<bool> BestPolicy::Settle(int extra_episodes) {
   std::vector<Candidate*> candidates;
   for (Candidate& c : leaders_) candidates.push_back(&c);
   if (latest_.has_value()) candidates.push_back(&*latest_);
+  if (average_.has_value()) candidates.push_back(&*average_);
   if (candidates.size() < 2 || extra_episodes <= 0) return false;
   const std::vector<uint64_t> all =
       ValidationSeeds(static_cast<int>(seeds_.size()) + extra_episodes);
@@ -232,7 +250,7 @@ absl::StatusOr<bool> BestPolicy::Settle(int extra_episodes) {
     c->summary = SummaryOf(std::move(episodes));
     if (chosen == nullptr || BetterPolicy(c->summary, chosen->summary)) chosen = c;
   }
-  const bool changed = chosen->version != version_;
+  const bool changed = chosen->version != version_ || chosen->averaged != averaged_;
   if (absl::Status s = Keep(*chosen); !s.ok()) return s;
   return changed;
 }

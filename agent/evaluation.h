@@ -136,7 +136,13 @@ class BestPolicy {
   // for weights of another size; the weights file's write errors (the best is still updated).
   absl::StatusOr<bool> Consider(uint64_t version, const std::vector<float>& weights);
 
-  // Drives every kept candidate (the kCandidates best so far and the latest considered) over the
+  // Validates the server's averaged network (NETWORK_AVERAGE, folded as of `version`) on the same
+  // seeds as Consider. It becomes the best when it beats the best so far, and is one of Settle's
+  // candidates either way. A later call replaces an earlier one. Errors as Consider's.
+  absl::StatusOr<bool> ConsiderAverage(uint64_t version, const std::vector<float>& weights);
+
+  // Drives every kept candidate (the kCandidates best so far, the latest considered and the
+  // averaged network) over the
   // next `extra_episodes` ValidationSeeds (after the `episodes` Consider uses) and makes the best
   // of them on all their validation episodes the best. Returns whether the best changed; summary()
   // then covers episodes + extra_episodes. A no-op (false) with fewer than two candidates or no
@@ -146,18 +152,24 @@ class BestPolicy {
 
   bool has_best() const { return has_best_; }
   uint64_t version() const { return version_; }
+  // Whether the best is the averaged network (as of version()).
+  bool averaged() const { return averaged_; }
   const EvalSummary& summary() const { return summary_; }  // On the validation seeds.
   const EvalSummary& last() const { return last_; }        // Of the latest Consider().
   const std::vector<float>& weights() const { return weights_; }
   int considered() const { return considered_; }
-  // The versions Settle() would compare: the best first, then the runners-up, then the latest.
-  std::vector<uint64_t> candidate_versions() const;
+  // What Settle() would compare: the best first, then the runners-up, the latest, the averaged
+  // network ("v12", "the average as of v40").
+  std::vector<std::string> candidate_names() const;
+  // "v12", or "the average as of v40".
+  static std::string NameOf(uint64_t version, bool averaged);
 
  private:
   struct Candidate {
     uint64_t version = 0;
     EvalSummary summary;
     std::vector<float> weights;
+    bool averaged = false;
   };
   absl::Status Keep(const Candidate& chosen);
   BestPolicy(std::unique_ptr<GreedyEvaluator> evaluator, std::vector<uint64_t> seeds,
@@ -169,12 +181,14 @@ class BestPolicy {
   std::vector<ParameterSlot> layout_;
   bool has_best_ = false;
   uint64_t version_ = 0;
+  bool averaged_ = false;
   EvalSummary summary_;
   EvalSummary last_;
   std::vector<float> weights_;
   int considered_ = 0;
   std::vector<Candidate> leaders_;   // The kCandidates best, best first.
   std::optional<Candidate> latest_;  // The latest considered, when it is not among the leaders.
+  std::optional<Candidate> average_;  // The averaged network, when considered.
 };
 
 // The greedy policy of `weights` (model `model`) and a random policy, on the same `episodes` seeds

@@ -77,6 +77,9 @@ ABSL_FLAG(bool, prioritized, convoy::LocalClusterOptions{}.prioritized,
           "Agents' replay samples by TD error (prioritized replay).");
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
           "Replay capacity per agent, transitions.");
+ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
+          "The server's averaged network's horizon, applied minibatches; evaluated at the end of "
+          "each run beside the last weights (0: off).");
 
 namespace convoy {
 namespace {
@@ -96,6 +99,7 @@ struct RunResult {
   int agents = 0;
   std::vector<EvalPoint> points;  // The last one is the final evaluation.
   EvalPoint best;  // The best validated weights (maybe the last), on the final evaluation's seeds.
+  std::optional<EvalPoint> average;  // The averaged network at the end, on the same seeds.
   double training_seconds = 0;  // Agents started to the last agent stopped.
   double env_steps = 0, train_steps = 0;
   double eval_seconds = 0;  // Spent evaluating during the run (competing with training).
@@ -176,6 +180,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.n_step = absl::GetFlag(FLAGS_n_step);
   options.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
   options.prioritized = absl::GetFlag(FLAGS_prioritized);
+  options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return cluster.status();
   std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,
@@ -218,12 +223,33 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   absl::StatusOr<EvalPoint> final_point =
       EvaluateNow(**cluster, evaluator, nullptr, start, final_episodes);
   // The last weights take part in the choice too.
-  std::vector<float> last_weights;
+  std::vector<float> last_weights, averaged;
   absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&last_weights);
+  std::optional<absl::StatusOr<PullResult>> pulled_average;
+  if (options.average_horizon > 0) {
+    pulled_average = (*cluster)->PullWeights(&averaged, v1::NETWORK_AVERAGE);
+  }
   (*cluster)->Stop();
   if (interrupted) return absl::CancelledError("interrupted");
   if (!final_point.ok()) return final_point.status();
   if (!pulled.ok()) return pulled.status();
+  if (pulled_average.has_value()) {
+    if (!pulled_average->ok()) return pulled_average->status();
+    absl::StatusOr<EvalSummary> summary = evaluator.Greedy(averaged, final_episodes);
+    if (!summary.ok()) return summary.status();
+    EvalPoint average;
+    average.wall_seconds = result.training_seconds;
+    average.env_steps = result.env_steps;
+    average.train_steps = result.train_steps;
+    average.version = (*pulled_average)->version;
+    average.summary = *std::move(summary);
+    std::fprintf(stderr,
+                 "[%d agents] the averaged network as of v%llu, on the %d evaluation seeds: return "
+                 "%.1f, full %d\n",
+                 agents, static_cast<unsigned long long>(average.version), final_episodes,
+                 average.summary.mean_return, average.summary.full_episodes);
+    result.average = std::move(average);
+  }
   if (absl::StatusOr<bool> last = (*best)->Consider(pulled->version, last_weights); !last.ok()) {
     return last.status();
   }
@@ -280,10 +306,15 @@ void PrintTable(const RunResult& r, const EvalSummary& random) {
   const std::string best_minutes = absl::StrFormat("best %.1f", r.best.wall_seconds / 60);
   row(best_minutes.c_str(), r.best.env_steps, r.best.train_steps, absl::StrCat(r.best.version),
       r.best.summary);
+  if (r.average.has_value()) {
+    row("average", r.average->env_steps, r.average->train_steps, absl::StrCat(r.average->version),
+        r.average->summary);
+  }
   row("random", 0, 0, "-", random);
   std::printf(
-      "(* the last weights and \"best\" the best validated ones, on the %d evaluation seeds; the "
-      "others on %d validation seeds, which choose the best)\n",
+      "(* the last weights, \"best\" the best validated ones and \"average\" the averaged network "
+      "at the end, on the %d evaluation seeds; the others on %d validation seeds, which choose the "
+      "best)\n",
       absl::GetFlag(FLAGS_final_eval_episodes), absl::GetFlag(FLAGS_eval_episodes));
 }
 
@@ -301,6 +332,11 @@ void PrintResults(const RunResult& r) {
   std::printf("RESULT best_distance_m_agents_%d=%.2f\n", n, r.best.summary.mean_distance_m);
   std::printf("RESULT best_full_episodes_agents_%d=%d\n", n, r.best.summary.full_episodes);
   std::printf("RESULT best_collisions_agents_%d=%d\n", n, r.best.summary.collisions);
+  if (r.average.has_value()) {
+    std::printf("RESULT average_return_agents_%d=%.3f\n", n, r.average->summary.mean_return);
+    std::printf("RESULT average_full_episodes_agents_%d=%d\n", n, r.average->summary.full_episodes);
+    std::printf("RESULT average_collisions_agents_%d=%d\n", n, r.average->summary.collisions);
+  }
   std::printf("RESULT env_steps_agents_%d=%.0f\n", n, r.env_steps);
   std::printf("RESULT train_steps_agents_%d=%.0f\n", n, r.train_steps);
   std::printf("RESULT env_steps_per_s_agents_%d=%.2f\n", n, r.env_steps / r.training_seconds);
@@ -408,8 +444,8 @@ int Run() {
            IntRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1,
                     65536),
            IntRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
-           UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1,
-                     kNoUintMax)})) {
+           UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
+           UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax)})) {
     return kExitUsage;
   }
   std::vector<int> counts;

@@ -66,6 +66,9 @@ ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
           "Server's Adam learning rate.");
 ABSL_FLAG(uint64_t, target_update_frequency, convoy::LocalClusterOptions{}.target_update_frequency,
           "Applied minibatches between target snapshots.");
+ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
+          "The server's averaged network: the online weights averaged exponentially over this many "
+          "applied minibatches, a candidate of the hand-over, evaluated at the end (0: off).");
 ABSL_FLAG(double, min_epsilon, convoy::LocalClusterOptions{}.min_epsilon, "Epsilon floor.");
 ABSL_FLAG(double, per_iter_epsilon_reduction,
           convoy::LocalClusterOptions{}.per_iter_epsilon_reduction,
@@ -122,6 +125,7 @@ bool NumericFlagsInRange() {
                  Ends::kOpenMin),
        UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
                  kNoUintMax),
+       UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
        RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
        RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
                  1),
@@ -175,6 +179,7 @@ int Run() {
   options.prioritized = absl::GetFlag(FLAGS_prioritized);
   options.gamma = absl::GetFlag(FLAGS_gamma);
   options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
+  options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
   options.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
   options.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
@@ -258,6 +263,17 @@ int Run() {
   }
   const int failed_agents = (*cluster)->WaitForAgents(absl::Seconds(5));
   absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&weights);
+  std::vector<float> averaged;
+  std::optional<PullResult> averaged_at;
+  if (options.average_horizon > 0) {
+    absl::StatusOr<PullResult> pulled_average =
+        (*cluster)->PullWeights(&averaged, v1::NETWORK_AVERAGE);
+    if (pulled_average.ok()) {
+      averaged_at = *pulled_average;
+    } else {
+      LOG(WARNING) << "cannot fetch the averaged network: " << pulled_average.status();
+    }
+  }
   const std::optional<int> ps_code = (*cluster)->Stop(absl::Seconds(60));
   std::fprintf(stderr, "convoy_train: convoy_ps stopped (%s); checkpoints in %s/checkpoints\n",
                ps_code == 0 ? "final checkpoint written" : "see convoy_ps.log", run.c_str());
@@ -271,27 +287,35 @@ int Run() {
   // The run hands over the best validated policy (the last weights when they validate best, or when
   // validation is off); both are evaluated on the evaluation seeds, which no choice was made on.
   validate(pulled->version, weights);
-  if (const int more = absl::GetFlag(FLAGS_final_validation_episodes);
-      best != nullptr && more > 0) {
-    const std::vector<uint64_t> versions = best->candidate_versions();
-    const uint64_t before = best->version();
-    if (absl::StatusOr<bool> changed = best->Settle(more); !changed.ok()) {
-      LOG(WARNING) << "the final validation failed: " << changed.status();
-    } else if (versions.size() > 1) {
-      std::fprintf(
-          stderr,
-          "convoy_train: final validation of %s on %d more seeds: v%llu, %d/%zu full, return "
-          "%.1f%s\n",
-          absl::StrJoin(versions, ", ",
-                        [](std::string* out, uint64_t v) { absl::StrAppend(out, "v", v); })
-              .c_str(),
-          more, static_cast<unsigned long long>(best->version()), best->summary().full_episodes,
-          best->summary().episodes.size(), best->summary().mean_return,
-          best->version() != before ? " (chosen anew)" : "");
+  if (best != nullptr && averaged_at.has_value()) {
+    if (absl::StatusOr<bool> better = best->ConsiderAverage(averaged_at->version, averaged);
+        !better.ok()) {
+      LOG(WARNING) << "validation of the averaged network failed: " << better.status();
+    } else {
+      std::fprintf(stderr, "convoy_train: validation of %s: %d/%zu full, return %.1f%s\n",
+                   BestPolicy::NameOf(averaged_at->version, true).c_str(),
+                   best->last().full_episodes, best->last().episodes.size(),
+                   best->last().mean_return, *better ? ", the best yet" : "");
     }
   }
-  const bool chose_earlier =
-      best != nullptr && best->has_best() && best->version() != pulled->version;
+  if (const int more = absl::GetFlag(FLAGS_final_validation_episodes);
+      best != nullptr && more > 0) {
+    const std::vector<std::string> names = best->candidate_names();
+    const std::string before = BestPolicy::NameOf(best->version(), best->averaged());
+    if (absl::StatusOr<bool> changed = best->Settle(more); !changed.ok()) {
+      LOG(WARNING) << "the final validation failed: " << changed.status();
+    } else if (names.size() > 1) {
+      const std::string chosen = BestPolicy::NameOf(best->version(), best->averaged());
+      std::fprintf(stderr,
+                   "convoy_train: final validation of %s on %d more seeds: %s, %d/%zu full, "
+                   "return %.1f%s\n",
+                   absl::StrJoin(names, ", ").c_str(), more, chosen.c_str(),
+                   best->summary().full_episodes, best->summary().episodes.size(),
+                   best->summary().mean_return, chosen != before ? " (chosen anew)" : "");
+    }
+  }
+  const bool chose_earlier = best != nullptr && best->has_best() &&
+                             (best->averaged() || best->version() != pulled->version);
   std::optional<EvalSummary> last;
   if (chose_earlier) {
     absl::StatusOr<Comparison> last_result = CompareWithRandom(model, weights, spec, episodes);
@@ -307,13 +331,26 @@ int Run() {
       LOG(WARNING) << s;
     }
   }
+  const bool chose_average = chose_earlier && best->averaged();
+  // The averaged network is evaluated too, when it is not the policy handed over.
+  std::optional<EvalSummary> average;
+  if (averaged_at.has_value() && !chose_average) {
+    absl::StatusOr<Comparison> average_result = CompareWithRandom(model, averaged, spec, episodes);
+    if (!average_result.ok()) {
+      LOG(ERROR) << "evaluation failed: " << average_result.status();
+      return 1;
+    }
+    average = average_result->greedy;
+  }
   const uint64_t chosen = chose_earlier ? best->version() : pulled->version;
-  std::fprintf(
-      stderr,
-      "convoy_train: evaluating the greedy policy of version %llu (%s) on %d episodes; its "
-      "weights: %s/best/weights.pt\n",
-      static_cast<unsigned long long>(chosen),
-      chose_earlier ? "the best validated, not the last" : "the last", episodes, run.c_str());
+  std::fprintf(stderr,
+               "convoy_train: evaluating the greedy policy of %s (%s) on %d episodes; its "
+               "weights: %s/best/weights.pt\n",
+               BestPolicy::NameOf(chosen, chose_average).c_str(),
+               chose_average   ? "the averaged network"
+               : chose_earlier ? "the best validated, not the last"
+                               : "the last",
+               episodes, run.c_str());
   absl::StatusOr<Comparison> result = CompareWithRandom(model, weights, spec, episodes);
   if (!result.ok()) {
     LOG(ERROR) << "evaluation failed: " << result.status();
@@ -322,11 +359,20 @@ int Run() {
   std::string table = FormatComparison(result->greedy, result->random);
   const EvalSummary& last_summary = last.has_value() ? *last : result->greedy;
   absl::StrAppendFormat(&table,
-                        "RESULT policy_version=%llu\nRESULT last_version=%llu\n"
+                        "RESULT policy_version=%llu\nRESULT policy_averaged=%d\n"
+                        "RESULT last_version=%llu\n"
                         "RESULT last_mean_return=%.3f\nRESULT last_full_episodes=%d\n",
-                        static_cast<unsigned long long>(chosen),
+                        static_cast<unsigned long long>(chosen), chose_average ? 1 : 0,
                         static_cast<unsigned long long>(pulled->version), last_summary.mean_return,
                         last_summary.full_episodes);
+  if (averaged_at.has_value()) {
+    const EvalSummary& average_summary = average.has_value() ? *average : result->greedy;
+    absl::StrAppendFormat(&table,
+                          "RESULT average_version=%llu\nRESULT average_mean_return=%.3f\n"
+                          "RESULT average_full_episodes=%d\n",
+                          static_cast<unsigned long long>(averaged_at->version),
+                          average_summary.mean_return, average_summary.full_episodes);
+  }
   std::printf("%s", table.c_str());
   std::ofstream(run + "/evaluation.txt") << table;
   absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment(spec);

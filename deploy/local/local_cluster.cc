@@ -130,6 +130,7 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
          "--model=" + options.model, absl::StrCat("--seed=", options.seed),
          absl::StrCat("--learning_rate=", options.learning_rate),
          absl::StrCat("--target_update_frequency=", options.target_update_frequency),
+         absl::StrCat("--average_horizon=", options.average_horizon),
          absl::StrCat("--min_epsilon=", options.min_epsilon),
          absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
          absl::StrCat("--batch_size=", options.batch_size),
@@ -286,13 +287,14 @@ int LocalCluster::WaitForAgents(absl::Duration timeout) {
   return failed;
 }
 
-absl::StatusOr<PullResult> LocalCluster::PullWeights(std::vector<float>* weights) {
-  if (clients_.size() == 1) return clients_[0]->Pull(0, 0, v1::NETWORK_ONLINE, weights);
+absl::StatusOr<PullResult> LocalCluster::PullWeights(std::vector<float>* weights,
+                                                     v1::Network network) {
+  if (clients_.size() == 1) return clients_[0]->Pull(0, 0, network, weights);
   PullResult assembled;
   assembled.updated = true;
   std::vector<float> slice;
   for (size_t i = 0; i < clients_.size(); ++i) {
-    absl::StatusOr<PullResult> pulled = clients_[i]->Pull(0, 0, v1::NETWORK_ONLINE, &slice);
+    absl::StatusOr<PullResult> pulled = clients_[i]->Pull(0, 0, network, &slice);
     if (!pulled.ok()) return pulled.status();
     weights->resize(shard_begins_[i]);
     weights->insert(weights->end(), slice.begin(), slice.end());

@@ -45,6 +45,7 @@ struct LocalClusterOptions {
   bool mirror_augmentation = run_defaults::kMirrorAugmentation;
   bool prioritized = run_defaults::kPrioritized;
   uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
+  uint64_t average_horizon = run_defaults::kAverageHorizon;  // The averaged network's; 0: off.
   double min_epsilon = run_defaults::kMinEpsilon;
   double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;
   // Each agent's own.
@@ -115,9 +116,11 @@ class LocalCluster {
   // Returns their number.
   int WaitForAgents(absl::Duration timeout);
 
-  // The server's current online weights, assembled from every shard. With shards, version is the sum
-  // of the shards' versions and incarnation shard 0's. Errors: the PS client's.
-  absl::StatusOr<PullResult> PullWeights(std::vector<float>* weights);
+  // The server's current weights of `network` (the online ones, or the averaged network), assembled
+  // from every shard. With shards, version is the sum of the shards' versions and incarnation shard
+  // 0's. Errors: the PS client's (FAILED_PRECONDITION for the averaged network with averaging off).
+  absl::StatusOr<PullResult> PullWeights(std::vector<float>* weights,
+                                         v1::Network network = v1::NETWORK_ONLINE);
 
   // The server's weight version (with shards, their sum), or 0 when it cannot be asked.
   uint64_t PsVersion();

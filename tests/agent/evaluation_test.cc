@@ -85,7 +85,7 @@ TEST_CASE("BestPolicy keeps the weights that validate best and writes them", "[e
   CHECK((*best)->considered() == 4);
 }
 
-TEST_CASE("Settle drives the runners-up and the latest over more seeds and chooses on all of them",
+TEST_CASE("Settle drives the runners-up, the latest and the average over more seeds, choosing on all",
           "[evaluation]") {
   const std::string dir = testing::MakeTempDir("best_policy_settle");
   EnvironmentSpec spec;
@@ -108,8 +108,20 @@ TEST_CASE("Settle drives the runners-up and the latest over more seeds and choos
   });
   std::vector<uint64_t> kept(order.begin(), order.begin() + BestPolicy::kCandidates);
   if (std::find(kept.begin(), kept.end(), 6) == kept.end()) kept.push_back(6);
-  REQUIRE((*best)->candidate_versions() == kept);
   CHECK((*best)->version() == kept[0]);
+  const EvalSummary leader = (*best)->summary();
+  // The averaged network, as of the latest's version 6: a candidate of its own (index 7 below).
+  candidates.push_back(*InitialFlatWeights("compact", kDefaultNumActions, 7));
+  absl::StatusOr<bool> average_best = (*best)->ConsiderAverage(6, candidates.back());
+  REQUIRE(average_best.ok());
+  CHECK(*average_best == BetterPolicy((*best)->last(), leader));
+  CHECK((*best)->averaged() == *average_best);
+  std::vector<std::string> names;
+  for (uint64_t v : kept) names.push_back(BestPolicy::NameOf(v, false));
+  names.push_back("the average as of v6");
+  REQUIRE((*best)->candidate_names() == names);
+  kept.push_back(7);
+  const uint64_t first_best = *average_best ? 7 : kept[0];
 
   // Each candidate on all 3 + 4 validation seeds, driven here by an evaluator of its own.
   absl::StatusOr<std::unique_ptr<GreedyEvaluator>> judge = GreedyEvaluator::Create("compact", spec);
@@ -126,8 +138,9 @@ TEST_CASE("Settle drives the runners-up and the latest over more seeds and choos
   }
   absl::StatusOr<bool> changed = (*best)->Settle(4);
   REQUIRE(changed.ok());
-  CHECK(*changed == (expected != kept[0]));
-  CHECK((*best)->version() == expected);
+  CHECK(*changed == (expected != first_best));
+  CHECK((*best)->averaged() == (expected == 7));
+  CHECK((*best)->version() == (expected == 7 ? 6 : expected));
   CHECK((*best)->weights() == candidates[expected - 1]);
   CHECK((*best)->summary().episodes.size() == 7);
   CHECK((*best)->summary().full_episodes == expected_summary.full_episodes);

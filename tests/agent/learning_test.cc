@@ -63,6 +63,15 @@ void ShortRunBeatsRandom(const std::vector<std::string>& extra) {
   REQUIRE(results.count("last_version") == 1);
   CHECK(results["policy_version"] <= results["last_version"]);
   CHECK_THAT(output, Catch::Contains("convoy_train: validation of v"));
+  // The server's averaged network took part in the choice and was evaluated too; pulled once the
+  // agents had stopped, it was folded up to their last push (on every shard).
+  CHECK_THAT(output, Catch::Contains("convoy_train: validation of the average as of v"));
+  REQUIRE(results.count("average_version") == 1);
+  REQUIRE(results.count("average_full_episodes") == 1);
+  CHECK(results["average_version"] == results["last_version"]);
+  if (results["policy_averaged"] == 1) {
+    CHECK(results["average_mean_return"] == Approx(results["mean_return"]).margin(1e-3));
+  }
   // convoy_eval on the handed-over weights drives them over the same seeds: the same table.
   const std::string eval_log = dir + "/convoy_eval.log";
   absl::StatusOr<Subprocess> eval =
