@@ -297,7 +297,7 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
     for flag in RUN_SETTINGS:
         t.check(flag not in aga, f"{where}: the agents are given --{flag}, a run setting the PS owns")
     for flag in ("model", "batch_size", "batch_update_frequency", "gamma", "n_step",
-                 "mirror_augmentation", "prioritized"):
+                 "mirror_augmentation", "prioritized", "average_horizon"):
         t.check(flag in psa, f"{where}: convoy_ps is not given --{flag}")
 
     # Health: readiness and liveness (and startup) through the gRPC health service on the PS port.
