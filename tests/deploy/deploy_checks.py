@@ -19,6 +19,30 @@ def accepted_flags(binary: Path) -> set:
     return flags
 
 
+def flag_defaults(binary: Path) -> dict:
+    """{flag: default} as `binary --help` prints them (string defaults without their quotes)."""
+    result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
+    defaults = {}
+    # Abseil wraps an entry over several lines; each starts with "    --name (".
+    for entry in re.split(r"\n(?=\s+--[A-Za-z0-9_]+ \()", result.stdout + result.stderr):
+        m = _FLAG_LINE.match(entry)
+        d = re.search(r"; default: (.*?);$", " ".join(entry.split())) if m else None
+        if d:
+            value = d.group(1)
+            defaults[m.group(1)] = value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+    if not defaults:
+        raise RuntimeError(f"{binary} --help printed no defaults")
+    return defaults
+
+
+def same_value(a: str, b: str) -> bool:
+    """Flag values as equal: numerically where both are numbers (0.001 and 1e-3), else as text."""
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a == b
+
+
 def flag_name(arg: str):
     """'--name=value' or '--name' -> 'name'; anything else -> None."""
     m = re.match(r"^--([A-Za-z0-9_]+)(=|$)", arg)

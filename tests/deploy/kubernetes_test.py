@@ -30,7 +30,7 @@ RUN_SETTINGS = ("model", "batch_size", "batch_update_frequency", "gamma", "n_ste
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from deploy_checks import Checks, accepted_flags, die, flag_name  # noqa: E402
+from deploy_checks import Checks, accepted_flags, die, flag_defaults, flag_name, same_value  # noqa: E402
 
 try:
     import yaml
@@ -442,9 +442,23 @@ def main():
         except yaml.YAMLError as e:
             t.check(False, f"{f}: does not parse: {e}")
 
-    base_kinds = {d["kind"] for d in render(root / "base")}
+    base = render(root / "base")
+    base_kinds = {d["kind"] for d in base}
     t.check({"ConfigMap", "Service", "StatefulSet", "Job"} <= base_kinds, "base lacks a resource kind")
     t.check("Secret" not in base_kinds, "base renders a Secret; the auth Secret is created by hand")
+
+    # The base's run settings are the default training run's (convoy_train's defaults): a change that moves a
+    # default moves the ConfigMap with it. The deployment's own sizes (agents, replay memory) are its own.
+    train_defaults = flag_defaults(bindir / "convoy_train")
+    cm_data = next((d.get("data", {}) for d in base if d["kind"] == "ConfigMap"), {})
+    for flag in RUN_SETTINGS + ("average_horizon",):
+        key = flag.upper()
+        if key in cm_data and flag in train_defaults:
+            t.check(same_value(cm_data[key], train_defaults[flag]),
+                    f"base ConfigMap {key}={cm_data[key]!r}, but convoy_train's default --{flag} is "
+                    f"{train_defaults[flag]!r}")
+    t.check(sum(f.upper() in cm_data and f in train_defaults for f in RUN_SETTINGS) >= 8,
+            "the base ConfigMap and convoy_train share fewer than 8 run settings; the default check compares little")
 
     for name in OVERLAYS:
         directory = root / "overlays" / name
