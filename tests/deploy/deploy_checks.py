@@ -9,29 +9,30 @@ from pathlib import Path
 _FLAG_LINE = re.compile(r"^\s+--([A-Za-z0-9_]+) \(")
 
 
-def accepted_flags(binary: Path) -> set:
-    """The flags `binary --help` lists (the binary's own flags, as Abseil prints them)."""
+def _help_entries(binary: Path) -> dict:
+    """{flag: its --help entry on one line}, for the binary's own flags as Abseil prints them (an entry wraps
+    over several lines, each entry's first starting "    --name (")."""
     result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
     text = result.stdout + result.stderr
-    flags = {m.group(1) for line in text.splitlines() if (m := _FLAG_LINE.match(line))}
-    if not flags:
+    entries = {m.group(1): " ".join(entry.split())
+               for entry in re.split(r"\n(?=\s+--[A-Za-z0-9_]+ \()", text) if (m := _FLAG_LINE.match(entry))}
+    if not entries:
         raise RuntimeError(f"{binary} --help listed no flags:\n{text[:2000]}")
-    return flags
+    return entries
+
+
+def accepted_flags(binary: Path) -> set:
+    """The flags `binary --help` lists (the binary's own flags, as Abseil prints them)."""
+    return set(_help_entries(binary))
 
 
 def flag_defaults(binary: Path) -> dict:
     """{flag: default} as `binary --help` prints them (string defaults without their quotes)."""
-    result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
     defaults = {}
-    # Abseil wraps an entry over several lines; each starts with "    --name (".
-    for entry in re.split(r"\n(?=\s+--[A-Za-z0-9_]+ \()", result.stdout + result.stderr):
-        m = _FLAG_LINE.match(entry)
-        d = re.search(r"; default: (.*?);$", " ".join(entry.split())) if m else None
-        if d:
+    for flag, entry in _help_entries(binary).items():
+        if d := re.search(r"; default: (.*?);$", entry):
             value = d.group(1)
-            defaults[m.group(1)] = value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
-    if not defaults:
-        raise RuntimeError(f"{binary} --help printed no defaults")
+            defaults[flag] = value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
     return defaults
 
 

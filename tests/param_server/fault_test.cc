@@ -163,14 +163,12 @@ TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no c
     agents.push_back(*std::move(agent));
   }
   std::unique_ptr<PsClient> status_client = ps.Client("observer");
-  auto version = [&]() -> uint64_t {
+  // The server's status; all zeros while it is down.
+  auto status = [&]() -> v1::StatusResponse {
     absl::StatusOr<v1::StatusResponse> s = status_client->Status();
-    return s.ok() ? s->version() : 0;
+    return s.ok() ? *std::move(s) : v1::StatusResponse();
   };
-  auto checkpointed = [&]() -> uint64_t {
-    absl::StatusOr<v1::StatusResponse> s = status_client->Status();
-    return s.ok() ? s->checkpoint_version() : 0;
-  };
+  auto version = [&] { return status().version(); };
   uint64_t last_resumed = 0;
   absl::Duration slowest_rejoin;
   std::vector<absl::Duration> rejoins;
@@ -178,8 +176,12 @@ TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no c
     INFO("cycle " << cycle);
     // Agents push past the version the server resumed at, and one new checkpoint is written: the
     // kill may still land in the middle of the next.
-    REQUIRE(WaitUntil([&] { return version() >= last_resumed + 4 && checkpointed() > last_resumed; },
-                      absl::Seconds(90)));
+    REQUIRE(WaitUntil(
+        [&] {
+          const v1::StatusResponse s = status();
+          return s.version() >= last_resumed + 4 && s.checkpoint_version() > last_resumed;
+        },
+        absl::Seconds(90)));
     ps.process->Signal(SIGKILL);
     REQUIRE(ps.process->Wait(absl::Seconds(10)).has_value());
     const uint64_t newest = VerifyAllCheckpoints(ps.dir + "/ckpt");
