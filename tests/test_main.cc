@@ -1,11 +1,10 @@
 // The Catch2 main shared by every convoy test binary: glog to stderr, warnings and above only, and
 // the skip exit code of skip.h.
-#define CATCH_CONFIG_RUNNER
+#define CONVOY_CATCH_MAIN
 #include <glog/logging.h>
 
-#include <catch2/catch.hpp>
-
-#include "skip.h"
+#include "tests/catch.h"
+#include "tests/skip.h"
 
 namespace convoy::testing {
 namespace {
@@ -15,18 +14,18 @@ int test_cases_run = 0;
 int test_cases_skipped = 0;
 bool current_skipped = false;
 
-struct SkipCounter : Catch::TestEventListenerBase {
-  using TestEventListenerBase::TestEventListenerBase;
+struct SkipCounter : ListenerBase {
+  using ListenerBase::ListenerBase;
 
   void testCaseStarting(const Catch::TestCaseInfo& info) override {
-    TestEventListenerBase::testCaseStarting(info);
+    ListenerBase::testCaseStarting(info);
     ++test_cases_run;
     current_skipped = false;
   }
 
   void testCaseEnded(const Catch::TestCaseStats& stats) override {
     if (current_skipped) ++test_cases_skipped;
-    TestEventListenerBase::testCaseEnded(stats);
+    ListenerBase::testCaseEnded(stats);
   }
 };
 CATCH_REGISTER_LISTENER(SkipCounter)

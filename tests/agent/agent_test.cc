@@ -5,7 +5,6 @@
 #include <signal.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -15,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "agent/sharded_session.h"
 #include "common/weights_file.h"
+#include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
 
@@ -231,8 +231,9 @@ TEST_CASE("An agent runs the server's model unless it was given another one expl
   absl::StatusOr<std::unique_ptr<Agent>> refused = Agent::Create(o);
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.status().message()),
-             Catch::Contains("--model=compact") && Catch::Contains("cookbook") &&
-                 Catch::Contains("convoy_ps with --model=compact"));
+             Catch::Matchers::ContainsSubstring("--model=compact") &&
+                 Catch::Matchers::ContainsSubstring("cookbook") &&
+                 Catch::Matchers::ContainsSubstring("convoy_ps with --model=compact"));
 }
 
 TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to another value",
@@ -279,7 +280,8 @@ TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to 
   absl::StatusOr<std::unique_ptr<Agent>> refused = Agent::Create(o);
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.status().message()),
-             Catch::Contains("--batch_size=16") && Catch::Contains("server's 64"));
+             Catch::Matchers::ContainsSubstring("--batch_size=16") &&
+                 Catch::Matchers::ContainsSubstring("server's 64"));
   o.batch_size = 64;  // Pinned to the server's own value: fine.
   CHECK(Agent::Create(o).ok());
 }
@@ -430,7 +432,7 @@ TEST_CASE("An agent's --ps takes servers from a list or a file, and names what i
     absl::StatusOr<std::vector<std::string>> parsed = ParseServerList(c.ps);
     REQUIRE_FALSE(parsed.ok());
     CHECK(parsed.status().code() == c.code);
-    CHECK_THAT(std::string(parsed.status().message()), Catch::Contains(c.says));
+    CHECK_THAT(std::string(parsed.status().message()), Catch::Matchers::ContainsSubstring(c.says));
   }
 }
 
@@ -444,7 +446,8 @@ TEST_CASE("An agent refuses shards listed out of order, or a sharded server give
     absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
     REQUIRE(!agent.ok());
     CHECK(agent.status().code() == absl::StatusCode::kFailedPrecondition);
-    CHECK_THAT(std::string(agent.status().message()), Catch::Contains("shard mismatch"));
+    CHECK_THAT(std::string(agent.status().message()),
+               Catch::Matchers::ContainsSubstring("shard mismatch"));
   }
   o.ps_address = shards[0]->address + ",";
   absl::StatusOr<std::unique_ptr<Agent>> empty = Agent::Create(o);
@@ -543,7 +546,7 @@ TEST_CASE("An agent rides out a parameter server killed and restarted", "[agent]
   // The server resumed from its newest checkpoint; once the agent rejoins, pushes apply past it.
   CHECK(WaitFor([&] { return agent.stats().ps_version > version_at_kill + 2; }));
   CHECK(background.Stop().ok());
-  CHECK_THAT(ReadWholeFile(dir + "/ps.log"), Catch::Contains("resumed from"));
+  CHECK_THAT(ReadWholeFile(dir + "/ps.log"), Catch::Matchers::ContainsSubstring("resumed from"));
   restarted.Signal(SIGTERM);
   CHECK(restarted.Wait(absl::Seconds(30)) == 0);
 }

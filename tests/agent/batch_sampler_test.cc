@@ -2,13 +2,13 @@
 
 #include <torch/cuda.h>
 
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <future>
 #include <thread>
 #include <vector>
 
+#include "tests/catch.h"
 #include "tests/skip.h"
 
 namespace convoy {

@@ -1,9 +1,9 @@
 #include "agent/device.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <catch2/catch.hpp>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +13,7 @@
 #include "common/model_registry.h"
 #include "common/weights_file.h"
 #include "simulator_bridge/png.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -172,10 +172,11 @@ TEST_CASE("An evaluation says where each episode that did not reach the time lim
   CHECK(random->ended_at[0] + random->ended_at[1] + random->ended_at[2] ==
         static_cast<int>(random->episodes.size()) - random->full_episodes);
   const std::string table = FormatComparison(*random, *random);
-  CHECK_THAT(table, Catch::Contains("by where they ended") &&
-                        Catch::Contains(absl::StrCat("RESULT ended_corner=", random->ended_at[1])) &&
-                        Catch::Contains(absl::StrCat("RESULT random_ended_intersection=",
-                                                     random->ended_at[2])));
+  CHECK_THAT(table, Catch::Matchers::ContainsSubstring("by where they ended") &&
+                        Catch::Matchers::ContainsSubstring(
+                            absl::StrCat("RESULT ended_corner=", random->ended_at[1])) &&
+                        Catch::Matchers::ContainsSubstring(absl::StrCat(
+                            "RESULT random_ended_intersection=", random->ended_at[2])));
 }
 
 TEST_CASE("A trace records every greedy step with its Q-values and the frames before early ends",

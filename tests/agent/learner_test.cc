@@ -1,8 +1,9 @@
 #include "agent/learner.h"
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

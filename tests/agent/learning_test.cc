@@ -3,7 +3,6 @@
 // simulator) and reads its RESULT lines.
 #include <signal.h>
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -62,10 +62,11 @@ void ShortRunBeatsRandom(const std::vector<std::string>& extra) {
   REQUIRE(results.count("policy_version") == 1);
   REQUIRE(results.count("last_version") == 1);
   CHECK(results["policy_version"] <= results["last_version"]);
-  CHECK_THAT(output, Catch::Contains("convoy_train: validation of v"));
+  CHECK_THAT(output, Catch::Matchers::ContainsSubstring("convoy_train: validation of v"));
   // The server's averaged network took part in the choice and was evaluated too; pulled once the
   // agents had stopped, it was folded up to their last push (on every shard).
-  CHECK_THAT(output, Catch::Contains("convoy_train: validation of the average as of v"));
+  CHECK_THAT(output,
+             Catch::Matchers::ContainsSubstring("convoy_train: validation of the average as of v"));
   REQUIRE(results.count("average_version") == 1);
   REQUIRE(results.count("average_full_episodes") == 1);
   CHECK(results["average_version"] == results["last_version"]);
@@ -115,10 +116,11 @@ TEST_CASE("Interrupting convoy_train stops every process with a final checkpoint
   const std::optional<int> code = train->Wait(absl::Minutes(2));
   INFO(ReadWholeFile(dir + "/convoy_train.log"));
   CHECK(code == 130);
-  CHECK_THAT(ReadWholeFile(dir + "/run/convoy_ps.log"), Catch::Contains("final checkpoint"));
+  CHECK_THAT(ReadWholeFile(dir + "/run/convoy_ps.log"),
+             Catch::Matchers::ContainsSubstring("final checkpoint"));
   for (int i = 0; i < 2; ++i) {
     CHECK_THAT(ReadWholeFile(absl::StrCat(dir, "/run/agent-", i, "/agent.log")),
-               !Catch::Contains("failed"));
+               !Catch::Matchers::ContainsSubstring("failed"));
   }
 }
 

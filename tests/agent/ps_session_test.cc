@@ -3,12 +3,12 @@
 // away or started afresh.
 #include "agent/ps_session.h"
 
-#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
 
@@ -82,14 +82,14 @@ TEST_CASE("Update rules parse from their wire names, and push modes must fit the
     const absl::StatusOr<UpdateRule> rule = ParseUpdateRule(unknown);
     CHECK(rule.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(rule.status().message()),
-               Catch::Contains(absl::StrCat("'", unknown, "'")));
+               Catch::Matchers::ContainsSubstring(absl::StrCat("'", unknown, "'")));
   }
   CHECK(CheckPushModeFits(PushMode::kGradients, UpdateRule::kGradients).ok());
   CHECK(CheckPushModeFits(PushMode::kDeltas, UpdateRule::kDelta).ok());
   CHECK_THAT(std::string(CheckPushModeFits(PushMode::kGradients, UpdateRule::kDelta).message()),
-             Catch::Contains("--push=deltas"));
+             Catch::Matchers::ContainsSubstring("--push=deltas"));
   CHECK_THAT(std::string(CheckPushModeFits(PushMode::kDeltas, UpdateRule::kGradients).message()),
-             Catch::Contains("--optimizer=delta"));
+             Catch::Matchers::ContainsSubstring("--optimizer=delta"));
 
   CHECK(*ParsePushMode("gradients") == PushMode::kGradients);
   CHECK(*ParsePushMode("deltas") == PushMode::kDeltas);
@@ -129,8 +129,9 @@ TEST_CASE("A session joins and adopts the server's run settings, and refuses a p
   const absl::StatusOr<double> refused = MakeSession(pinned)->Join(kDefaultNumActions, &pinned);
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.status().message()),
-             Catch::Contains("--batch_size=16") && Catch::Contains("server's 64") &&
-                 Catch::Contains("convoy_ps with --batch_size=16"));
+             Catch::Matchers::ContainsSubstring("--batch_size=16") &&
+                 Catch::Matchers::ContainsSubstring("server's 64") &&
+                 Catch::Matchers::ContainsSubstring("convoy_ps with --batch_size=16"));
   CHECK(pinned.batch_size == 16);
 
   AgentOptions deltas = Agent(ps);

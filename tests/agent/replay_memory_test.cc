@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -10,6 +9,8 @@
 #include <set>
 #include <thread>
 #include <vector>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -1,6 +1,6 @@
 #include "agent/sum_tree.h"
 
-#include <catch2/catch.hpp>
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -1,6 +1,6 @@
 #include "common/backoff.h"
 
-#include <catch2/catch.hpp>
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -1,8 +1,9 @@
 #include "common/flag_ranges.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -1,10 +1,10 @@
 #include "common/gpu_monitor.h"
 
-#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

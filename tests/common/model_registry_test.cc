@@ -1,8 +1,7 @@
 #include "common/model_registry.h"
 
-#include <catch2/catch.hpp>
-
 #include "common/q_network.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {
@@ -46,9 +45,10 @@ TEST_CASE("The wide test model has 100M parameters", "[models]") {
 TEST_CASE("Unknown model names are refused with the known ones listed", "[models]") {
   absl::StatusOr<ModelInfo> info = DescribeModel("resnet");
   REQUIRE(info.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(info.status().message()), Catch::Contains("resnet") &&
-                                                       Catch::Contains("cookbook") &&
-                                                       Catch::Contains("nature_dueling"));
+  CHECK_THAT(std::string(info.status().message()),
+             Catch::Matchers::ContainsSubstring("resnet") &&
+                 Catch::Matchers::ContainsSubstring("cookbook") &&
+                 Catch::Matchers::ContainsSubstring("nature_dueling"));
   CHECK(ResolveModel("tiny", 0).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
@@ -80,10 +80,10 @@ TEST_CASE("A _stackK model takes K frames of its architecture's input", "[models
     INFO(bad);
     const absl::StatusOr<ModelSpec> refused = ResolveModel(bad);
     REQUIRE(refused.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(refused.status().message()), Catch::Contains(bad));
+    CHECK_THAT(std::string(refused.status().message()), Catch::Matchers::ContainsSubstring(bad));
   }
   CHECK_THAT(std::string(ResolveModel("compact_stack9").status().message()),
-             Catch::Contains("2 to 8 frames"));
+             Catch::Matchers::ContainsSubstring("2 to 8 frames"));
 }
 
 TEST_CASE("Fingerprints identify architecture, head and action count", "[models]") {

@@ -1,7 +1,6 @@
 #include "common/periodic_task.h"
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
 #include <stdexcept>
@@ -9,6 +8,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {

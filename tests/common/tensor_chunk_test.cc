@@ -2,7 +2,6 @@
 
 #include <grpcpp/support/byte_buffer.h>
 
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "convoy/v1/parameter_server.pb.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {
@@ -256,7 +256,7 @@ TEST_CASE("A malformed chunk is an error that names what was wrong", "[tensor_ch
     IncomingChunk<v1::WeightChunk> chunk;
     const absl::Status parsed = chunk.Parse(&buffer);
     CHECK(parsed.code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(parsed.message()), Catch::Contains(c.says));
+    CHECK_THAT(std::string(parsed.message()), Catch::Matchers::ContainsSubstring(c.says));
     CHECK(chunk.parse_error() == parsed);
   }
 }
@@ -286,7 +286,7 @@ TEST_CASE("Data in pieces decodes as one string would, element boundaries anywhe
       CHECK(small == std::vector<float>(values.size() - 1, 42.f));
       pieces.Append("x");
       CHECK_THAT(std::string(pieces.Decode(encoding, out.data(), out.size(), &decoded).message()),
-                 Catch::Contains("not a whole number"));
+                 Catch::Matchers::ContainsSubstring("not a whole number"));
     }
   }
 }

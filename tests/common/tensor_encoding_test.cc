@@ -1,10 +1,11 @@
 #include "common/tensor_encoding.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "tensorboard/event.pb.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {

@@ -1,11 +1,11 @@
 // Every numeric flag of every binary is range-checked at start: a value out of range exits 2 with
 // a message naming the flag and its range, before any file, directory or socket is made.
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {

@@ -1,11 +1,11 @@
 #include "param_server/checkpointer.h"
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "param_server/parameter_server.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -189,13 +189,13 @@ TEST_CASE("Corrupt, truncated and torn checkpoints are skipped for the newest va
     FlipByte(v3 + "/weights.pt", 100);
     CHECK(Checkpointer::VerifyManifest(v3).status().code() == absl::StatusCode::kDataLoss);
     CHECK_THAT(std::string(Checkpointer::VerifyManifest(v3).status().message()),
-               Catch::Contains("SHA-256"));
+               Catch::Matchers::ContainsSubstring("SHA-256"));
     CHECK((*ParameterServer::Create(resume))->version() == 2);
   }
   SECTION("a truncated file fails its size") {
     fs::resize_file(v3 + "/optimizer.pt", 10);
     CHECK_THAT(std::string(Checkpointer::VerifyManifest(v3).status().message()),
-               Catch::Contains("truncated"));
+               Catch::Matchers::ContainsSubstring("truncated"));
     CHECK((*ParameterServer::Create(resume))->version() == 2);
   }
   SECTION("a directory without a manifest is torn") {
@@ -245,8 +245,8 @@ TEST_CASE("A checkpoint of another model is refused, naming both fingerprints", 
   absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(other);
   REQUIRE(server.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(server.status().message()),
-             Catch::Contains(DescribeModel("tiny")->fingerprint) &&
-                 Catch::Contains(DescribeModel("tiny_dueling")->fingerprint));
+             Catch::Matchers::ContainsSubstring(DescribeModel("tiny")->fingerprint) &&
+                 Catch::Matchers::ContainsSubstring(DescribeModel("tiny_dueling")->fingerprint));
 }
 
 TEST_CASE("Flag init_checkpoint seeds the weights at version 0", "[checkpoint]") {
@@ -268,7 +268,8 @@ TEST_CASE("Flag init_checkpoint seeds the weights at version 0", "[checkpoint]")
   init.init_checkpoint = dir + "/nope";  // Neither a checkpoint nor a directory of them.
   const absl::Status missing = ParameterServer::Create(init).status();
   CHECK(missing.code() == absl::StatusCode::kNotFound);
-  CHECK_THAT(std::string(missing.message()), Catch::Contains(dir + "/nope holds no checkpoint"));
+  CHECK_THAT(std::string(missing.message()),
+             Catch::Matchers::ContainsSubstring(dir + "/nope holds no checkpoint"));
   init.init_checkpoint = dir;  // A run's checkpoint directory: its newest.
   CHECK(ParameterServer::Create(init).value()->Snapshot(v1::NETWORK_ONLINE)->values == weights);
 }
@@ -285,7 +286,7 @@ TEST_CASE("A checkpoint directory that cannot be written fails the write, not th
   PushN(*server, 1);
   absl::StatusOr<std::string> failed = server->Checkpoint();
   CHECK_FALSE(failed.ok());
-  CHECK_THAT(std::string(failed.status().message()), Catch::Contains(dir));
+  CHECK_THAT(std::string(failed.status().message()), Catch::Matchers::ContainsSubstring(dir));
   CHECK(server->Status().checkpoint_failures() == 1);
   fs::remove(dir);
   fs::rename(dir + ".away", dir);
@@ -318,8 +319,10 @@ TEST_CASE("A new run in a directory holding checkpoints is refused and touches n
   absl::StatusOr<std::unique_ptr<ParameterServer>> again = ParameterServer::Create(TinyOptions(dir));
   REQUIRE(again.status().code() == absl::StatusCode::kFailedPrecondition);
   const std::string message(again.status().message());
-  CHECK_THAT(message, Catch::Contains("ckpt-00000000000000000002") && Catch::Contains(run) &&
-                          Catch::Contains("--resume") && Catch::Contains("another directory"));
+  CHECK_THAT(message, Catch::Matchers::ContainsSubstring("ckpt-00000000000000000002") &&
+                          Catch::Matchers::ContainsSubstring(run) &&
+                          Catch::Matchers::ContainsSubstring("--resume") &&
+                          Catch::Matchers::ContainsSubstring("another directory"));
   CHECK(Contents(dir) == before);
   // A directory without checkpoints (missing, empty, or only names that are not checkpoints) is free.
   CHECK(Checkpointer::CheckUnused(dir + "/missing").ok());
@@ -353,7 +356,8 @@ TEST_CASE("A resumed run keeps its run id and prunes only its own checkpoints", 
   data.target = other->Snapshot(v1::NETWORK_TARGET);
   absl::StatusOr<std::string> taken = mine.Write(data);
   REQUIRE(taken.status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(taken.status().message()), Catch::Contains("run-of-someone-else"));
+  CHECK_THAT(std::string(taken.status().message()),
+             Catch::Matchers::ContainsSubstring("run-of-someone-else"));
   CHECK(Checkpointer::VerifyManifest(dir + "/ckpt-00000000000000000002")->run_id() ==
         "run-of-someone-else");
   // Its own checkpoints are kept to 2; the other run's three stay.

@@ -1,12 +1,13 @@
-// Exactly-once pushes in the parameter server's core: repeats of a (push_session, sequence) are answered
-// again and never applied twice; pushes computed on another incarnation's weights are refused.
+// Exactly-once pushes in the parameter server's core: repeats of a (push_session, sequence) are
+// answered again and never applied twice; pushes computed on another incarnation's weights are
+// refused.
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "param_server/parameter_server.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -207,7 +208,8 @@ TEST_CASE("An apply log that cannot be opened stops the server at start, naming 
   o.apply_log = "/nonexistent-dir/apply.log";
   absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(o);
   REQUIRE(!server.ok());
-  CHECK_THAT(std::string(server.status().message()), Catch::Contains("/nonexistent-dir/apply.log"));
+  CHECK_THAT(std::string(server.status().message()),
+             Catch::Matchers::ContainsSubstring("/nonexistent-dir/apply.log"));
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "common/model_registry.h"
 #include "common/security.h"
 #include "param_server/checkpointer.h"
+#include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/skip.h"
 #include "tests/support/subprocess.h"
@@ -304,7 +304,8 @@ TEST_CASE("A full checkpoint disk is a clear error and training continues", "[fa
   absl::StatusOr<PushResult> pushed = client->Push(g.data(), g.size(), 6, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->version == 7);
-  CHECK_THAT(ReadWholeFile(ps.dir + "/ps.log"), Catch::Contains("No space left on device"));
+  CHECK_THAT(ReadWholeFile(ps.dir + "/ps.log"),
+             Catch::Matchers::ContainsSubstring("No space left on device"));
   CHECK(Checkpointer::VerifyManifest(ps.dir + "/ckpt/ckpt-00000000000000000002").ok());
   ps.process->Signal(SIGKILL);
   ps.process->Wait(absl::Seconds(10));

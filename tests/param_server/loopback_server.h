@@ -2,7 +2,6 @@
 #ifndef CONVOY_TESTS_PARAM_SERVER_LOOPBACK_SERVER_H_
 #define CONVOY_TESTS_PARAM_SERVER_LOOPBACK_SERVER_H_
 
-#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/ps_client.h"
 #include "param_server/grpc_server.h"
+#include "tests/catch.h"
 
 namespace convoy::testing {
 

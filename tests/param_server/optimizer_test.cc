@@ -1,8 +1,9 @@
 #include "param_server/optimizer.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {
@@ -136,10 +137,12 @@ TEST_CASE("Restored optimizer state continues exactly where it left off", "[opti
 }
 
 TEST_CASE("Bad optimizer options are refused, naming the option", "[optimizer]") {
-  CHECK_THAT(std::string(ParseOptimizer("adagrad").status().message()), Catch::Contains("adagrad"));
+  CHECK_THAT(std::string(ParseOptimizer("adagrad").status().message()),
+             Catch::Matchers::ContainsSubstring("adagrad"));
   OptimizerOptions o;
   o.learning_rate = 0;
-  CHECK_THAT(std::string(ValidateOptimizerOptions(o).message()), Catch::Contains("learning rate"));
+  CHECK_THAT(std::string(ValidateOptimizerOptions(o).message()),
+             Catch::Matchers::ContainsSubstring("learning rate"));
   o = OptimizerOptions();
   o.beta1 = 1.0;
   CHECK(ValidateOptimizerOptions(o).code() == absl::StatusCode::kInvalidArgument);
@@ -169,7 +172,8 @@ TEST_CASE("Every optimizer's name parses back to it, as a flag too, and nothing 
   for (const char* wrong : {"Adam", "sgd ", "", "adam_w", "momentum"}) {
     INFO(wrong);
     CHECK(!AbslParseFlag(wrong, &flag, &error));
-    CHECK_THAT(error, Catch::Contains("expected adam, adamw, rmsprop, sgd or delta"));
+    CHECK_THAT(error,
+               Catch::Matchers::ContainsSubstring("expected adam, adamw, rmsprop, sgd or delta"));
     CHECK(flag == Optimizer::kSgd);
   }
 }

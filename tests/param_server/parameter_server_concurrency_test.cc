@@ -4,7 +4,6 @@
 // checks the locking itself.
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -17,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "param_server/parameter_server.h"
 #include "param_server/push_assembler.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {

@@ -1,7 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "common/exploration.h"
 #include "param_server/staleness_policy.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -1,7 +1,8 @@
 #include "param_server/push_assembler.h"
 
-#include <catch2/catch.hpp>
 #include <limits>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {
@@ -74,8 +75,8 @@ TEST_CASE("Every kind of bad push gets its status and reason", "[push]") {
     absl::Status s = push.Add(chunk);
     ExpectRejected(push, s, absl::StatusCode::kFailedPrecondition,
                    v1::REJECT_REASON_FINGERPRINT_MISMATCH);
-    CHECK_THAT(std::string(s.message()),
-               Catch::Contains("nature-ffff") && Catch::Contains(kFingerprint));
+    CHECK_THAT(std::string(s.message()), Catch::Matchers::ContainsSubstring("nature-ffff") &&
+                                             Catch::Matchers::ContainsSubstring(kFingerprint));
   }
   SECTION("wrong total size") {
     v1::GradientChunk chunk = Header(0, four);
@@ -110,7 +111,7 @@ TEST_CASE("Every kind of bad push gets its status and reason", "[push]") {
     REQUIRE(push.Add(Header(0, four)).ok());
     absl::Status s = push.Add(Body(6, four));
     ExpectRejected(push, s, absl::StatusCode::kInvalidArgument, v1::REJECT_REASON_BAD_CHUNKS);
-    CHECK_THAT(std::string(s.message()), Catch::Contains("[4, 6) are missing"));
+    CHECK_THAT(std::string(s.message()), Catch::Matchers::ContainsSubstring("[4, 6) are missing"));
   }
   SECTION("missing elements at the end") {
     REQUIRE(push.Add(Header(0, four)).ok());

@@ -4,11 +4,11 @@
 #include <signal.h>
 #include <stdlib.h>
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
 
@@ -137,7 +137,7 @@ TEST_CASE("Plaintext needs an explicit insecure and TLS needs both files", "[sec
   CHECK(MakeServerCredentials(half).status().code() == absl::StatusCode::kInvalidArgument);
   half.tls_key_file = "/nonexistent/key.pem";
   CHECK_THAT(std::string(MakeServerCredentials(half).status().message()),
-             Catch::Contains("/nonexistent/cert.pem"));
+             Catch::Matchers::ContainsSubstring("/nonexistent/cert.pem"));
   ClientSecurity client;
   CHECK(MakeChannelCredentials(client).status().code() == absl::StatusCode::kInvalidArgument);
 }
@@ -170,7 +170,7 @@ TEST_CASE("convoy_ps never logs its token", "[security][process]") {
   ps->Signal(SIGTERM);
   REQUIRE(ps->Wait(absl::Seconds(30)) == 0);
   const std::string log = testing::ReadWholeFile(dir + "/log");
-  CHECK_THAT(log, Catch::Contains("bearer token"));
+  CHECK_THAT(log, Catch::Matchers::ContainsSubstring("bearer token"));
   CHECK(log.find(token) == std::string::npos);
 }
 
@@ -184,7 +184,8 @@ TEST_CASE("convoy_ps and convoy_agent refuse plaintext unless --insecure is give
   REQUIRE(ps.ok());
   CHECK(ps->Wait(absl::Seconds(30)) == 2);
   const std::string ps_log = testing::ReadWholeFile(dir + "/ps.log");
-  CHECK_THAT(ps_log, Catch::Contains("--tls_cert") && Catch::Contains("--insecure"));
+  CHECK_THAT(ps_log, Catch::Matchers::ContainsSubstring("--tls_cert") &&
+                         Catch::Matchers::ContainsSubstring("--insecure"));
   // Nothing was started or written.
   CHECK_FALSE(std::filesystem::exists(dir + "/port"));
   CHECK_FALSE(std::filesystem::exists(dir + "/ckpt"));
@@ -195,7 +196,8 @@ TEST_CASE("convoy_ps and convoy_agent refuse plaintext unless --insecure is give
   REQUIRE(agent.ok());
   CHECK(agent->Wait(absl::Seconds(60)) == 2);
   CHECK_THAT(testing::ReadWholeFile(dir + "/agent.log"),
-             Catch::Contains("--tls_ca") && Catch::Contains("--insecure"));
+             Catch::Matchers::ContainsSubstring("--tls_ca") &&
+                 Catch::Matchers::ContainsSubstring("--insecure"));
   CHECK_FALSE(std::filesystem::exists(dir + "/agent"));
 }
 
@@ -232,7 +234,7 @@ TEST_CASE("convoy_ps --write_credentials makes a working TLS pair and token and 
   REQUIRE(half.ok());
   CHECK(half->Wait(absl::Seconds(30)) == 1);
   CHECK_THAT(testing::ReadWholeFile(dir + "/half.log"),
-             Catch::Contains("only one of tls.crt and tls.key"));
+             Catch::Matchers::ContainsSubstring("only one of tls.crt and tls.key"));
   CHECK(testing::ReadWholeFile(auth + "/tls.crt") == cert);
   CHECK_FALSE(fs::exists(auth + "/tls.key"));
   fs::remove(auth + "/tls.crt");

@@ -1,7 +1,6 @@
 // Integration tests of convoy_ps's gRPC service over loopback, with a real server and real clients.
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -13,6 +12,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "param_server/optimizer.h"
 #include "param_server/weight_store.h"
+#include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
 
 namespace convoy {
@@ -69,8 +69,8 @@ TEST_CASE("Join with another model's fingerprint fails naming both", "[service]"
   absl::StatusOr<v1::JoinResponse> joined = PsClient(o).Join();
   REQUIRE(joined.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(joined.status().message()),
-             Catch::Contains(o.model_fingerprint) &&
-                 Catch::Contains(ps.server->core().model().fingerprint));
+             Catch::Matchers::ContainsSubstring(o.model_fingerprint) &&
+                 Catch::Matchers::ContainsSubstring(ps.server->core().model().fingerprint));
 }
 
 TEST_CASE("The health service reports SERVING once weights are ready", "[service]") {
@@ -467,7 +467,7 @@ TEST_CASE("A push from a previous incarnation is refused in-band and changes not
   REQUIRE(pushed.ok());
   CHECK_FALSE(pushed->accepted);
   CHECK(pushed->reason == v1::REJECT_REASON_WRONG_INCARNATION);
-  CHECK_THAT(pushed->message, Catch::Contains("restarted"));
+  CHECK_THAT(pushed->message, Catch::Matchers::ContainsSubstring("restarted"));
   CHECK(ps.Status().version() == 0);
   CHECK(ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values == before);
   CHECK(Rejections(ps.Status(), v1::REJECT_REASON_WRONG_INCARNATION) == 1);

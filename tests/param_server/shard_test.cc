@@ -1,6 +1,6 @@
 // Sharding in the parameter server's core: the shard map of a model and N, a shard's slice of the
-// weights and of SGD, the Join refusals of a mismatched map, and checkpoints that belong to one shard.
-#include <catch2/catch.hpp>
+// weights and of SGD, the Join refusals of a mismatched map, and checkpoints that belong to one
+// shard.
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/shard_map.h"
 #include "param_server/parameter_server.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -85,8 +86,9 @@ TEST_CASE("A shard map covers the vector in order, balanced to one element, from
   absl::StatusOr<ShardMap> too_many = MakeShardMap(tiny, 20000);
   REQUIRE(!too_many.ok());
   CHECK(too_many.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(too_many.status().message()),
-             Catch::Contains("16805") && Catch::Contains("20000"));
+  CHECK_THAT(
+      std::string(too_many.status().message()),
+      Catch::Matchers::ContainsSubstring("16805") && Catch::Matchers::ContainsSubstring("20000"));
   CHECK(!MakeShardMap(tiny, 0).ok());
 }
 
@@ -152,7 +154,8 @@ TEST_CASE("A shard refuses a Join that takes it for another shard, another split
     REQUIRE(!refused.ok());
     CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
     CHECK_THAT(std::string(refused.status().message()),
-               Catch::Contains(w.says) && Catch::Contains("it is shard 1 of 2"));
+               Catch::Matchers::ContainsSubstring(w.says) &&
+                   Catch::Matchers::ContainsSubstring("it is shard 1 of 2"));
   }
   CHECK(ps->Status().rejections().at("REJECT_REASON_SHARD_MISMATCH") == 4);
   // An unsharded server refuses an agent that expects shards, and answers one that knows none.
@@ -183,7 +186,8 @@ TEST_CASE("A shard's checkpoints resume only as that shard of the same split", "
     REQUIRE(!refused.ok());
     CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
     CHECK_THAT(std::string(refused.status().message()),
-               Catch::Contains("holds shard 0 of 2") && Catch::Contains("--num_shards"));
+               Catch::Matchers::ContainsSubstring("holds shard 0 of 2") &&
+                   Catch::Matchers::ContainsSubstring("--num_shards"));
   }
   o.resume = true;
   std::unique_ptr<ParameterServer> resumed = Start(o);
@@ -243,14 +247,16 @@ TEST_CASE("A sharded run's checkpoints start a run with another number of shards
   absl::StatusOr<std::unique_ptr<ParameterServer>> refused = ParameterServer::Create(whole);
   REQUIRE(!refused.ok());
   CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("shard 1 of 3"));
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Matchers::ContainsSubstring("shard 1 of 3"));
   std::filesystem::remove_all(base + "/shard-2");
   whole.init_checkpoint = base;
   refused = ParameterServer::Create(whole);
   REQUIRE(!refused.ok());
   CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(refused.status().message()),
-             Catch::Contains("shard 0 of the 2") && Catch::Contains("shard 0 of 3"));
+             Catch::Matchers::ContainsSubstring("shard 0 of the 2") &&
+                 Catch::Matchers::ContainsSubstring("shard 0 of 3"));
   whole.init_checkpoint = base + "/nothing-here";
   std::filesystem::create_directories(whole.init_checkpoint);
   refused = ParameterServer::Create(whole);

@@ -1,10 +1,10 @@
 // The parameter server core's Status(): what it derives from the pushes it saw.
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <memory>
 #include <vector>
 
 #include "param_server/parameter_server.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

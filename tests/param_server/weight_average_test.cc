@@ -1,11 +1,11 @@
 #include "param_server/weight_average.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "param_server/parameter_server.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

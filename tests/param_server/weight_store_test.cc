@@ -1,9 +1,10 @@
 #include "param_server/weight_store.h"
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

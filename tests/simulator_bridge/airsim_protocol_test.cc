@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cstdio>
 #include <optional>
 #include <random>
@@ -19,6 +18,7 @@
 #include "simulator_bridge/png.h"
 #include "simulator_bridge/socket.h"
 #include "test_world.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

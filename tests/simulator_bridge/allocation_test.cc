@@ -1,12 +1,12 @@
 // The hot loop allocates nothing: DrivingEnv::Step over an EmbeddedSim, after the first frames.
 // This binary replaces the global operator new to count allocations in a measured region only.
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <new>
 
 #include "simulator_bridge/driving_env.h"
 #include "test_world.h"
+#include "tests/catch.h"
 
 namespace {
 std::atomic<bool> counting{false};

@@ -1,7 +1,8 @@
 #include "simulator_bridge/car_model.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -1,12 +1,12 @@
 // The convoy_sim binary itself: flags, the printed port, serving, and a clean exit on SIGTERM.
 #include <signal.h>
 
-#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <optional>
 #include <string>
 
 #include "simulator_bridge/airsim_client.h"
+#include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {

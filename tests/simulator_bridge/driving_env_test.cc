@@ -1,10 +1,10 @@
 #include "simulator_bridge/driving_env.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
 
 #include "test_world.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -1,6 +1,5 @@
 #include "simulator_bridge/embedded_sim.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -8,6 +7,7 @@
 
 #include "simulator_bridge/png.h"
 #include "test_world.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

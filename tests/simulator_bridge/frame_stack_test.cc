@@ -1,7 +1,8 @@
 #include "simulator_bridge/frame_stack.h"
 
-#include <catch2/catch.hpp>
 #include <vector>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -2,10 +2,11 @@
 
 #include <png.h>
 
-#include <catch2/catch.hpp>
 #include <csetjmp>
 #include <string>
 #include <vector>
+
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {
@@ -121,20 +122,20 @@ TEST_CASE("libpng's errors come back as statuses that name the fault", "[png]") 
     png[20] ^= 0xff;  // IHDR's height
     absl::StatusOr<std::vector<uint8_t>> r = DecodePng(png, &w, &h, &c);
     CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(r.status().message()), Catch::Contains("CRC"));
+    CHECK_THAT(std::string(r.status().message()), Catch::Matchers::ContainsSubstring("CRC"));
   }
   SECTION("truncated data") {
     png.resize(png.size() - 20);
     absl::StatusOr<std::vector<uint8_t>> r = DecodePng(png, &w, &h, &c);
     CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(r.status().message()), Catch::Contains("truncated"));
+    CHECK_THAT(std::string(r.status().message()), Catch::Matchers::ContainsSubstring("truncated"));
   }
   SECTION("a side over 16384") {
     std::vector<uint8_t> wide_row(16385, 0);
     absl::StatusOr<std::vector<uint8_t>> r =
         DecodePng(LibpngWritten(16385, 1, 8, PNG_COLOR_TYPE_GRAY, wide_row), &w, &h, &c);
     CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(r.status().message()), Catch::Contains("width"));
+    CHECK_THAT(std::string(r.status().message()), Catch::Matchers::ContainsSubstring("width"));
   }
   SECTION("a bit depth other than 8") {
     std::vector<uint8_t> rows(4 * 4 * 2, 1);

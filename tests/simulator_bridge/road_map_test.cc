@@ -1,11 +1,11 @@
 #include "simulator_bridge/road_map.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <string>
 
 #include "test_world.h"
+#include "tests/catch.h"
 
 namespace convoy {
 namespace {

@@ -2,12 +2,12 @@
 #ifndef CONVOY_TESTS_SIMULATOR_BRIDGE_TEST_WORLD_H_
 #define CONVOY_TESTS_SIMULATOR_BRIDGE_TEST_WORLD_H_
 
-#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 
 #include "simulator_bridge/road_map.h"
 #include "simulator_bridge/world.h"
+#include "tests/catch.h"
 
 namespace convoy {
 
