@@ -1,12 +1,12 @@
 #include "agent/learner.h"
 
-#include <ATen/autocast_mode.h>
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/torch_compat.h"
 
 namespace convoy {
 namespace {
@@ -18,11 +18,11 @@ constexpr int kLossScaleGrowthInterval = 2000;
 class AutocastScope {
  public:
   explicit AutocastScope(bool enabled) : enabled_(enabled) {
-    if (enabled_) at::autocast::set_enabled(true);
+    if (enabled_) torch_compat::SetCudaAutocastEnabled(true);
   }
   ~AutocastScope() {
     if (enabled_) {
-      at::autocast::set_enabled(false);
+      torch_compat::SetCudaAutocastEnabled(false);
       at::autocast::clear_cache();
     }
   }

@@ -36,7 +36,7 @@ jobs="${CONVOY_JOBS:-$(nproc)}"
 log() { printf 'run_fuzzers: %s\n' "$*"; }
 
 if ! command -v "$cxx" >/dev/null 2>&1 || ! command -v "$cc" >/dev/null 2>&1; then
-  log "SKIPPED: no clang ('$cxx'); install clang-14 and libclang-rt-14-dev"
+  log "SKIPPED: no clang ('$cxx'); install the clang-N and libclang-rt-N-dev of ./convoy's package table"
   exit 77
 fi
 mkdir -p "$build_dir"
@@ -44,7 +44,7 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   probe="$build_dir/libfuzzer_probe"
   if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
       "$cxx" -fsanitize=fuzzer,address,undefined -x c++ - -o "$probe" >/dev/null 2>&1; then
-    log "SKIPPED: $cxx cannot link -fsanitize=fuzzer,address,undefined; install libclang-rt-14-dev"
+    log "SKIPPED: $cxx cannot link -fsanitize=fuzzer,address,undefined; install its libclang-rt-N-dev"
     exit 77
   fi
   rm -f "$probe"
