@@ -94,6 +94,38 @@ Signed-By:
 check "missing files (an unmatched glob) are skipped" "" \
   "$(apt_deb_src_sources "$T/none.list" "$T/parts/*.sources")"
 
+# The same machine's archive for another release (the Debian 13 root): only the release's own suites, renamed.
+RELEASE=bookworm
+check "deb entries of this release become the other release's, other suites and sources left out" \
+"Types: deb
+URIs: file:/srv/archive/debian
+Suites: trixie
+Components: main contrib
+
+Types: deb
+URIs: file:/srv/mirror/debian
+Suites: trixie-updates
+Components: main
+Signed-By: /usr/share/keyrings/site.gpg
+
+Types: deb
+URIs: file:/srv/archive/debian
+Suites: trixie trixie-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: file:/srv/proxy/debian-security
+Suites: trixie-security
+Components: main non-free-firmware
+Signed-By:
+ -----BEGIN PGP PUBLIC KEY BLOCK-----
+ .
+ mQINBF
+ -----END PGP PUBLIC KEY BLOCK-----" "$(apt_release_sources trixie "$T/sources.list" "$T/site.sources")"
+check "debootstrap's mirror is the entry holding the release itself" "file:/srv/archive/debian" \
+  "$(apt_release_sources trixie "$T/sources.list" "$T/site.sources" | apt_release_mirror trixie)"
+
 # A private apt state like build_tsan_abseil's reads what the function writes: apt parses it and would fetch
 # the source indexes of each entry (--print-uris fetches nothing).
 if command -v apt-get >/dev/null; then

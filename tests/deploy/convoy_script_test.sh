@@ -9,7 +9,7 @@ failures=0
 fail() { echo "convoy_script_test: FAIL: $*" >&2; failures=$((failures + 1)); }
 
 "$REPO/convoy" help >"$T/help" 2>&1 || fail "./convoy help exited $?"
-for cmd in train test bench build help; do
+for cmd in train test bench build packages help; do
   grep -q "\./convoy $cmd" "$T/help" || fail "./convoy help does not describe '$cmd'"
 done
 grep -q '^#' "$T/help" && fail "./convoy help prints comment lines of the script"
@@ -28,6 +28,31 @@ for b in convoy_bench_ps convoy_bench_sim convoy_bench_learn; do
   grep -q "$b" "$T/err" || fail "the list of benchmarks lacks $b"
 done
 grep -q "installing\|building" "$T/err" && fail "an unknown benchmark installed or built something first"
+
+# The package table: each release's column, and a release it does not know named, with what to install by hand.
+os_release() { printf 'PRETTY_NAME="%s"\nID=debian\nVERSION_CODENAME=%s\n' "$1" "$2" >"$T/os-release"; }
+packages() { CONVOY_OS_RELEASE="$T/os-release" "$REPO/convoy" packages "$@" >"$T/out" 2>"$T/err"; }
+os_release "Debian GNU/Linux 12 (bookworm)" bookworm
+packages || fail "./convoy packages exited $? on bookworm"
+grep -qw "clang-14" "$T/out" && grep -qw "libtorch-dev" "$T/out" || fail "bookworm's packages: $(cat "$T/out")"
+[ -s "$T/err" ] && fail "./convoy packages warned on bookworm: $(cat "$T/err")"
+grep -qw "python3-grpcio" "$T/out" && fail "the build packages include a test package"
+packages test || fail "./convoy packages test exited $?"
+grep -qw "python3-grpcio" "$T/out" && grep -qw "libtorch-dev" "$T/out" || fail "test packages: $(cat "$T/out")"
+os_release "Debian GNU/Linux 13 (trixie)" trixie
+packages || fail "./convoy packages exited $? on trixie"
+grep -qw "clang-19" "$T/out" && grep -qw "libclang-rt-19-dev" "$T/out" || fail "trixie's packages: $(cat "$T/out")"
+grep -qw "clang-14" "$T/out" && fail "trixie's packages name clang-14"
+os_release "Debian GNU/Linux forky/sid" forky
+packages || fail "./convoy packages exited $? on a release it does not know"
+grep -q "Debian GNU/Linux forky/sid (forky)" "$T/err" || fail "an unknown release is not named: $(cat "$T/err")"
+grep -q "trying trixie's package names" "$T/err" || fail "an unknown release does not say what it tries"
+grep -q "install these or their equivalents by hand" "$T/err" || fail "an unknown release does not say what to install"
+grep -qw "clang-19" "$T/out" || fail "an unknown release does not list the newest release's packages"
+packages no_such_kind
+code=$?
+[ "$code" -eq 2 ] || fail "an unknown package kind exited $code, not 2"
+grep -q "unknown package kind 'no_such_kind'" "$T/err" || fail "an unknown package kind is not named"
 
 # Every ctest call of the script refuses a selection that matches nothing.
 calls="$(grep -c 'ctest --output-on-failure' "$REPO/convoy")"
