@@ -20,9 +20,12 @@ ABSL_FLAG(bool, insecure, false,
 
 namespace convoy {
 
-absl::StatusOr<ClientSecurity> ClientSecurityFromFlags() {
+absl::StatusOr<ClientSecurity> ClientSecurityFromFlags(const ClientSecurityDefaults& defaults) {
   ClientSecurity security;
   security.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  if (security.tls_ca_file.empty() && !absl::GetFlag(FLAGS_insecure)) {
+    security.tls_ca_file = defaults.tls_ca_file;
+  }
   security.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   security.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   security.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
@@ -34,7 +37,9 @@ absl::StatusOr<ClientSecurity> ClientSecurityFromFlags() {
       !credentials.ok()) {
     return credentials.status();
   }
-  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
+  if (token_file.empty()) token_file = defaults.auth_token_file;
+  absl::StatusOr<std::string> token = ReadAuthToken(token_file);
   if (!token.ok()) return token.status();
   security.auth_token = *std::move(token);
   return security;

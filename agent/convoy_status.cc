@@ -4,9 +4,15 @@
 // rejected. With --watch it refreshes, and bytes/s are measured between refreshes (else averaged
 // since each server started).
 //
+//   convoy_status RUN_DIR [--watch [--interval=2s]]
 //   convoy_status --ps=host:port[,host:port...] [--watch [--interval=2s]] [TLS and token flags]
 //
-// Exit 0 after printing; 1 when a server does not answer (naming it); 2 for bad flags.
+// RUN_DIR is a convoy_train run directory (runs/<name>): its servers' addresses, certificate and
+// token are read from it (common/local_run_files.h); --ps, --tls_ca and --auth_token_file, when
+// given, take the place of what it holds.
+//
+// Exit 0 after printing; 1 when a server does not answer (naming it); 2 for bad flags or a run
+// directory that lacks the run's files (naming the missing one).
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +34,7 @@
 #include "agent/sharded_session.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
+#include "common/local_run_files.h"
 
 ABSL_FLAG(std::string, ps, "",
           "The parameter server's host:port, or every shard's host:port,... in shard order, or @FILE "
@@ -60,19 +67,47 @@ struct Sample {
   absl::Time at;
 };
 
-int Run() {
+// `positional` is InitProcess's: argv[0], then the run directory when one is given.
+int Run(const std::vector<std::string>& positional) {
+  if (positional.size() > 2) {
+    std::fprintf(stderr, "convoy_status: one run directory at most, got %zu arguments\n",
+                 positional.size() - 1);
+    return kExitUsage;
+  }
   if (!FlagsInRange("convoy_status",
                     {DurationRange("interval", absl::GetFlag(FLAGS_interval), absl::ZeroDuration(),
                                    absl::InfiniteDuration(), Ends::kOpenMin),
                      IntRange("iterations", absl::GetFlag(FLAGS_iterations), 0, kNoIntMax)})) {
     return kExitUsage;
   }
-  absl::StatusOr<std::vector<std::string>> servers = ParseServerList(absl::GetFlag(FLAGS_ps));
+  const std::string run_dir = positional.size() == 2 ? positional[1] : "";
+  std::optional<LocalRunAccess> run;
+  if (!run_dir.empty()) {
+    absl::StatusOr<LocalRunAccess> access = ReadLocalRunAccess(run_dir);
+    if (!access.ok()) {
+      std::fprintf(stderr, "convoy_status: %s\n", std::string(access.status().message()).c_str());
+      return kExitUsage;
+    }
+    run = *std::move(access);
+  } else if (absl::GetFlag(FLAGS_ps).empty()) {
+    std::fprintf(stderr,
+                 "convoy_status: give a run directory (convoy_status runs/<name>) or --ps\n");
+    return kExitUsage;
+  }
+  absl::StatusOr<std::vector<std::string>> servers =
+      run.has_value() && absl::GetFlag(FLAGS_ps).empty()
+          ? absl::StatusOr<std::vector<std::string>>(run->servers)
+          : ParseServerList(absl::GetFlag(FLAGS_ps));
   if (!servers.ok()) {
     std::fprintf(stderr, "convoy_status: %s\n", std::string(servers.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+  ClientSecurityDefaults defaults;
+  if (run.has_value()) {
+    defaults.tls_ca_file = run->tls_ca_file;
+    defaults.auth_token_file = run->auth_token_file;
+  }
+  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags(defaults);
   if (!security.ok()) {
     std::fprintf(stderr, "convoy_status: %s\n", std::string(security.status().message()).c_str());
     return kExitUsage;
@@ -98,8 +133,10 @@ int Run() {
     for (size_t i = 0; i < clients.size(); ++i) {
       absl::StatusOr<v1::StatusResponse> status = clients[i]->Status();
       if (!status.ok()) {
-        std::fprintf(stderr, "convoy_status: %s does not answer: %s\n", (*servers)[i].c_str(),
-                     std::string(status.status().message()).c_str());
+        const std::string hint =
+            run.has_value() ? absl::StrCat(" (has the run in ", run_dir, " ended?)") : "";
+        std::fprintf(stderr, "convoy_status: %s does not answer: %s%s\n", (*servers)[i].c_str(),
+                     std::string(status.status().message()).c_str(), hint.c_str());
         return 1;
       }
       now[i] = {*std::move(status), absl::Now()};
@@ -166,8 +203,10 @@ int Run() {
 }  // namespace convoy
 
 int main(int argc, char** argv) {
-  convoy::InitProcess(argc, argv,
-                      "convoy_status: a running parameter server's shards and agents.\n"
-                      "Usage: convoy_status --ps=host:port[,host:port...] [--watch] [TLS flags]");
-  return convoy::Run();
+  const std::vector<std::string> positional = convoy::InitProcess(
+      argc, argv,
+      "convoy_status: a running parameter server's shards and agents.\n"
+      "Usage: convoy_status RUN_DIR [--watch]   (a convoy_train run directory, runs/<name>)\n"
+      "       convoy_status --ps=host:port[,host:port...] [--watch] [TLS flags]");
+  return convoy::Run(positional);
 }

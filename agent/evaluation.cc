@@ -153,8 +153,12 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& we
 }
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Random(int episodes) {
+  return Random(EvaluationSeeds(episodes));
+}
+
+absl::StatusOr<EvalSummary> GreedyEvaluator::Random(const std::vector<uint64_t>& seeds) {
   return Evaluate(*environment_->env, preprocess_, frame_stack_,
-                  RandomPolicy(environment_->env->num_actions(), 12345), EvaluationSeeds(episodes));
+                  RandomPolicy(environment_->env->num_actions(), 12345), seeds);
 }
 
 absl::StatusOr<std::unique_ptr<BestPolicy>> BestPolicy::Create(const std::string& model,
@@ -174,6 +178,8 @@ BestPolicy::BestPolicy(std::unique_ptr<GreedyEvaluator> evaluator, std::vector<u
       seeds_(std::move(seeds)),
       path_(std::move(path)),
       layout_(std::move(layout)) {}
+
+absl::StatusOr<EvalSummary> BestPolicy::RandomBaseline() { return evaluator_->Random(seeds_); }
 
 absl::StatusOr<bool> BestPolicy::Consider(uint64_t version, const std::vector<float>& weights) {
   absl::StatusOr<EvalSummary> summary = evaluator_->Greedy(weights, seeds_);

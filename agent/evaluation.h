@@ -100,6 +100,8 @@ class GreedyEvaluator {
   const std::vector<float>& q_values() const { return q_values_; }
   // A uniformly random policy (fixed seed) on the same seeds: the baseline.
   absl::StatusOr<EvalSummary> Random(int episodes);
+  // The same on the given seeds.
+  absl::StatusOr<EvalSummary> Random(const std::vector<uint64_t>& seeds);
 
   DrivingEnv& env() { return *environment_->env; }
 
@@ -149,6 +151,10 @@ class BestPolicy {
   // extra episodes. Errors: the evaluation's, or the weights file's (the best is still updated).
   absl::StatusOr<bool> Settle(int extra_episodes);
   static constexpr int kCandidates = 3;
+
+  // The random policy (GreedyEvaluator::Random) on the validation seeds Consider drives: the line a
+  // run's validations are read against. Errors: the evaluation's.
+  absl::StatusOr<EvalSummary> RandomBaseline();
 
   bool has_best() const { return has_best_; }
   uint64_t version() const { return version_; }

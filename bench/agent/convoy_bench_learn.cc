@@ -22,21 +22,20 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/environment.h"
 #include "agent/evaluation.h"
 #include "agent/learner.h"
 #include "agent/preprocess.h"
-#include "common/child_process.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
+#include "common/line_plot.h"
+#include "common/shell_line.h"
 #include "deploy/local/local_cluster.h"
 
 ABSL_FLAG(std::string, agents, "1,2,4", "Agent counts to measure, comma-separated, one run each.");
@@ -58,7 +57,7 @@ ABSL_FLAG(std::string, plot, "learning_curves.png",
           "The learning curves' plot, drawn by --plot_script: .png, .svg or .pdf.");
 ABSL_FLAG(std::string, csv, "",
           "CSV of every evaluation, the plot's data (default: --plot with the extension .csv).");
-ABSL_FLAG(std::string, python, "/usr/bin/python3",
+ABSL_FLAG(std::string, python, convoy::kPlotPython,
           "Python with Debian's python3-matplotlib, to draw the plot.");
 ABSL_FLAG(std::string, plot_script, CONVOY_PLOT_SCRIPT, "Draws the plot from the CSV.");
 // Training hyperparameters, defaulting to convoy_train's (LocalClusterOptions).
@@ -378,50 +377,16 @@ absl::Status WriteCsv(const std::string& path, const std::vector<RunResult>& run
 
 // The command that draws --plot from the CSV.
 std::vector<std::string> PlotCommand(const std::string& csv, const std::string& plot) {
-  return {absl::GetFlag(FLAGS_python),
-          absl::GetFlag(FLAGS_plot_script),
-          csv,
-          "-o",
-          plot,
-          "--series",
-          "series",
-          "--y",
-          "mean_return=mean return",
-          "--x",
-          "wall_minutes=wall-clock minutes",
-          "--x",
-          "env_steps=env steps, all agents",
-          "--hline",
-          "random",
-          "--y_from_zero",
-          "--title",
-          "convoy_bench_learn: evaluation return"};
-}
-
-// The command as one line for a shell: arguments with characters a shell would read are
-// single-quoted.
-std::string ShellLine(const std::vector<std::string>& argv) {
-  std::vector<std::string> words;
-  for (const std::string& a : argv) {
-    const bool plain = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
-      return absl::ascii_isalnum(c) ||
-             absl::string_view("_-./=:,+@%").find(c) != absl::string_view::npos;
-    });
-    words.push_back(plain ? a : absl::StrCat("'", absl::StrReplaceAll(a, {{"'", "'\\''"}}), "'"));
-  }
-  return absl::StrJoin(words, " ");
-}
-
-// Runs the plot script; its own messages go to stderr. OK when drawn; FAILED_PRECONDITION when
-// matplotlib is missing (plot.py's exit status 3).
-absl::Status DrawPlot(const std::vector<std::string>& command) {
-  absl::StatusOr<ChildProcess> child = ChildProcess::Start(command, {});
-  if (!child.ok()) return child.status();
-  const std::optional<int> code = child->Wait(absl::Minutes(5));
-  if (!code.has_value()) return absl::DeadlineExceededError("the plot script ran 5 minutes");
-  if (*code == 3) return absl::FailedPreconditionError("matplotlib is not installed");
-  if (*code != 0) return absl::UnknownError(absl::StrCat("the plot script exited ", *code));
-  return absl::OkStatus();
+  LinePlot figure;
+  figure.csv = csv;
+  figure.output = plot;
+  figure.series = "series";
+  figure.y = "mean_return=mean return";
+  figure.x = {"wall_minutes=wall-clock minutes", "env_steps=env steps, all agents"};
+  figure.hlines = {"random"};
+  figure.y_from_zero = true;
+  figure.title = "convoy_bench_learn: evaluation return";
+  return LinePlotCommand(absl::GetFlag(FLAGS_python), absl::GetFlag(FLAGS_plot_script), figure);
 }
 
 int Run() {
@@ -516,7 +481,7 @@ int Run() {
   std::printf("curves: %s\n", csv.c_str());
   const std::vector<std::string> command = PlotCommand(csv, plot);
   std::fflush(stdout);
-  if (absl::Status s = DrawPlot(command); s.ok()) {
+  if (absl::Status s = DrawLinePlot(command); s.ok()) {
     std::printf("plot: %s\n", plot.c_str());
   } else {
     // The results stand without the figure: say so, and how to draw it later.

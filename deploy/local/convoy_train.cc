@@ -1,7 +1,11 @@
 // convoy_train: the one-machine training run. Starts convoy_ps and N convoy_agent processes (found
 // beside this binary) on the embedded simulator, trains for a bounded time printing one merged
 // progress line, then evaluates the greedy policy on fixed-seed episodes beside a random policy and
-// prints the table and RESULT lines. Checkpoints and logs go under runs/<name>/. Ctrl-C stops every
+// prints the table and RESULT lines. Checkpoints and logs go under runs/<name>/. At its start it
+// prints the command that watches the run live (convoy_status given the run directory) and where
+// TensorBoard finds the agents' scalars; at its end the run directory holds its learning curve, the
+// validations against minutes beside the random policy, as learning_curve.csv and, drawn by
+// bench/plot.py as convoy_bench_learn draws its curves, learning_curve.png. Ctrl-C stops every
 // process cleanly with a final checkpoint. (Clusters use Slurm or Kubernetes instead: see
 // docs/deploy.md.)
 #include <glog/logging.h>
@@ -24,7 +28,9 @@
 #include "agent/map_image.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
+#include "common/line_plot.h"
 #include "common/model_registry.h"
+#include "common/shell_line.h"
 #include "common/weights_file.h"
 #include "deploy/local/local_cluster.h"
 
@@ -103,6 +109,75 @@ void PrintMerged(const ClusterTotals& totals, size_t agents, absl::Duration elap
       absl::ToDoubleMinutes(elapsed), agents, totals.episodes, totals.env_steps,
       totals.env_steps_per_s, totals.train_steps, totals.train_steps_per_s, totals.avg_return,
       totals.epsilon, static_cast<unsigned long long>(ps_version), absl::ToDoubleMinutes(left));
+}
+
+// One validation of the server's weights during the run: a point of the run's learning curve.
+struct CurvePoint {
+  double minutes = 0;    // Since the agents started.
+  double env_steps = 0;  // All agents together.
+  uint64_t version = 0;
+  double mean_return = 0;
+  int full_episodes = 0;
+  int episodes = 0;
+};
+
+// A row per validation (series "validation") and one for the random policy on the same seeds
+// (series "random", which has no time, steps or version): what plot.py draws.
+absl::Status WriteCurveCsv(const std::string& path, const std::vector<CurvePoint>& points,
+                           const EvalSummary& random) {
+  std::string csv = "series,minutes,env_steps,version,mean_return,full_episodes,episodes\n";
+  for (const CurvePoint& p : points) {
+    absl::StrAppendFormat(&csv, "validation,%.3f,%.0f,%llu,%.3f,%d,%d\n", p.minutes, p.env_steps,
+                          static_cast<unsigned long long>(p.version), p.mean_return,
+                          p.full_episodes, p.episodes);
+  }
+  absl::StrAppendFormat(&csv, "random,,,,%.3f,%d,%d\n", random.mean_return, random.full_episodes,
+                        static_cast<int>(random.episodes.size()));
+  std::ofstream out(path, std::ios::trunc);
+  out << csv;
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+// Leaves the learning curve in the run directory: learning_curve.csv, and learning_curve.png drawn
+// from it by bench/plot.py the way convoy_bench_learn draws its curves. Returns the line that says
+// where it is. Without matplotlib (or plot.py) the CSV stays and the line says why the picture is
+// missing; a missing picture never fails the run.
+std::string LeaveLearningCurve(const std::string& run, const std::string& name,
+                               const std::vector<CurvePoint>& points, BestPolicy& best) {
+  absl::StatusOr<EvalSummary> random = best.RandomBaseline();
+  if (!random.ok()) return absl::StrCat("learning curve: not written: ", random.status().message());
+  std::fprintf(stderr,
+               "convoy_train: the random policy on the %zu validation seeds: %d full, return "
+               "%.1f\n",
+               random->episodes.size(), random->full_episodes, random->mean_return);
+  const std::string csv = run + "/learning_curve.csv";
+  if (absl::Status s = WriteCurveCsv(csv, points, *random); !s.ok()) {
+    return absl::StrCat("learning curve: not written: ", s.message());
+  }
+  absl::StatusOr<std::string> script = FindPlotScript();
+  if (!script.ok()) {
+    return absl::StrCat("learning curve: ", csv, "; not drawn: ", script.status().message());
+  }
+  LinePlot figure;
+  figure.csv = csv;
+  figure.output = run + "/learning_curve.png";
+  figure.series = "series";
+  figure.y = "mean_return=mean return";
+  figure.x = {"minutes=minutes since the agents started"};
+  figure.hlines = {"random"};
+  figure.y_from_zero = true;
+  figure.title = absl::StrCat("convoy_train ", name, ": validation return");
+  const std::vector<std::string> command = LinePlotCommand(kPlotPython, *script, figure);
+  // plot.py's own message would be a second line saying the same: the one returned says it all.
+  if (absl::Status s = DrawLinePlot(command, "/dev/null"); !s.ok()) {
+    return absl::StrCat(
+        "learning curve: ", csv, "; not drawn (", s.message(),
+        s.code() == absl::StatusCode::kFailedPrecondition ? "; Debian: python3-matplotlib" : "",
+        "), draw it with: ", ShellLine(command));
+  }
+  return absl::StrCat("learning curve: ", figure.output, " (its data: ", csv, ")");
 }
 
 // Every numeric flag but --seed and --steps_per_agent, which take any value. Checked before the run
@@ -202,6 +277,11 @@ int Run() {
     LOG(ERROR) << cluster.status();
     return 1;
   }
+  const absl::Time start = absl::Now();
+  std::fprintf(stderr, "convoy_train: watch it live: %s\n",
+               ShellLine({"./convoy", "status", run, "--watch"}).c_str());
+  std::fprintf(stderr, "convoy_train: TensorBoard: %s (each agent's scalars, agent-<i>/)\n",
+               ShellLine({"tensorboard", "--logdir", run}).c_str());
 
   EnvironmentSpec spec;
   spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
@@ -217,15 +297,24 @@ int Run() {
     best = *std::move(created);
   }
   std::filesystem::create_directories(run + "/best");
+  std::vector<CurvePoint> curve;
   // Drives the greedy policy of `weights` over the validation seeds and keeps it when it is the
   // best yet.
   auto validate = [&](uint64_t version, const std::vector<float>& weights) {
     if (best == nullptr) return;
+    CurvePoint point;
+    point.minutes = absl::ToDoubleMinutes(absl::Now() - start);
+    point.env_steps = (*cluster)->Totals().env_steps;
     absl::StatusOr<bool> better = best->Consider(version, weights);
     if (!better.ok()) {
       LOG(WARNING) << "validation of version " << version << " failed: " << better.status();
       return;
     }
+    point.version = version;
+    point.mean_return = best->last().mean_return;
+    point.full_episodes = best->last().full_episodes;
+    point.episodes = static_cast<int>(best->last().episodes.size());
+    curve.push_back(point);
     std::fprintf(
         stderr,
         "convoy_train: validation of v%llu: %d/%zu full, return %.1f%s (best v%llu: %d full, "
@@ -236,7 +325,6 @@ int Run() {
         best->summary().mean_return);
   };
 
-  const absl::Time start = absl::Now();
   absl::Time next_report = start + options.report_every;
   absl::Time next_validation = start + validate_every;
   bool interrupted = false;
@@ -381,6 +469,11 @@ int Run() {
     if (WriteEpisodeMap(png, (*env)->env->map(), result->greedy).ok()) {
       std::printf("map of the greedy episodes: %s\n", png.c_str());
     }
+  }
+  if (best != nullptr) {
+    std::printf("%s\n", LeaveLearningCurve(run, name, curve, *best).c_str());
+  } else {
+    std::printf("learning curve: none, validation is off (--validate_every_seconds=0)\n");
   }
   return failed_agents == 0 ? 0 : 1;
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/local_run_files.h"
 #include "common/model_registry.h"
 #include "common/shard_map.h"
 #include "common/secret_file.h"
@@ -90,12 +91,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   std::filesystem::create_directories(options.run_dir);
   // A throwaway certificate and token for this run: local runs are TLS and authenticated like
   // clusters.
-  const std::string tls_dir = options.run_dir + "/tls";
-  std::filesystem::create_directories(tls_dir);
   Credentials credentials;
-  credentials.cert = tls_dir + "/cert.pem";
-  credentials.key = tls_dir + "/key.pem";
-  credentials.token_file = tls_dir + "/token";
+  credentials.cert = LocalRunCertificate(options.run_dir);
+  credentials.key = LocalRunKey(options.run_dir);
+  credentials.token_file = LocalRunTokenFile(options.run_dir);
+  std::filesystem::create_directories(std::filesystem::path(credentials.cert).parent_path());
   if (absl::Status s = WriteSelfSignedCertificate(credentials.cert, credentials.key); !s.ok()) {
     return s;
   }
@@ -118,13 +118,14 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
   std::vector<std::string> addresses;
   for (int i = 0; i < shards; ++i) {
     const std::string suffix = shards == 1 ? "" : absl::StrCat("-", i);
-    const std::string port_file = absl::StrCat(options.run_dir, "/ps", suffix, ".port");
+    const std::string port_file = LocalRunPortFile(options.run_dir, shards, i);
     std::filesystem::remove(port_file);
     ChildProcess::Options ps_options;
     ps_options.log_path = absl::StrCat(options.run_dir, "/convoy_ps", suffix, ".log");
     if (i == 0) ps_log_ = ps_options.log_path;
     absl::StatusOr<ChildProcess> ps = ChildProcess::Start(
-        {bin + "/convoy_ps", "--port=0", "--bind=127.0.0.1", "--port_file=" + port_file,
+        {bin + "/convoy_ps", "--port=0", absl::StrCat("--bind=", kLocalRunHost),
+         "--port_file=" + port_file,
          "--checkpoint_dir=" + CheckpointDir(options, i),
          absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
          "--model=" + options.model, absl::StrCat("--seed=", options.seed),
@@ -151,7 +152,7 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
       return absl::Status(port.status().code(),
                           absl::StrCat(port.status().message(), " (", ps_options.log_path, ")"));
     }
-    addresses.push_back(absl::StrCat("127.0.0.1:", *port));
+    addresses.push_back(absl::StrCat(kLocalRunHost, ":", *port));
     PsClientOptions client_options;
     client_options.address = addresses.back();
     client_options.agent_id = "convoy_train";

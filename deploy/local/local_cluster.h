@@ -30,8 +30,10 @@ namespace convoy {
 struct LocalClusterOptions {
   std::string
       bin_dir;  // Where convoy_ps and convoy_agent are; empty: beside the running executable.
-  std::string
-      run_dir;  // Logs (convoy_ps.log, agent-<i>/), checkpoints/, ps.port. Created if missing.
+  // Logs (convoy_ps.log, agent-<i>/ with each agent's CSVs and TensorBoard events), checkpoints/,
+  // and what a client needs to reach the run: ps.port (ps-<i>.port with shards) and tls/
+  // (common/local_run_files.h, which convoy_status reads). Created if missing.
+  std::string run_dir;
   int agents = 2;
   uint64_t seed = 1;  // Agent i uses seed + i.
   std::string device = "auto";
@@ -135,7 +137,8 @@ class LocalCluster {
   const std::string& ps_log() const { return ps_log_; }
 
  private:
-  // The run's throwaway TLS certificate (its own CA) and bearer token, under <run_dir>/tls.
+  // The run's throwaway TLS certificate (its own CA) and bearer token, under <run_dir>/tls
+  // (common/local_run_files.h).
   struct Credentials {
     std::string cert, key, token_file, token;
   };

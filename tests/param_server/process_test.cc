@@ -1,23 +1,27 @@
-// Tests of the convoy_ps binary as a user runs it: flags, signals, checkpoints and restarts.
+// Tests of the convoy_ps binary as a user runs it: flags, signals, checkpoints and restarts; and of
+// convoy_train and convoy_status as a user watches a run.
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
 #include <thread>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/ps_client.h"
 #include "common/model_registry.h"
 #include "common/run_defaults.h"
 #include "param_server/checkpointer.h"
 #include "param_server/parameter_server.h"
+#include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
+#include "tests/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -28,6 +32,7 @@ using testing::MakeTempDir;
 using testing::ReadWholeFile;
 using testing::Subprocess;
 using testing::WaitForFileLine;
+using testing::WaitUntil;
 
 struct PsProcess {
   std::string dir;
@@ -89,7 +94,8 @@ TEST_CASE("convoy_ps --help documents its flags", "[process]") {
         "--target_update_frequency", "--exploration", "--min_epsilon",
         "--per_iter_epsilon_reduction", "--init_checkpoint", "--seed"}) {
     INFO(flag);
-    CHECK_THAT(out, Catch::Contains(std::string(flag) + ")") || Catch::Contains(flag));
+    CHECK_THAT(out, Catch::Matchers::ContainsSubstring(std::string(flag) + ")") ||
+                        Catch::Matchers::ContainsSubstring(flag));
   }
 }
 
@@ -99,7 +105,7 @@ TEST_CASE("convoy_ps refuses bad flags with a clear error", "[process]") {
       Subprocess::Start({CONVOY_PS_BINARY, "--model=resnet", "--port=0", "--insecure"}, ps.log);
   REQUIRE(bad.ok());
   CHECK(bad->Wait(absl::Seconds(30)) == 2);
-  CHECK_THAT(ReadWholeFile(ps.log), Catch::Contains("unknown model 'resnet'"));
+  CHECK_THAT(ReadWholeFile(ps.log), Catch::Matchers::ContainsSubstring("unknown model 'resnet'"));
 }
 
 TEST_CASE("A second convoy_ps on a port in use fails instead of sharing it", "[process]") {
@@ -112,7 +118,7 @@ TEST_CASE("A second convoy_ps on a port in use fails instead of sharing it", "[p
                         second.log);
   REQUIRE(clash.ok());
   CHECK(clash->Wait(absl::Seconds(30)) == 1);
-  CHECK_THAT(ReadWholeFile(second.log), Catch::Contains("cannot listen on"));
+  CHECK_THAT(ReadWholeFile(second.log), Catch::Matchers::ContainsSubstring("cannot listen on"));
   // The first one still serves.
   PsClient client(first.ClientOptions("a"));
   CHECK(client.Join().ok());
@@ -136,8 +142,10 @@ TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server conti
   // The log's last word is GetStatus's: the version, the wire's bytes, each agent with its host.
   const std::string first_log = ReadWholeFile(ps.log);
   INFO(first_log);
-  CHECK_THAT(first_log, Catch::Contains("final status: version 5, updates 5, bytes in "));
-  CHECK_THAT(first_log, Catch::Contains("agents: a@node-a (5 pushes accepted, 0 rejected)"));
+  CHECK_THAT(first_log,
+             Catch::Matchers::ContainsSubstring("final status: version 5, updates 5, bytes in "));
+  CHECK_THAT(first_log, Catch::Matchers::ContainsSubstring(
+                            "agents: a@node-a (5 pushes accepted, 0 rejected)"));
 
   ps.Start(0, {"--resume"});
   PsClient client(ps.ClientOptions("a"));
@@ -217,8 +225,9 @@ TEST_CASE("convoy_ps without --resume on another run's checkpoints exits 2 and t
   REQUIRE(again.ok());
   CHECK(again->Wait(absl::Seconds(30)) == 2);
   const std::string out = ReadWholeFile(log);
-  CHECK_THAT(out, Catch::Contains("ckpt-00000000000000000003") && Catch::Contains("--resume") &&
-                      Catch::Contains("another directory"));
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("ckpt-00000000000000000003") &&
+                      Catch::Matchers::ContainsSubstring("--resume") &&
+                      Catch::Matchers::ContainsSubstring("another directory"));
   CHECK(TreeContents(ps.dir + "/ckpt") == before);
   CHECK_FALSE(fs::exists(ps.dir + "/port"));
 }
@@ -239,8 +248,9 @@ TEST_CASE("convoy_train with the name of a run that has checkpoints exits 2 and 
   REQUIRE(train.ok());
   CHECK(train->Wait(absl::Seconds(60)) == 2);
   const std::string out = ReadWholeFile(log);
-  CHECK_THAT(out, Catch::Contains("--resume") && Catch::Contains("again") &&
-                      Catch::Contains("ckpt-00000000000000000000"));
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("--resume") &&
+                      Catch::Matchers::ContainsSubstring("again") &&
+                      Catch::Matchers::ContainsSubstring("ckpt-00000000000000000000"));
   CHECK(TreeContents(runs) == before);  // No convoy_ps, no credentials, no logs.
 }
 
@@ -271,7 +281,7 @@ TEST_CASE("convoy_train resumes a run only with the parameter-server layout it w
                           log);
     REQUIRE(train.ok());
     CHECK(train->Wait(absl::Seconds(60)) == 2);
-    CHECK_THAT(ReadWholeFile(log), Catch::Contains(says));
+    CHECK_THAT(ReadWholeFile(log), Catch::Matchers::ContainsSubstring(says));
   }
   CHECK(TreeContents(runs) == before);  // Nothing started, nothing written.
 }
@@ -310,11 +320,11 @@ TEST_CASE("convoy_status prints every shard and every agent, and names a server 
   REQUIRE(status->Wait(absl::Seconds(60)) == 0);
   const std::string out = ReadWholeFile(dir + "/status.out");
   INFO(out);
-  CHECK_THAT(out, Catch::Contains("model tiny, 2 shards"));
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("model tiny, 2 shards"));
   for (uint32_t i = 0; i < 2; ++i) {
     CHECK(std::regex_search(out, std::regex(absl::StrCat("\\n", i, " +", addresses[i], " +1 "))));
   }
-  CHECK_THAT(out, Catch::Contains("AHEAD=1"));
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("AHEAD=1"));
   // The agent, merged over the shards: on its node, one push every shard accepted, one refused.
   CHECK(std::regex_search(out, std::regex("\\nwatched +node-7 +[0-9]+ s ago +0 +1 +1\\n")));
   CHECK(std::count(out.begin(), out.end(), '\n') > 12);  // Two tables.
@@ -323,7 +333,229 @@ TEST_CASE("convoy_status prints every shard and every agent, and names a server 
       dir + "/away.out");
   REQUIRE(away.ok());
   CHECK(away->Wait(absl::Seconds(60)) == 1);
-  CHECK_THAT(ReadWholeFile(dir + "/away.out"), Catch::Contains("127.0.0.1:1 does not answer"));
+  CHECK_THAT(ReadWholeFile(dir + "/away.out"),
+             Catch::Matchers::ContainsSubstring("127.0.0.1:1 does not answer"));
+}
+
+// The first line of `log` that matches `pattern`, its first group; "" while there is none.
+std::string FirstMatch(const std::string& log, const std::regex& pattern) {
+  const std::string out = ReadWholeFile(log);
+  std::smatch match;
+  return std::regex_search(out, match, pattern) ? match[1].str() : "";
+}
+
+TEST_CASE("convoy_status given only the run directory of a running convoy_train shows its shards "
+          "and agents",
+          "[process][status][shards]") {
+  const std::string runs = MakeTempDir("convoy_train_watched");
+  const std::string run = runs + "/run";
+  const std::string log = runs + "/train.log";
+  absl::StatusOr<Subprocess> train = Subprocess::Start(
+      {CONVOY_TRAIN_BINARY, "--runs_dir=" + runs, "--name=run", "--agents=1", "--ps_shards=2",
+       "--minutes=5", "--model=compact", "--device=cpu", "--validate_every_seconds=0",
+       "--eval_episodes=1"},
+      log);
+  REQUIRE(train.ok());
+  // Once its servers are up, convoy_train says how to watch the run, and where TensorBoard looks.
+  std::string watched;
+  const bool said = WaitUntil(
+      [&] {
+        watched = FirstMatch(log, std::regex("convoy_train: watch it live: \\./convoy status "
+                                             "(\\S+) --watch\\n"));
+        return !watched.empty();
+      },
+      absl::Seconds(120));
+  INFO(ReadWholeFile(log));
+  REQUIRE(said);
+  CHECK(watched == run);
+  CHECK_THAT(ReadWholeFile(log), Catch::Matchers::ContainsSubstring(
+                                     "convoy_train: TensorBoard: tensorboard --logdir " + run));
+
+  // That command (its table refreshed twice): both shards, and the agent once it has joined.
+  std::string out;
+  const bool shown = WaitUntil(
+      [&] {
+        const std::string status_log = runs + "/status.out";
+        fs::remove(status_log);
+        absl::StatusOr<Subprocess> status =
+            Subprocess::Start({CONVOY_STATUS_BINARY, watched, "--watch", "--iterations=2",
+                               "--interval=200ms"},
+                              status_log);
+        if (!status.ok() || status->Wait(absl::Seconds(60)) != 0) return false;
+        out = ReadWholeFile(status_log);
+        return absl::StrContains(out, "\nagent-0 ");
+      },
+      absl::Seconds(120));
+  INFO(out);
+  CHECK(shown);
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("model compact, 2 shards"));
+  for (int i = 0; i < 2; ++i) {
+    const std::string port = ReadWholeFile(absl::StrCat(run, "/ps-", i, ".port"));
+    REQUIRE(!port.empty());
+    CHECK(std::regex_search(
+        out, std::regex(absl::StrCat("\\n", i, " +127\\.0\\.0\\.1:", std::stoi(port), " "))));
+  }
+  CHECK(std::count(out.begin(), out.end(), '\n') > 10);  // Two tables.
+
+  // A flag given beside the run directory takes the place of what the directory holds.
+  absl::StatusOr<Subprocess> elsewhere = Subprocess::Start(
+      {CONVOY_STATUS_BINARY, run, "--ps=127.0.0.1:1"}, runs + "/elsewhere.out");
+  REQUIRE(elsewhere.ok());
+  CHECK(elsewhere->Wait(absl::Seconds(60)) == 1);
+  CHECK_THAT(ReadWholeFile(runs + "/elsewhere.out"),
+             Catch::Matchers::ContainsSubstring("127.0.0.1:1 does not answer"));
+
+  train->Signal(SIGTERM);
+  CHECK(train->Wait(absl::Seconds(120)) == 130);
+  // The run has ended: its port files are left, and nothing answers at them.
+  absl::StatusOr<Subprocess> ended =
+      Subprocess::Start({CONVOY_STATUS_BINARY, run}, runs + "/ended.out");
+  REQUIRE(ended.ok());
+  CHECK(ended->Wait(absl::Seconds(60)) == 1);
+  CHECK_THAT(ReadWholeFile(runs + "/ended.out"),
+             Catch::Matchers::ContainsSubstring("does not answer") &&
+                 Catch::Matchers::ContainsSubstring("(has the run in " + run + " ended?)"));
+}
+
+TEST_CASE("convoy_status given a directory without a run's files exits 2 naming the missing file",
+          "[process][status]") {
+  const std::string dir = MakeTempDir("convoy_status_run_dir");
+  std::optional<int> code;
+  std::string out;
+  // Runs convoy_status with `args`: its exit code and what it said.
+  auto status = [&](std::vector<std::string> args) {
+    const std::string log = dir + "/status.out";
+    fs::remove(log);
+    args.insert(args.begin(), CONVOY_STATUS_BINARY);
+    absl::StatusOr<Subprocess> started = Subprocess::Start(args, log);
+    REQUIRE(started.ok());
+    code = started->Wait(absl::Seconds(60));
+    out = ReadWholeFile(log);
+  };
+  const std::string run = dir + "/run";
+  status({run});
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("no run directory " + run));
+
+  fs::create_directories(run);
+  status({run, "--watch"});
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring(run + "/ps.port is missing"));
+
+  std::ofstream(run + "/ps.port") << "not a port\n";
+  status({run});
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring(run + "/ps.port holds no port"));
+
+  std::ofstream(run + "/ps.port") << "50051\n";
+  status({run});
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring(run + "/tls/cert.pem is missing"));
+
+  fs::create_directories(run + "/tls");
+  std::ofstream(run + "/tls/cert.pem") << "a certificate\n";
+  status({run});
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring(run + "/tls/token is missing"));
+
+  // Neither a run directory nor --ps; and two directories.
+  status({});
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("give a run directory"));
+  status({run, run});
+  CHECK(code == 2);
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("one run directory at most"));
+}
+
+// A short convoy_train run (validations every few seconds on one episode) in dir/runs/run; returns
+// its exit code, its output in dir/train.log.
+std::optional<int> ShortValidatedRun(const std::string& dir) {
+  absl::StatusOr<Subprocess> train = Subprocess::Start(
+      {CONVOY_TRAIN_BINARY, "--runs_dir=" + dir + "/runs", "--name=run", "--agents=1",
+       "--minutes=0.25", "--model=compact", "--device=cpu", "--max_epoch_runtime_sec=5",
+       "--validate_every_seconds=4", "--validation_episodes=1", "--final_validation_episodes=0",
+       "--eval_episodes=1", "--report_seconds=5"},
+      dir + "/train.log");
+  if (!train.ok()) return std::nullopt;
+  return train->Wait(absl::Minutes(5));
+}
+
+// Whether Debian's python3 can import matplotlib.
+bool MatplotlibImportable(const std::string& dir) {
+  absl::StatusOr<Subprocess> python =
+      Subprocess::Start({"/usr/bin/python3", "-c", "import matplotlib"}, dir + "/python.log");
+  return python.ok() && python->Wait(absl::Seconds(60)) == 0;
+}
+
+TEST_CASE("A short convoy_train run leaves its learning curve in the run directory, drawn when "
+          "matplotlib is there",
+          "[process][learning_curve]") {
+  const std::string dir = MakeTempDir("convoy_train_curve");
+  const std::string run = dir + "/runs/run";
+  const std::string csv = run + "/learning_curve.csv";
+  const std::string png = run + "/learning_curve.png";
+
+  SECTION("with matplotlib, the CSV of the validations and the random policy, and its picture") {
+    const std::optional<int> code = ShortValidatedRun(dir);
+    const std::string out = ReadWholeFile(dir + "/train.log");
+    INFO(out);
+    REQUIRE(code == 0);
+    CHECK_THAT(out, Catch::Matchers::ContainsSubstring("convoy_train: watch it live: ./convoy "
+                                                       "status " +
+                                                       run + " --watch\n"));
+    CHECK_THAT(out, Catch::Matchers::ContainsSubstring(
+                        "convoy_train: TensorBoard: tensorboard --logdir " + run));
+    // What TensorBoard reads there: each agent's event file.
+    bool events = false;
+    for (const fs::directory_entry& e : fs::directory_iterator(run + "/agent-0")) {
+      events |= absl::StartsWith(e.path().filename().string(), "events.out.tfevents.");
+    }
+    CHECK(events);
+
+    const std::string curve = ReadWholeFile(csv);
+    INFO(curve);
+    REQUIRE(absl::StartsWith(
+        curve, "series,minutes,env_steps,version,mean_return,full_episodes,episodes\n"));
+    // A row per validation, minutes rising, each of one episode; then the random policy's on the
+    // same seed.
+    const std::regex row("\\nvalidation,([0-9.]+),[0-9]+,[0-9]+,[-0-9.]+,[01],1(?=\\n)");
+    std::vector<double> minutes;
+    for (std::sregex_iterator it(curve.begin(), curve.end(), row), end; it != end; ++it) {
+      minutes.push_back(std::stod((*it)[1]));
+    }
+    CHECK(minutes.size() >= 2);
+    CHECK(std::is_sorted(minutes.begin(), minutes.end()));
+    CHECK(std::regex_search(curve, std::regex("\\nrandom,,,,[-0-9.]+,[01],1\\n$")));
+
+    if (!MatplotlibImportable(dir)) {
+      CHECK_THAT(out, Catch::Matchers::ContainsSubstring("not drawn (matplotlib is not installed"));
+      CONVOY_SKIP("python3-matplotlib is not installed: the picture is not drawn");
+    }
+    CHECK_THAT(out, Catch::Matchers::ContainsSubstring("learning curve: " + png));
+    CHECK(ReadWholeFile(png).substr(1, 3) == "PNG");
+  }
+
+  SECTION("without matplotlib, the run succeeds with the CSV and says in one line why there is no "
+          "picture") {
+    // A matplotlib package that fails to import, ahead of the real one on Python's path.
+    const std::string shadow = dir + "/shadow";
+    fs::create_directories(shadow + "/matplotlib");
+    std::ofstream(shadow + "/matplotlib/__init__.py") << "raise ImportError('hidden by the test')\n";
+    ::setenv("PYTHONPATH", shadow.c_str(), 1);
+    const std::optional<int> code = ShortValidatedRun(dir);
+    ::unsetenv("PYTHONPATH");
+    const std::string out = ReadWholeFile(dir + "/train.log");
+    INFO(out);
+    CHECK(code == 0);
+    CHECK_THAT(ReadWholeFile(csv), Catch::Matchers::ContainsSubstring("\nrandom,,,,"));
+    CHECK_FALSE(fs::exists(png));
+    CHECK(std::regex_search(
+        out, std::regex("\\nlearning curve: " + csv +
+                        "; not drawn \\(matplotlib is not installed; Debian: "
+                        "python3-matplotlib\\), draw it with: /usr/bin/python3 [^\\n]*plot\\.py "
+                        "[^\\n]*\\n")));
+    CHECK_THAT(out, !Catch::Matchers::ContainsSubstring("plot.py: matplotlib"));
+  }
 }
 
 // convoy_ps with the run settings of the issue's example, and a convoy_agent against it.
@@ -377,8 +609,9 @@ TEST_CASE("An agent adopts the server's run settings and refuses a flag that dis
   REQUIRE(cluster.RunAgent({"--max_steps=600", "--min_replay_size=200", "--replay_ratio=16"}, log) == 0);
   const std::string out = ReadWholeFile(log);
   INFO(out);
-  CHECK_THAT(out, Catch::Contains("batch_size=64") && Catch::Contains("batch_update_frequency=8") &&
-                      Catch::Contains("gamma=0.9"));
+  CHECK_THAT(out, Catch::Matchers::ContainsSubstring("batch_size=64") &&
+                      Catch::Matchers::ContainsSubstring("batch_update_frequency=8") &&
+                      Catch::Matchers::ContainsSubstring("gamma=0.9"));
   const v1::StatusResponse status = cluster.Status("compact");
   CHECK(status.applied_minibatches() == 100);
   CHECK(status.updates_applied() == 13);
@@ -386,8 +619,9 @@ TEST_CASE("An agent adopts the server's run settings and refuses a flag that dis
   const std::string refused_log = cluster.dir + "/refused.log";
   CHECK(cluster.RunAgent({"--max_steps=10", "--batch_size=16"}, refused_log) == 2);
   const std::string refused = ReadWholeFile(refused_log);
-  CHECK_THAT(refused, Catch::Contains("--batch_size=16") && Catch::Contains("64") &&
-                          Catch::Contains("convoy_ps with --batch_size=16"));
+  CHECK_THAT(refused, Catch::Matchers::ContainsSubstring("--batch_size=16") &&
+                          Catch::Matchers::ContainsSubstring("64") &&
+                          Catch::Matchers::ContainsSubstring("convoy_ps with --batch_size=16"));
   // Agreeing explicitly is fine.
   CHECK(cluster.RunAgent({"--max_steps=10", "--batch_size=64"}, cluster.dir + "/agree.log") == 0);
   cluster.ps->Signal(SIGTERM);
