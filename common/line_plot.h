@@ -55,12 +55,14 @@ inline std::vector<std::string> LinePlotCommand(const std::string& python,
   return command;
 }
 
-// bench/plot.py of the source tree the running program was built in: looked for in the program's
-// directory and each directory above it (build/bin/../.. is the tree's root). NOT_FOUND names where
-// it looked.
-inline absl::StatusOr<std::string> FindPlotScript() {
+// bench/plot.py of the source tree the running program was built from: `built_from` (the path the
+// build compiled in, CONVOY_PLOT_SCRIPT) when it is there, else looked for in the program's directory
+// and each directory above it (a tree moved with its build/). NOT_FOUND names where it looked.
+inline absl::StatusOr<std::string> FindPlotScript(const std::string& built_from) {
   constexpr char kRelative[] = "bench/plot.py";
-  std::vector<std::string> tried;
+  std::error_code ignored;
+  if (std::filesystem::is_regular_file(built_from, ignored)) return built_from;
+  std::vector<std::string> tried = {built_from};
   std::filesystem::path dir = ExecutableDirectory();
   for (int depth = 0; depth < 6 && !dir.empty(); ++depth) {
     const std::filesystem::path script = dir / kRelative;

@@ -156,7 +156,7 @@ std::string LeaveLearningCurve(const std::string& run, const std::string& name,
   if (absl::Status s = WriteCurveCsv(csv, points, *random); !s.ok()) {
     return absl::StrCat("learning curve: not written: ", s.message());
   }
-  absl::StatusOr<std::string> script = FindPlotScript();
+  absl::StatusOr<std::string> script = FindPlotScript(CONVOY_PLOT_SCRIPT);
   if (!script.ok()) {
     return absl::StrCat("learning curve: ", csv, "; not drawn: ", script.status().message());
   }
