@@ -61,6 +61,8 @@ in_root() {
   unshare --mount --pid --fork --kill-child --propagation private bash -c '
     set -e
     root="$1"; ccache="$2"; shift 2
+    # The root a mount point of its own, as / is on a machine: ip netns (the cluster harness) needs that.
+    mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
     mount --rbind /dev "$root/dev"
