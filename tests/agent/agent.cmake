@@ -14,7 +14,7 @@ target_compile_definitions(agent_tests PRIVATE
   CONVOY_SIM_BINARY="$<TARGET_FILE:convoy_sim>")
 add_dependencies(agent_tests convoy_ps convoy_sim)
 convoy_target_defaults(agent_tests)
-convoy_catch_tests(agent_tests "agent: ")
+convoy_catch_tests(agent_tests "agent:")
 
 add_executable(learning_tests ${CMAKE_CURRENT_LIST_DIR}/learning_test.cc)
 target_link_libraries(learning_tests PRIVATE convoy_test_support convoy_test_main)
@@ -23,4 +23,4 @@ target_compile_definitions(learning_tests PRIVATE
   CONVOY_EVAL_BINARY="$<TARGET_FILE:convoy_eval>")
 add_dependencies(learning_tests convoy_train convoy_ps convoy_agent_main convoy_eval)
 convoy_target_defaults(learning_tests)
-convoy_catch_tests(learning_tests "learning: " PROPERTIES TIMEOUT 1500)
+convoy_catch_tests(learning_tests "learning:" PROPERTIES TIMEOUT 1500)
