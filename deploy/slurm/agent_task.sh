@@ -19,6 +19,8 @@ set -uo pipefail
 
 INDEX="${SLURM_PROCID:?run under srun}"
 LOCAL="${SLURM_LOCALID:-0}"
+# Its log, named by its rank, in the directory convoy.sbatch gives (appended to across requeues).
+if [ -n "${CONVOY_AGENT_LOG_DIR:-}" ]; then exec >>"$CONVOY_AGENT_LOG_DIR/agent-$INDEX.log" 2>&1; fi
 AGENT_DIR="$CONVOY_RUN_DIR/agents/agent-$INDEX"
 mkdir -p "$AGENT_DIR"
 export LOCAL_RANK="$LOCAL"

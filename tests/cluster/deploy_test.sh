@@ -41,7 +41,9 @@ T="$(mktemp -d /tmp/convoy-cluster-deploy.XXXXXX)"
 chmod 0755 "$T"
 cleanup() {
   local rc=$?
-  [ "$rc" -ne 0 ] && print_tails 25 /run/convoy-cluster/"$NAME"/slurm/log/slurmctld.log "$T"/job.out "$T"/run/logs/*.log
+  # Every job's output and run logs, the failed job's among them (the newest last).
+  [ "$rc" -ne 0 ] && print_tails 25 /run/convoy-cluster/"$NAME"/slurm/log/*.log \
+    $(ls -tr "$T"/job*.out "$T"/run*/logs/*.log 2>/dev/null)
   end_cluster_test "$rc"
 }
 trap cleanup EXIT

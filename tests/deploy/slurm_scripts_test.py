@@ -87,6 +87,11 @@ LAYOUTS = [
     ("heterogeneous", {"SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST": "n[0-2]", "STUB_HOSTS": "n0",
                        "SLURM_JOB_NODELIST_HET_GROUP_0": "n0", "SLURM_NTASKS_HET_GROUP_1": "8"},
      "--het-group=0 --ntasks=1", "--het-group=1 --ntasks=8"),
+    # Slurm 24 (Debian 13) sets no SLURM_NTASKS_HET_GROUP_1 for --nodes with --ntasks-per-node.
+    ("heterogeneous, Slurm 24", {"SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST": "n[0-2]", "STUB_HOSTS": "n0",
+                                 "SLURM_JOB_NODELIST_HET_GROUP_0": "n0",
+                                 "SLURM_TASKS_PER_NODE_HET_GROUP_1": "2,3"},
+     "--het-group=0 --ntasks=1", "--het-group=1 --ntasks=5"),
     ("one node, plaintext", {"SLURM_JOB_NODELIST": "n0", "STUB_HOSTS": "n0", "SLURM_TASKS_PER_NODE": "2",
                              "SLURM_NTASKS": "2", "CONVOY_INSECURE": "1"},
      "--nodes=1 --ntasks=1 --relative=0 --overlap", "--nodes=1 --ntasks=2 --relative=0"),
