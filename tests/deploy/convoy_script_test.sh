@@ -9,7 +9,7 @@ failures=0
 fail() { echo "convoy_script_test: FAIL: $*" >&2; failures=$((failures + 1)); }
 
 "$REPO/convoy" help >"$T/help" 2>&1 || fail "./convoy help exited $?"
-for cmd in train test bench build packages help; do
+for cmd in train test bench build packages image help; do
   grep -q "\./convoy $cmd" "$T/help" || fail "./convoy help does not describe '$cmd'"
 done
 grep -q '^#' "$T/help" && fail "./convoy help prints comment lines of the script"
@@ -53,6 +53,19 @@ packages no_such_kind
 code=$?
 [ "$code" -eq 2 ] || fail "an unknown package kind exited $code, not 2"
 grep -q "unknown package kind 'no_such_kind'" "$T/err" || fail "an unknown package kind is not named"
+
+# ./convoy image refuses an unknown engine or release before building anything.
+"$REPO/convoy" image --engine=no_such_engine >"$T/out" 2>"$T/err"
+code=$?
+[ "$code" -eq 2 ] || fail "an unknown image engine exited $code, not 2"
+grep -q "unknown engine 'no_such_engine' (podman or docker)" "$T/err" || fail "an unknown engine is not named"
+if command -v podman >/dev/null || command -v docker >/dev/null; then
+  "$REPO/convoy" image --release=no_such_release >"$T/out" 2>"$T/err"
+  code=$?
+  [ "$code" -eq 2 ] || fail "an unknown image release exited $code, not 2"
+  grep -q "no image for release 'no_such_release'" "$T/err" || fail "an unknown image release is not named"
+fi
+grep -q "build of\|importing\|debootstrap" "$T/err" && fail "a refused ./convoy image built or imported something"
 
 # Every ctest call of the script refuses a selection that matches nothing.
 calls="$(grep -c 'ctest --output-on-failure' "$REPO/convoy")"

@@ -6,8 +6,8 @@
 #   debian13_test.sh <repository root> [ctest args]     build, then ctest (the default selection below)
 #   debian13_test.sh <repository root> --run CMD...    build, then run CMD in the root's /src instead
 #
-# The default selection is every test that needs neither root networking nor Slurm: all but the `cluster` and
-# `slurm` labels, the fuzz run (the sanitizer builds have their own entry points) and this test itself.
+# The default selection is every test that needs neither root networking, Slurm nor podman: all but the `cluster`,
+# `slurm` and `containers` labels, the fuzz run (the sanitizer builds have their own entry points) and this test.
 #
 # Cached between runs under $CONVOY_DEBIAN13_CACHE (default /var/cache/convoy/debian13), so only the first
 # run downloads: the minbase root as a tarball, the root with the packages installed as a second one (named by
@@ -82,16 +82,9 @@ exec 9>"$CACHE/.lock"
 flock 9
 BASE="$CACHE/minbase-$SUITE.tar"
 if [ ! -f "$BASE" ]; then
-  log "debootstrap --variant=minbase $SUITE from $MIRROR (once)"
-  root="$T/base"
-  if ! debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR" >"$T/debootstrap.log" 2>&1; then
-    tail -n 20 "$T/debootstrap.log"
-    skip "debootstrap of $SUITE from $MIRROR failed (the archive unreachable?); its log ends above"
-  fi
-  printf '%s\n' "$SOURCES" >"$root/etc/apt/sources.list.d/debian.sources"
-  rm -f "$root/etc/apt/sources.list"
-  tar -C "$root" -cf "$BASE.part" . && mv "$BASE.part" "$BASE"
-  rm -rf --one-file-system "$root"
+  status=0
+  make_minbase_tar "$SUITE" "$BASE" || status=$?
+  [ "$status" -eq 0 ] || skip "debootstrap of $SUITE from $MIRROR failed (the archive unreachable?); its log ends above"
 fi
 ROOTFS="$CACHE/convoy-$SUITE-$PACKAGES_KEY.tar"
 if [ ! -f "$ROOTFS" ]; then
@@ -131,7 +124,7 @@ in_root "$root" bash -c 'cd /src && CONVOY_BUILD_DIR=/build ./convoy build -DCON
 grep -E 'convoy: (LibTorch|Catch2)' "$root/build.log" || true
 log "built; the tests"
 args=("$@")
-[ ${#args[@]} -gt 0 ] || args=(-LE '^(cluster|slurm)$' -E '^(fuzz:|deploy: Debian 13)')
+[ ${#args[@]} -gt 0 ] || args=(-LE '^(cluster|slurm|containers)$' -E '^(fuzz:|deploy: Debian 13)')
 in_root "$root" bash -c 'cd /build && ctest --output-on-failure --no-tests=error --timeout 1500 \
   -j "${CONVOY_JOBS:-2}" "$@"' ctest "${args[@]}"
 log "done"

@@ -80,7 +80,11 @@ def main():
     if len(froms) != 2:
         return t.finish()
     t.check(froms[0][1].endswith("AS build") and froms[1][1].endswith("AS runtime"), "stages are not build, runtime")
-    t.check("slim" in froms[1][1], f"the runtime stage is not a slim base: {froms[1][1]}")
+    # Both bases are arguments, the runtime's a slim Debian of the build's release by default.
+    t.check(froms[0][1].startswith("${DEBIAN_IMAGE}") and froms[1][1].startswith("${RUNTIME_IMAGE}"),
+            f"the stages' bases are not the arguments DEBIAN_IMAGE and RUNTIME_IMAGE: {froms}")
+    t.check(any(w == "ARG" and rest == "RUNTIME_IMAGE=debian:bookworm-slim" for s, w, rest in ins),
+            "the runtime stage's base is not debian:bookworm-slim by default")
     build_runs = [rest for s, w, rest in ins if s == 0 and w == "RUN"]
     runtime_runs = [rest for s, w, rest in ins if s == 1 and w == "RUN"]
 
@@ -122,38 +126,61 @@ def main():
         build_dir = m.group(1) if m else ""
         t.check(any(w == "WORKDIR" and build_dir.startswith(rest + "/") for s, w, rest in ins if s == 0),
                 f"the build directory {build_dir} is not under the WORKDIR")
-    t.check(not any(re.search(r"\bcmake\b", r) for r in build_runs if "apt-get install" not in r),
-            "the Dockerfile runs cmake itself, not through ./convoy build")
+    t.check(not any(re.search(r"\bcmake (-S|-B|--build)", r) for r in build_runs),
+            "the Dockerfile configures or builds with cmake itself, not through ./convoy build")
 
-    # The binaries copied out are CMake targets; the manifests' commands find them in /usr/local/bin.
-    copy_run = next((r for r in build_runs if "/out/bin" in r and "cp " in r), "")
-    copied = re.findall(r"build/bin/(\w+)", copy_run)
+    # Only the image's binaries are built (the target convoy_image) and installed (the component image); the
+    # manifests' commands find them in /usr/local/bin.
+    build_run = build_cmd[0] if build_cmd else ""
+    t.check("./convoy build --target convoy_image" in build_run, "the build stage builds more than convoy_image")
+    t.check("cmake --install build --component image --prefix /out" in build_run,
+            "the build stage does not install the component image into /out")
+    deploy_cmake = (repo / "deploy" / "CMakeLists.txt").read_text()
+    m = re.search(r"set\(convoy_image_binaries ([^)]*)\)", deploy_cmake)
+    targets = m.group(1).split() if m else []
+    t.check("install(TARGETS ${convoy_image_binaries} RUNTIME DESTINATION bin COMPONENT image)" in deploy_cmake
+            and "add_dependencies(convoy_image ${convoy_image_binaries})" in deploy_cmake,
+            "deploy/CMakeLists.txt does not install and build convoy_image_binaries as the image component")
+    shipped = ["convoy_agent" if b == "convoy_agent_main" else b for b in targets]
+    t.check({"convoy_ps", "convoy_agent", "convoy_sim", "convoy_status"} <= set(shipped), f"binaries shipped: {shipped}")
     cmake_text = "\n".join(cm.read_text() for cm in repo.rglob("CMakeLists.txt")
                            if not cm.relative_to(repo).parts[0].startswith("build"))
-    t.check({"convoy_ps", "convoy_agent", "convoy_sim"} <= set(copied), f"binaries copied: {copied}")
-    for b in copied:
-        t.check(re.search(rf"(add_executable\(|OUTPUT_NAME |foreach\(binary .*){b}\b", cmake_text) is not None,
-                f"the Dockerfile copies build/bin/{b}, which the CMake build does not make")
+    for b in targets:
+        t.check(re.search(rf"(add_executable\(|foreach\(binary .*){b}\b", cmake_text) is not None,
+                f"the image ships the target {b}, which the CMake build does not define")
     copies = [rest for s, w, rest in ins if s == 1 and w == "COPY"]
     t.check("--from=build /out/bin/ /usr/local/bin/" in copies, "the runtime stage does not put the binaries in /usr/local/bin")
     manifests = "\n".join(p.read_text() for p in (repo / "deploy" / "kubernetes").rglob("*.yaml"))
     for cmd in set(re.findall(r"/usr/local/bin/(\w+)", manifests)):
-        t.check(cmd in copied, f"the manifests run /usr/local/bin/{cmd}, which the image lacks")
+        t.check(cmd in shipped, f"the manifests run /usr/local/bin/{cmd}, which the image lacks")
     # The map: the binaries look for share/convoy/maps/neighborhood beside their bin directory.
     t.check((repo / "simulator_bridge" / "maps" / "neighborhood" / "road_lines.txt").exists(), "no bundled map")
-    t.check("cp -r simulator_bridge/maps/neighborhood /out/share/convoy/maps/" in copy_run
+    t.check(re.search(r"install\(DIRECTORY \$\{PROJECT_SOURCE_DIR\}/simulator_bridge/maps/neighborhood "
+                      r"DESTINATION share/convoy/maps\s+COMPONENT image\)", deploy_cmake) is not None
             and "--from=build /out/share/convoy/ /usr/local/share/convoy/" in copies,
             "the image does not carry the map to /usr/local/share/convoy/maps/neighborhood")
     # The user and the port the manifests expect.
     users = set(re.findall(r"runAsUser: (\d+)", manifests))
-    t.check(any(w == "USER" and rest.split(":")[0] in users for s, w, rest in ins if s == 1) and len(users) == 1,
-            f"the image's USER is not the manifests' runAsUser {users}")
+    groups = set(re.findall(r"runAsGroup: (\d+)", manifests))
+    user = next((rest for s, w, rest in ins if s == 1 and w == "USER"), "")
+    t.check(len(users) == 1 and len(groups) == 1 and user == f"{min(users)}:{min(groups)}",
+            f"the image's USER {user} is not the manifests' runAsUser:runAsGroup {users}:{groups}")
+    # The group USER names exists in the image, as the user does.
+    uid, _, gid = user.partition(":")
+    t.check(any(f"groupadd --system --gid {gid} convoy" in r and f"useradd --system --uid {uid} --gid convoy" in r
+                for r in runtime_runs), f"the runtime stage does not make user {uid} in group {gid}")
     t.check(any(w == "EXPOSE" and rest == "50051" for s, w, rest in ins if s == 1), "the image does not expose 50051")
 
     # Runtime packages: derived from the binaries, none for building, all known to apt.
     t.check(any("runtime-packages.sh /out/bin/*" in r for r in build_runs), "runtime packages are not derived")
-    t.check(any("xargs -a /tmp/packages.txt apt-get install" in r for r in runtime_runs),
-            "the runtime stage does not install the derived packages")
+    t.check(any(r.startswith("/tmp/install-runtime.sh /tmp/packages.txt") for r in runtime_runs),
+            "the runtime stage does not install the derived packages with install-runtime.sh")
+    installer = (repo / "deploy" / "docker" / "install-runtime.sh").read_text()
+    t.check('xargs -a "$listed" apt-get install -y --no-install-recommends' in installer
+            and "dpkg --purge --force-depends" in installer,
+            "install-runtime.sh does not install the listed packages and remove what the binaries do not load")
+    t.check(any("ldd" in r and "not found" in r and "exit 1" in r for r in runtime_runs),
+            "the runtime stage does not check that every binary's libraries resolve")
     t.check(not any(p in r for r in runtime_runs for p in ("build-essential", "-dev ", "cmake")),
             "the runtime stage installs build tools")
     r = subprocess.run([str(repo / "deploy" / "docker" / "runtime-packages.sh"), str(bindir / "convoy_ps"),

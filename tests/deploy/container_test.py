@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""The container image, built and run: convoy_ps, two agents and a convoy_sim, each in its own container on one
+podman network of the test's own.
+
+    container_test.py REPO_ROOT
+
+The image is built by `./convoy image` (the Debian base made from this machine's own apt sources where the tests'
+podman storage has none; tests/deploy/podman_harness.py). Every container runs as the image's user (uid 10001),
+with a read-only root filesystem, every capability dropped and no new privileges; TLS and the bearer token are
+files mounted read-only (mode 0440, group 10001: what a Kubernetes Secret volume with fsGroup gives). Checked:
+
+  - each agent joined under its container's hostname (GetStatus, through convoy_status in a container), and the
+    parameter server's version advances;
+  - the agent on convoy_sim (the AirSim path between containers, --sim=airsim://<sim container>:41451) drove:
+    its log names that simulator and counts its steps;
+  - SIGTERM to the server's container (podman stop) drains and writes a final checkpoint, whose manifest's
+    SHA-256 sums the test checks itself;
+  - a new server container with --resume on the same volume continues from that version;
+  - a container without the token is refused (UNAUTHENTICATED) and never joins.
+
+Everything the test made (containers, network, volume, the image tag) is removed, also when it fails. Exit 77
+(CTest: skipped), naming why, where podman or the base image cannot be had.
+"""
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from podman_harness import Podman, say, Failed, check, wait_for, verify_checkpoint  # noqa: E402
+
+AUTH = "/etc/convoy/auth"
+CKPT = "/var/lib/convoy/checkpoints"
+CLIENT_AUTH = [f"--tls_ca={AUTH}/ca.crt", "--tls_server_name=convoy-ps", f"--auth_token_file={AUTH}/auth_token"]
+
+
+class Run:
+    def __init__(self, repo: Path):
+        self.repo = repo
+        self.p = Podman("container")
+        self.prefix = f"convoy-ct-{os.getpid()}"
+        self.tag = f"localhost/{self.prefix}:cpu"
+        self.tmp = Path(tempfile.mkdtemp(prefix="convoy-container-test-"))
+
+    def name(self, what):
+        return f"{self.prefix}-{what}"
+
+    def hardened(self):
+        """The security settings of every container: the image's user, read-only root, no capabilities."""
+        return ["--read-only", "--cap-drop=all", "--security-opt=no-new-privileges", "--user=10001:10001",
+                "--network", self.net]
+
+    def start(self, what, *args, volumes=(), hostname=None, alias=None):
+        name = self.p.made_one("container", self.name(what))
+        opts = ["run", "-d", "--name", name, *self.hardened(), "-v", f"{self.auth}:{AUTH}:ro"]
+        for v in volumes:
+            opts += ["-v", v]
+        if hostname:
+            opts += ["--hostname", hostname]
+        if alias:
+            opts += ["--network-alias", alias]
+        self.p(*opts, self.tag, *args)
+        return name
+
+    def status_table(self):
+        """convoy_status's one table (shards, then agents), from a container on the network, or None."""
+        r = self.p("run", "--rm", *self.hardened(), "-v", f"{self.auth}:{AUTH}:ro", self.tag,
+                   "/usr/local/bin/convoy_status", "--ps=convoy-ps:50051", *CLIENT_AUTH, check=False, timeout=120)
+        return r.stdout if r.returncode == 0 else None
+
+    def version(self):
+        table = self.status_table() or ""
+        m = re.search(r"^0\s+convoy-ps:50051\s+(\d+)\s", table, re.M)
+        return int(m.group(1)) if m else -1
+
+    def wait_serving(self, ps):
+        def serving():
+            log = self.p.logs(ps)
+            if "(TLS, bearer token)" in log:
+                return True
+            if self.p.inspect(ps).get("State", {}).get("Running") is False:
+                raise Failed(f"convoy_ps exited:\n{log[-3000:]}")
+            return False
+        wait_for("convoy_ps serving TLS with the token", serving, 120)
+
+    def ps_args(self):
+        return ["/usr/local/bin/convoy_ps", "--port=50051", "--bind=0.0.0.0", f"--tls_cert={AUTH}/tls.crt",
+                f"--tls_key={AUTH}/tls.key", f"--auth_token_file={AUTH}/auth_token", "--model=compact",
+                f"--checkpoint_dir={CKPT}", "--resume", "--checkpoint_every_updates=20",
+                "--checkpoint_every_seconds=0", "--keep_checkpoints=3", "--batch_size=16", "--apex_num_agents=2",
+                "--shutdown_grace_seconds=10"]
+
+    def agent_args(self, index, sim, *extra):
+        return ["/usr/local/bin/convoy_agent", "--ps=convoy-ps:50051", f"--sim={sim}", f"--agent_id=agent-{index}",
+                f"--agent_index={index}", f"--seed={index + 1}", *CLIENT_AUTH, "--torch_threads=1", "--min_replay_size=64",
+                "--replay_memory_size=2000", "--report_seconds=2", "--max_minutes=4", *extra]
+
+    def main(self):
+        figures = self.p.ensure_image(self.repo, self.tag)
+        self.net = self.p.network(self.name("net"))
+        # The credentials, written by the image's convoy_ps, then given the Secret volume's mode and group.
+        self.auth = self.tmp / "auth"
+        self.auth.mkdir()
+        self.p("run", "--rm", "--network=none", "--user=0:0", "-v", f"{self.auth}:/out", self.tag,
+               "/usr/local/bin/convoy_ps", "--write_credentials=/out", "--credentials_server_name=convoy-ps")
+        for f in self.auth.iterdir():
+            os.chown(f, 0, 10001)
+            f.chmod(0o440)
+        volume = self.p.volume(self.name("checkpoints"))
+        ckpt_host = self.p.volume_path(volume)
+
+        say("convoy_ps, convoy_sim and two agents, each in a container")
+        ps = self.start("ps", *self.ps_args(), volumes=[f"{volume}:{CKPT}"], hostname="convoy-ps", alias="convoy-ps")
+        self.wait_serving(ps)
+        sim = self.start("sim", "/usr/local/bin/convoy_sim", "--port=41451", "--bind=0.0.0.0", "--seed=2")
+        sim_address = f"airsim://{sim}:41451"
+        agents = [self.start("agent-0", *self.agent_args(0, "embedded")),
+                  self.start("agent-1", *self.agent_args(1, sim_address))]
+        hostnames = {f"agent-{i}": self.p.inspect(a)["Config"]["Hostname"] for i, a in enumerate(agents)}
+
+        # Security as run: the image's user, no capabilities, a read-only root.
+        for c in (ps, sim, *agents):
+            st = self.p("exec", c, "cat", "/proc/1/status").stdout
+            check(re.search(r"^Uid:\s+10001\s", st, re.M), f"{c} does not run as uid 10001:\n{st}")
+            check(re.search(r"^Gid:\s+10001\s", st, re.M), f"{c} does not run as gid 10001")
+            check(re.search(r"^CapEff:\s+0+$", st, re.M), f"{c} has capabilities: {re.findall('Cap.*', st)}")
+            check(self.p.inspect(c)["HostConfig"]["ReadonlyRootfs"], f"{c}'s root filesystem is writable")
+            w = self.p("exec", c, "sh", "-c", "touch /usr/local/bin/x", check=False)
+            check(w.returncode != 0 and "Read-only file system" in w.stderr, f"{c} could write its root: {w.stderr}")
+
+        # Joined under their hostnames; the version advances.
+        def joined():
+            table = self.status_table() or ""
+            rows = {m.group(1): m.group(2) for m in re.finditer(r"^(agent-\d)\s+(\S+)\s", table, re.M)}
+            return table if all(rows.get(a) == h for a, h in hostnames.items()) else None
+        table = wait_for(f"both agents in GetStatus under their hostnames {hostnames}", joined, 180, 3)
+        say(f"GetStatus:\n{table}")
+        v_first = wait_for("a first applied push", lambda: self.version() > 0 and self.version(), 300, 3)
+        v_later = wait_for("the version advancing", lambda: (v := self.version()) >= v_first + 20 and v, 300, 3)
+        say(f"version {v_first} -> {v_later}")
+        steps = wait_for("agent-1's steps on convoy_sim", lambda: [int(n) for n in re.findall(
+            r"^\[agent-1\] .*?(\d+) steps,", self.p.logs(agents[1]), re.M) if int(n) > 0], 120, 3)
+        log1 = self.p.logs(agents[1])
+        check(re.search(rf" sim {re.escape(sim_address)}$", log1, re.M),
+              f"agent-1 does not name its simulator {sim_address}:\n{log1[-2000:]}")
+        check(re.search(r" sim embedded$", self.p.logs(agents[0]), re.M), "agent-0 does not name the embedded sim")
+        say(f"agent-1 drove convoy_sim over {sim_address}: {steps[-1]} steps so far")
+
+        # A container without the token: refused, never joins.
+        stranger = self.start("stranger", "/usr/local/bin/convoy_agent", "--ps=convoy-ps:50051", "--sim=embedded",
+                              "--agent_id=stranger", f"--tls_ca={AUTH}/ca.crt", "--tls_server_name=convoy-ps",
+                              "--max_minutes=1")
+        refused = wait_for("the stranger refused", lambda: re.search(
+            r"UNAUTHENTICATED|missing or wrong bearer token", self.p.logs(stranger)) is not None, 90, 2)
+        check(refused and "stranger" not in (self.status_table() or ""), "the stranger appears in GetStatus")
+        self.p("rm", "-f", "-t", "2", stranger)
+        say("a container without the token: refused (UNAUTHENTICATED), not in GetStatus")
+
+        # SIGTERM to the server's container: drain, final checkpoint, verified here.
+        for a in agents:
+            self.p("stop", "-t", "30", a)
+        self.p("stop", "-t", "60", ps)
+        ps_log = self.p.logs(ps)
+        check("final checkpoint" in ps_log, f"convoy_ps wrote no final checkpoint on SIGTERM:\n{ps_log[-3000:]}")
+        exit_code = self.p.inspect(ps)["State"]["ExitCode"]
+        check(exit_code == 0, f"convoy_ps exited {exit_code} on SIGTERM:\n{ps_log[-2000:]}")
+        newest = sorted(d for d in ckpt_host.iterdir() if d.name.startswith("ckpt-"))[-1]
+        v_final = verify_checkpoint(newest)
+        check(v_final >= v_later, f"the final checkpoint is at version {v_final}, below the running {v_later}")
+        say(f"SIGTERM: final checkpoint {newest.name} at version {v_final}, every file's SHA-256 verified")
+
+        # A new server container on the same volume resumes from it.
+        self.p("rm", ps)
+        self.p.made["container"].remove(ps)
+        ps2 = self.start("ps-2", *self.ps_args(), volumes=[f"{volume}:{CKPT}"], hostname="convoy-ps",
+                         alias="convoy-ps")
+        self.wait_serving(ps2)
+        v_resumed = wait_for("the resumed version in GetStatus", lambda: self.version() >= 0 and self.version(), 60, 2)
+        check(v_resumed == v_final, f"the new server is at version {v_resumed}, not the checkpoint's {v_final}")
+        agent = self.start("agent-0b", *self.agent_args(0, "embedded"))
+        v_on = wait_for("the resumed run advancing", lambda: (v := self.version()) > v_final and v, 300, 3)
+        self.p("stop", "-t", "30", agent)
+        say(f"--resume in a new container: version {v_resumed}, then {v_on} with an agent")
+        print(f"RESULT image_megabytes={figures.get('image_megabytes')} "
+              f"image_build_seconds={figures.get('image_build_seconds')} version_final={v_final} "
+              f"version_resumed={v_resumed}")
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    run = Run(Path(sys.argv[1]).resolve())
+    code = 0
+    try:
+        run.main()
+        say("PASSED")
+    except Failed as e:
+        print(f"FAILED: {e}", flush=True)
+        code = 1
+    except Exception as e:  # the harness's own errors (podman failing) fail the test, after cleanup
+        print(f"FAILED: {type(e).__name__}: {e}", flush=True)
+        code = 1
+    finally:
+        if code:
+            for c in run.p.made["container"]:
+                print(f"--- {c}:\n{run.p.logs(c)[-2500:]}")
+        left = run.p.cleanup()
+        shutil.rmtree(run.tmp, ignore_errors=True)
+        if left:
+            print(f"FAILED: left behind: {left}")
+            code = 1
+        else:
+            say("removed every container, the network, the volume and the image tag it made")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""A podman of the tests' own, for the container and `kube play` tests: its configuration, storage and networks
+live under one state directory ($CONVOY_PODMAN_STATE, default /var/cache/convoy/podman), so nothing of this
+machine's own podman (its images, containers, networks, configuration) is read or changed, and the base images
+and build layers stay there between runs as a cache. Everything a test makes (containers, pods, networks,
+volumes, the image it tags) is recorded and removed by cleanup(), also when the test fails.
+
+The configuration is what these hosts need: runc (crun refuses hybrid cgroups), ulimits no higher than this
+process's hard limit (podman asks for nofile 1048576 by default), netavark with aardvark-dns for the networks'
+name resolution, and no registry at all (images are built or imported, never pulled).
+"""
+
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SKIP = 77  # CTest's SKIP_RETURN_CODE for the deploy tests
+CACHE_GB = 20  # the most the tests' podman storage keeps between runs
+
+
+def skip(why: str):
+    print(f"SKIPPED: {why}", flush=True)
+    sys.exit(SKIP)
+
+
+def say(msg: str):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failed(msg)
+
+
+def wait_for(what, fn, seconds, step=1.0):
+    """fn() until it returns something true, at most `seconds`; its value, or Failed naming `what`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise Failed(f"{what}: not within {seconds} s")
+        time.sleep(step)
+
+
+def manifest_of(ckpt_dir: Path):
+    """(version, [(name, size, sha256)]) of a checkpoint's MANIFEST (protobuf text format)."""
+    text = (ckpt_dir / "MANIFEST").read_text()
+    version = int(re.search(r"^version: (\d+)$", text, re.M).group(1))
+    files = re.findall(r'files \{\s*name: "([^"]+)"\s*size: (\d+)\s*sha256: "([0-9a-f]{64})"\s*\}', text)
+    return version, [(n, int(s), h) for n, s, h in files]
+
+
+def verify_checkpoint(ckpt_dir: Path):
+    """The checkpoint's version, after checking every file its manifest lists against its size and SHA-256."""
+    version, files = manifest_of(ckpt_dir)
+    check(files, f"{ckpt_dir}/MANIFEST lists no files")
+    for name, size, sha in files:
+        data = (ckpt_dir / name).read_bytes()
+        check(len(data) == size, f"{ckpt_dir}/{name}: {len(data)} bytes, the manifest says {size}")
+        check(hashlib.sha256(data).hexdigest() == sha, f"{ckpt_dir}/{name} fails its SHA-256 check")
+    return version
+
+
+class Podman:
+    def __init__(self, name: str):
+        """name: the test's, used in what it makes (containers, networks, volumes, tags) and the run directory."""
+        if os.geteuid() != 0:
+            skip("needs root: podman's bridge networks and the image's base (debootstrap)")
+        for tool in ("podman", "runc", "debootstrap", "catatonit"):
+            if shutil.which(tool) is None:
+                skip(f"no {tool} on this machine (Debian: apt-get install podman runc netavark aardvark-dns catatonit "
+                     "debootstrap; ./convoy test installs them)")
+        if not Path("/usr/lib/podman/netavark").exists() and shutil.which("netavark") is None:
+            skip("no netavark (Debian: apt-get install netavark aardvark-dns)")
+        self.name = name
+        self.state = Path(os.environ.get("CONVOY_PODMAN_STATE", "/var/cache/convoy/podman"))
+        free_gb = shutil.disk_usage(self.state.parent if not self.state.exists() else self.state).free / 2**30
+        if free_gb < 10:
+            skip(f"only {free_gb:.0f} GB free for {self.state}; the image build needs 10")
+        conf = self.state / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if nofile == resource.RLIM_INFINITY:
+            nofile = 1048576
+        run_root = Path("/run/convoy-podman")
+        (conf / "containers.conf").write_text(
+            "[containers]\n"
+            f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc=32768:32768"]\n'
+            "[engine]\n"
+            'runtime = "runc"\n'
+            f'tmp_dir = "{run_root}/libpod"\n'
+            "[network]\n"
+            'network_backend = "netavark"\n'
+            f'network_config_dir = "{self.state}/networks"\n')
+        (conf / "storage.conf").write_text(
+            "[storage]\n"
+            'driver = "overlay"\n'
+            f'graphroot = "{self.state}/storage"\n'
+            f'runroot = "{run_root}/storage"\n')
+        (conf / "registries.conf").write_text("unqualified-search-registries = []\n")
+        self.env = {**os.environ,
+                    "CONTAINERS_CONF": str(conf / "containers.conf"),
+                    "CONTAINERS_STORAGE_CONF": str(conf / "storage.conf"),
+                    "CONTAINERS_REGISTRIES_CONF": str(conf / "registries.conf")}
+        self.made = {"container": [], "pod": [], "network": [], "volume": [], "image": []}
+        self.firewall_before = self.firewall()
+
+    @staticmethod
+    def firewall():
+        """The host's iptables rules and chains podman's networking would add (none, for internal networks)."""
+        if shutil.which("iptables-save") is None:
+            return set()
+        r = subprocess.run(["iptables-save"], capture_output=True, text=True, timeout=60)
+        return {line for line in r.stdout.splitlines() if "NETAVARK" in line.upper() or "podman" in line}
+
+    def __call__(self, *args, check=True, timeout=600, capture=True, input_text=None):
+        """podman ARGS in the tests' own configuration; the CompletedProcess (text), raising on failure if check."""
+        r = subprocess.run(["podman", *args], env=self.env, capture_output=capture, text=True, timeout=timeout,
+                           input=input_text)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"podman {' '.join(args)} exited {r.returncode}: {(r.stderr or '')[-2000:]}")
+        return r
+
+    def made_one(self, kind: str, name: str) -> str:
+        self.made[kind].append(name)
+        return name
+
+    def network(self, name: str) -> str:
+        """A bridge network of the test's own, internal (no route out, no NAT rule), with name resolution."""
+        self("network", "rm", "-f", name, check=False)
+        self("network", "create", "--internal", name)
+        return self.made_one("network", name)
+
+    def volume(self, name: str, uid: int = 10001, gid: int = 10001) -> str:
+        """A named volume owned by uid:gid (as a Kubernetes fsGroup would make it writable)."""
+        self("volume", "rm", "-f", name, check=False)
+        self("volume", "create", name)
+        mountpoint = self("volume", "inspect", "--format", "{{.Mountpoint}}", name).stdout.strip()
+        os.chown(mountpoint, uid, gid)
+        return self.made_one("volume", name)
+
+    def volume_path(self, name: str) -> Path:
+        return Path(self("volume", "inspect", "--format", "{{.Mountpoint}}", name).stdout.strip())
+
+    def logs(self, container: str) -> str:
+        r = self("logs", container, check=False)
+        return (r.stdout or "") + (r.stderr or "")
+
+    def inspect(self, container: str) -> dict:
+        r = self("inspect", container, check=False)
+        if r.returncode != 0:
+            return {}
+        data = json.loads(r.stdout)
+        return data[0] if data else {}
+
+    def ensure_image(self, repo: Path, tag: str) -> dict:
+        """The image built by ./convoy image (the base made from this machine's apt sources where this storage has
+        none), tagged `tag`; returns its build's RESULT figures."""
+        # The storage keeps build layers as a cache; past CACHE_GB it starts over (the base images and the
+        # package layer are made again, from the tarball and the archive).
+        used = subprocess.run(["du", "-sb", str(self.state / "storage")], capture_output=True, text=True)
+        if used.returncode == 0 and int(used.stdout.split()[0]) > CACHE_GB * 2**30:
+            say(f"the tests' podman storage holds over {CACHE_GB} GB: removing its unused images")
+            self("image", "prune", "--all", "--force", check=False, timeout=900)
+        say(f"./convoy image --tag={tag} (podman, the tests' storage)")
+        start = time.monotonic()
+        r = subprocess.run([str(repo / "convoy"), "image", f"--tag={tag}", "--engine=podman"], env=self.env,
+                           capture_output=True, text=True, timeout=3000)
+        self.made_one("image", tag)
+        out = r.stdout + r.stderr
+        if r.returncode != 0:
+            raise RuntimeError(f"./convoy image exited {r.returncode}:\n{out[-6000:]}")
+        figures = {}
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                figures.update(kv.split("=", 1) for kv in line.split()[1:])
+        say(f"image {tag}: {figures} ({time.monotonic() - start:.0f} s)")
+        return figures
+
+    def cleanup(self):
+        """Removes what the test made, newest kind first; then asserts none of it is left."""
+        for c in self.made["container"]:
+            self("rm", "-f", "-t", "5", c, check=False)
+        for p in self.made["pod"]:
+            self("pod", "rm", "-f", "-t", "5", p, check=False)
+        for v in self.made["volume"]:
+            self("volume", "rm", "-f", v, check=False)
+        for n in self.made["network"]:
+            self("network", "rm", "-f", n, check=False)
+        for i in self.made["image"]:
+            self("rmi", "-f", i, check=False)
+        left = []
+        for kind, listing in (("container", ["ps", "-a", "--format", "{{.Names}}"]),
+                              ("pod", ["pod", "ps", "--format", "{{.Name}}"]),
+                              ("volume", ["volume", "ls", "--format", "{{.Name}}"]),
+                              ("network", ["network", "ls", "--format", "{{.Name}}"])):
+            present = set(self(*listing, check=False).stdout.split())
+            left += [f"{kind} {x}" for x in self.made[kind] if x in present]
+        for i in self.made["image"]:
+            if self("image", "exists", i, check=False).returncode == 0:
+                left.append(f"image {i}")
+        left += [f"host firewall rule {rule}" for rule in sorted(self.firewall() - self.firewall_before)]
+        return left
