@@ -24,10 +24,8 @@ Everything the test made (containers, network, volume, the image tag) is removed
 
 import os
 import re
-import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -105,12 +103,7 @@ class Run:
         self.net = self.p.network(self.name("net"))
         # The credentials, written by the image's convoy_ps, then given the Secret volume's mode and group.
         self.auth = self.tmp / "auth"
-        self.auth.mkdir()
-        self.p("run", "--rm", "--network=none", "--user=0:0", "-v", f"{self.auth}:/out", self.tag,
-               "/usr/local/bin/convoy_ps", "--write_credentials=/out", "--credentials_server_name=convoy-ps")
-        for f in self.auth.iterdir():
-            os.chown(f, 0, 10001)
-            f.chmod(0o440)
+        self.p.write_credentials(self.tag, self.auth)
         volume = self.p.volume(self.name("checkpoints"))
         ckpt_host = self.p.volume_path(volume)
 
@@ -196,28 +189,7 @@ def main():
         print(__doc__)
         return 2
     run = Run(Path(sys.argv[1]).resolve())
-    code = 0
-    try:
-        run.main()
-        say("PASSED")
-    except Failed as e:
-        print(f"FAILED: {e}", flush=True)
-        code = 1
-    except Exception as e:  # the harness's own errors (podman failing) fail the test, after cleanup
-        print(f"FAILED: {type(e).__name__}: {e}", flush=True)
-        code = 1
-    finally:
-        if code:
-            for c in run.p.made["container"]:
-                print(f"--- {c}:\n{run.p.logs(c)[-2500:]}")
-        left = run.p.cleanup()
-        shutil.rmtree(run.tmp, ignore_errors=True)
-        if left:
-            print(f"FAILED: left behind: {left}")
-            code = 1
-        else:
-            say("removed every container, the network, the volume and the image tag it made")
-    return code
+    return run.p.run_test(run.main, run.tmp)
 
 
 if __name__ == "__main__":

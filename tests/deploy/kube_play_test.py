@@ -36,7 +36,6 @@ import re
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -260,34 +259,19 @@ def main():
     overlays = sys.argv[2:] or ["cpu", "sharded"]
     p = Podman("kube")
     tmp = Path(tempfile.mkdtemp(prefix="convoy-kube-test-"))
-    code = 0
-    try:
+
+    def body():
         p.ensure_image(repo, IMAGE)
         net = p.network(f"convoy-kube-{os.getpid()}")
+        # The Secret's files; each pod gets them as a Secret volume would give them (secret_volume).
         auth = tmp / "auth"
-        auth.mkdir()
-        p("run", "--rm", "--network=none", "--user=0:0", "-v", f"{auth}:/out", IMAGE, "/usr/local/bin/convoy_ps",
-          "--write_credentials=/out", "--credentials_server_name=convoy-ps")
+        p.write_credentials(IMAGE, auth)
         results = {}
         for overlay in overlays:
             results[overlay] = Overlay(repo, p, overlay, tmp, net, auth).run()
         print("RESULT " + " ".join(f"{o}_versions={'/'.join(map(str, v))}" for o, v in results.items()))
-        say("PASSED")
-    except Failed as e:
-        print(f"FAILED: {e}", flush=True)
-        code = 1
-    except Exception as e:  # podman itself failing fails the test, after cleanup
-        print(f"FAILED: {type(e).__name__}: {e}", flush=True)
-        code = 1
-    finally:
-        left = p.cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
-        if left:
-            print(f"FAILED: left behind: {left}")
-            code = 1
-        else:
-            say("removed every pod, container, volume, the network and the image tag it made")
-    return code
+
+    return p.run_test(body, tmp)
 
 
 if __name__ == "__main__":

@@ -189,6 +189,42 @@ class Podman:
         say(f"image {tag}: {figures} ({time.monotonic() - start:.0f} s)")
         return figures
 
+    def write_credentials(self, image: str, directory: Path):
+        """convoy_ps --write_credentials of the image into directory, the files given what a Kubernetes Secret
+        volume with defaultMode 0440 and fsGroup 10001 gives: readable by group 10001, nobody else."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self("run", "--rm", "--network=none", "--user=0:0", "-v", f"{directory}:/out", image,
+             "/usr/local/bin/convoy_ps", "--write_credentials=/out", "--credentials_server_name=convoy-ps")
+        for f in directory.iterdir():
+            os.chown(f, 0, 10001)
+            f.chmod(0o440)
+
+    def run_test(self, body, tmp: Path) -> int:
+        """Runs body(); then, whatever happened, removes what the test made and tmp. The exit code: 0 when
+        body returned and nothing was left behind; 1 otherwise (with the made containers' logs on failure)."""
+        code = 0
+        try:
+            body()
+            say("PASSED")
+        except Failed as e:
+            print(f"FAILED: {e}", flush=True)
+            code = 1
+        except Exception as e:  # podman itself failing fails the test, after the cleanup
+            print(f"FAILED: {type(e).__name__}: {e}", flush=True)
+            code = 1
+        finally:
+            if code:
+                for c in self.made["container"]:
+                    print(f"--- {c}:\n{self.logs(c)[-2500:]}")
+            left = self.cleanup()
+            shutil.rmtree(tmp, ignore_errors=True)
+            if left:
+                print(f"FAILED: left behind: {left}")
+                code = 1
+            else:
+                say("removed every container, pod, network, volume and image tag it made")
+        return code
+
     def cleanup(self):
         """Removes what the test made, newest kind first; then asserts none of it is left."""
         for c in self.made["container"]:
