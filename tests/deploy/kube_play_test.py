@@ -7,7 +7,7 @@ manifests give, with checkpoints on the claim, everything taken down after.
 
 The overlays are rendered by kubernetes_test.py's renderer (the one the offline checks compare with kubectl
 kustomize) and the run's scale set as a user would set it: NUM_AGENTS and the Job's completions 2, MAX_MINUTES
-1.5, checkpoints every 20 s, and for `sharded` 2 replicas with PS_SHARDS and PS_ADDRESS to match. What podman 4.3
+1, checkpoints every 20 s, and for `sharded` 2 replicas with PS_SHARDS and PS_ADDRESS to match. What podman 4.3
 does not honour is bridged here, never in the manifests:
 
   - StatefulSet -> one Pod per ordinal, named and labelled as Kubernetes names them (convoy-ps-<i>, the
@@ -121,7 +121,7 @@ class Overlay:
         # The run's scale, as a user sets it for a short run on a small machine.
         self.shards = 2 if overlay == "sharded" else 1
         self.agents = 2
-        self.config.update({"NUM_AGENTS": str(self.agents), "MAX_MINUTES": "1.5", "CHECKPOINT_EVERY_SECONDS": "20",
+        self.config.update({"NUM_AGENTS": str(self.agents), "MAX_MINUTES": "1", "CHECKPOINT_EVERY_SECONDS": "20",
                             "TORCH_THREADS": "1", "REPLAY_MEMORY_SIZE": "2000", "BATCH_SIZE": "16"})
         if overlay == "sharded":
             self.config["PS_SHARDS"] = str(self.shards)
