@@ -146,7 +146,7 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
   constexpr int kThreads = 6, kPushes = 8;
   std::mutex mu;
   std::map<uint64_t, std::vector<float>> accepted;  // Resulting version -> gradient.
-  std::atomic<int> sent{0}, rejected{0}, errors{0};
+  std::atomic<int> sent{0}, rejected{0}, errors{0}, wrong_reasons{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -166,7 +166,7 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
           std::lock_guard<std::mutex> lock(mu);
           accepted.emplace(pushed->version, std::move(g));
         } else {
-          CHECK(pushed->reason == v1::REJECT_REASON_STALE);
+          if (pushed->reason != v1::REJECT_REASON_STALE) ++wrong_reasons;  // Asserted after the join.
           ++rejected;
         }
       }
@@ -174,6 +174,7 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
   }
   for (std::thread& t : threads) t.join();
   REQUIRE(errors.load() == 0);
+  CHECK(wrong_reasons.load() == 0);  // Every refusal was for staleness.
   const v1::StatusResponse status = ps.Status();
   CHECK(sent.load() == kThreads * kPushes);
   CHECK(accepted.size() + rejected.load() == static_cast<size_t>(sent.load()));
@@ -202,6 +203,8 @@ TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[servic
   const size_t n = initial.size();
   constexpr int kPushes = 60;
   std::atomic<bool> done{false};
+  // Counted here and asserted on the test's thread: Catch2's assertions are not thread-safe (v3.7 aborts).
+  std::atomic<int> failed_pulls{0}, failed_pushes{0};
   std::mutex mu;
   std::map<uint64_t, std::vector<float>> pulled;
   std::vector<std::thread> pullers;
@@ -211,7 +214,10 @@ TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[servic
       std::vector<float> weights;
       while (!done.load()) {
         absl::StatusOr<PullResult> r = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
-        REQUIRE(r.ok());
+        if (!r.ok()) {
+          ++failed_pulls;
+          return;
+        }
         std::lock_guard<std::mutex> lock(mu);
         if (pulled.size() < 30) pulled.emplace(r->version, weights);
       }
@@ -222,12 +228,17 @@ TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[servic
     pushers.emplace_back([&, t] {
       PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
       const std::vector<float> ones(n, 1.0f);
-      for (int i = 0; i < kPushes / 2; ++i) REQUIRE(client.Push(ones.data(), n, 0, 1)->accepted);
+      for (int i = 0; i < kPushes / 2; ++i) {
+        absl::StatusOr<PushResult> pushed = client.Push(ones.data(), n, 0, 1);
+        if (!pushed.ok() || !pushed->accepted) ++failed_pushes;
+      }
     });
   }
   for (std::thread& t : pushers) t.join();
   done = true;
   for (std::thread& t : pullers) t.join();
+  REQUIRE(failed_pulls == 0);
+  REQUIRE(failed_pushes == 0);
   REQUIRE(pulled.size() >= 2);
   std::vector<float> state = initial;
   size_t checked = 0;
