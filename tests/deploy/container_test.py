@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from podman_harness import Podman, say, Failed, check, wait_for, verify_checkpoint  # noqa: E402
+from podman_harness import Podman, say, check, wait_for, verify_checkpoint  # noqa: E402
 
 AUTH = "/etc/convoy/auth"
 CKPT = "/var/lib/convoy/checkpoints"
@@ -76,16 +76,6 @@ class Run:
         m = re.search(r"^0\s+convoy-ps:50051\s+(\d+)\s", table, re.M)
         return int(m.group(1)) if m else -1
 
-    def wait_serving(self, ps):
-        def serving():
-            log = self.p.logs(ps)
-            if "(TLS, bearer token)" in log:
-                return True
-            if self.p.inspect(ps).get("State", {}).get("Running") is False:
-                raise Failed(f"convoy_ps exited:\n{log[-3000:]}")
-            return False
-        wait_for("convoy_ps serving TLS with the token", serving, 120)
-
     def ps_args(self):
         return ["/usr/local/bin/convoy_ps", "--port=50051", "--bind=0.0.0.0", f"--tls_cert={AUTH}/tls.crt",
                 f"--tls_key={AUTH}/tls.key", f"--auth_token_file={AUTH}/auth_token", "--model=compact",
@@ -109,7 +99,7 @@ class Run:
 
         say("convoy_ps, convoy_sim and two agents, each in a container")
         ps = self.start("ps", *self.ps_args(), volumes=[f"{volume}:{CKPT}"], hostname="convoy-ps", alias="convoy-ps")
-        self.wait_serving(ps)
+        self.p.wait_serving(ps)
         sim = self.start("sim", "/usr/local/bin/convoy_sim", "--port=41451", "--bind=0.0.0.0", "--seed=2")
         sim_address = f"airsim://{sim}:41451"
         agents = [self.start("agent-0", *self.agent_args(0, "embedded")),
@@ -172,7 +162,7 @@ class Run:
         self.p.made["container"].remove(ps)
         ps2 = self.start("ps-2", *self.ps_args(), volumes=[f"{volume}:{CKPT}"], hostname="convoy-ps",
                          alias="convoy-ps")
-        self.wait_serving(ps2)
+        self.p.wait_serving(ps2)
         v_resumed = wait_for("the resumed version in GetStatus", lambda: self.version() >= 0 and self.version(), 60, 2)
         check(v_resumed == v_final, f"the new server is at version {v_resumed}, not the checkpoint's {v_final}")
         agent = self.start("agent-0b", *self.agent_args(0, "embedded"))

@@ -40,14 +40,14 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from podman_harness import Podman, say, Failed, check, wait_for, verify_checkpoint  # noqa: E402
+from podman_harness import Podman, say, check, wait_for, verify_checkpoint  # noqa: E402
 
 try:
     import yaml
 except ImportError:
     print("SKIPPED: no PyYAML (Debian: python3-yaml)")
     sys.exit(77)
-from kubernetes_test import render, expand  # noqa: E402
+from kubernetes_test import container_env, expand, render  # noqa: E402
 
 IMAGE = "convoy:cpu"  # what overlays/cpu (and sharded, on it) name
 
@@ -58,16 +58,12 @@ def by(docs, kind, name):
     return found[0]
 
 
-def container_env(container: dict, config: dict, fields: dict):
-    """The container's environment as the kubelet makes it: envFrom ConfigMaps, then env (fieldRef from fields)."""
-    env = {}
-    for src in container.get("envFrom", []):
-        check(src.get("configMapRef", {}).get("name") == "convoy-config", f"unexpected envFrom {src}")
-        env.update({k: str(v) for k, v in config.items()})
+def pod_env(container: dict, config: dict, fields: dict):
+    """The container's environment as the kubelet makes it: kubernetes_test's (envFrom the ConfigMap, then env),
+    with each fieldRef's value from fields instead of its placeholder."""
+    env = container_env(container, {("ConfigMap", "convoy-config"): {"data": config}})
     for e in container.get("env", []):
-        if "value" in e:
-            env[e["name"]] = str(e["value"])
-        else:
+        if "valueFrom" in e:
             path = e["valueFrom"]["fieldRef"]["fieldPath"]
             check(path in fields, f"env {e['name']}: fieldRef {path} has no value here")
             env[e["name"]] = fields[path]
@@ -79,7 +75,7 @@ def pod_from_template(name: str, template: dict, config: dict, fields: dict, lab
     """A Pod of a workload's pod template, bridged for podman 4.3 (see the module's doc)."""
     spec = copy.deepcopy(template["spec"])
     for c in spec["containers"]:
-        env = container_env(c, config, fields)
+        env = pod_env(c, config, fields)
         args = []
         for a in c.get("args", []):
             value, missing = expand(a, env)
@@ -118,6 +114,7 @@ class Overlay:
         self.job = by(docs, "Job", "convoy-agents")
         self.service = by(docs, "Service", "convoy-ps")
         self.kinds = sorted({d["kind"] for d in docs})
+        self.played = []  # the kube play files, for kube down
         # The run's scale, as a user sets it for a short run on a small machine.
         self.shards = 2 if overlay == "sharded" else 1
         self.agents = 2
@@ -148,7 +145,7 @@ class Overlay:
             self.p.made_one("pod", pod["metadata"]["name"])
         r = self.p("kube", "play", "--network", self.net, str(path), check=False, timeout=300)
         check(r.returncode == 0, f"podman kube play {what} failed: {r.stderr[-3000:]}")
-        self.played = getattr(self, "played", []) + [path]
+        self.played.append(path)
         return path
 
     def run(self):
@@ -173,15 +170,7 @@ class Overlay:
             name = pod["metadata"]["name"]
             container = f"{name}-{pod['spec']['containers'][0]['name']}"
 
-            def serving():
-                log = self.p.logs(container)
-                if "(TLS, bearer token)" in log:
-                    return True
-                state = self.p.inspect(container).get("State", {})
-                if state and not state.get("Running"):
-                    raise Failed(f"{container} exited:\n{log[-3000:]}")
-                return False
-            wait_for(f"{container} serving", serving, 120)
+            self.p.wait_serving(container)
             addresses[name] = self.p.inspect(container)["NetworkSettings"]["Networks"][self.net]["IPAddress"]
         # The headless Service's DNS: its name resolves to the servers, each pod's name under it to that pod.
         service = self.service["metadata"]["name"]

@@ -165,6 +165,17 @@ class Podman:
         data = json.loads(r.stdout)
         return data[0] if data else {}
 
+    def wait_serving(self, container: str, seconds: float = 120):
+        """Until convoy_ps in the container logs that it serves TLS with the token; Failed if it exits first."""
+        def serving():
+            log = self.logs(container)
+            if "(TLS, bearer token)" in log:
+                return True
+            if self.inspect(container).get("State", {}).get("Running") is False:
+                raise Failed(f"{container} exited:\n{log[-3000:]}")
+            return False
+        wait_for(f"{container} serving TLS with the token", serving, seconds)
+
     def ensure_image(self, repo: Path, tag: str) -> dict:
         """The image built by ./convoy image (the base made from this machine's apt sources where this storage has
         none), tagged `tag`; returns its build's RESULT figures. Under CTest the fixture `deploy: container image
