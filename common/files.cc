@@ -12,6 +12,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -88,13 +89,12 @@ namespace {
 
 absl::Status WriteNewFile(const std::string& path, absl::string_view contents, mode_t mode,
                           Durability durability) {
-  absl::StatusOr<int> fd = CreateExclusiveFile(path, mode);
-  if (!fd.ok()) return fd.status();
-  absl::Status written = WriteAll(*fd, contents, path);
-  if (written.ok() && durability == Durability::kDurable && ::fsync(*fd) != 0) {
+  CONVOY_ASSIGN_OR_RETURN(int fd, CreateExclusiveFile(path, mode));
+  absl::Status written = WriteAll(fd, contents, path);
+  if (written.ok() && durability == Durability::kDurable && ::fsync(fd) != 0) {
     written = ErrnoError(errno, "cannot fsync", path);
   }
-  if (::close(*fd) != 0 && written.ok()) written = ErrnoError(errno, "cannot close", path);
+  if (::close(fd) != 0 && written.ok()) written = ErrnoError(errno, "cannot close", path);
   return written;
 }
 

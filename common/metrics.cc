@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/files.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace convoy {
@@ -57,9 +58,8 @@ std::string FirstLine(const std::string& path, bool* non_empty) {
 
 absl::StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& dir) {
   if (dir.empty()) return absl::InvalidArgumentError("MetricsLog: empty log directory");
-  absl::StatusOr<std::unique_ptr<EventFileWriter>> events = EventFileWriter::Create(dir);
-  if (!events.ok()) return events.status();
-  return std::unique_ptr<MetricsLog>(new MetricsLog(dir, *std::move(events)));
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<EventFileWriter> events, EventFileWriter::Create(dir));
+  return std::unique_ptr<MetricsLog>(new MetricsLog(dir, std::move(events)));
 }
 
 MetricsLog::~MetricsLog() {

@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "common/q_network.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -157,10 +158,9 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
 }
 
 absl::StatusOr<QNetwork> BuildQNetwork(const ModelSpec& spec, uint64_t seed) {
-  absl::StatusOr<ModelSpec> resolved = ResolveModel(spec.name, spec.num_actions);
-  if (!resolved.ok()) return resolved.status();
+  CONVOY_ASSIGN_OR_RETURN(ModelSpec resolved, ResolveModel(spec.name, spec.num_actions));
   torch::manual_seed(seed);
-  QNetwork net(*resolved);
+  QNetwork net(resolved);
   return net;
 }
 
@@ -220,10 +220,9 @@ absl::Status LoadFlatParameters(const float* flat, size_t count, torch::nn::Modu
 }
 
 absl::StatusOr<ModelInfo> DescribeModel(const std::string& name, int num_actions) {
-  absl::StatusOr<ModelSpec> spec = ResolveModel(name, num_actions);
-  if (!spec.ok()) return spec.status();
-  QNetwork net(*spec);
-  return ModelInfoOf(*spec, *net);
+  CONVOY_ASSIGN_OR_RETURN(ModelSpec spec, ResolveModel(name, num_actions));
+  QNetwork net(spec);
+  return ModelInfoOf(spec, *net);
 }
 
 ModelInfo ModelInfoOf(const ModelSpec& spec, torch::nn::Module& module) {
@@ -237,12 +236,10 @@ ModelInfo ModelInfoOf(const ModelSpec& spec, torch::nn::Module& module) {
 
 absl::StatusOr<std::vector<float>> InitialFlatWeights(const std::string& name, int num_actions,
                                                       uint64_t seed) {
-  absl::StatusOr<ModelSpec> spec = ResolveModel(name, num_actions);
-  if (!spec.ok()) return spec.status();
-  absl::StatusOr<QNetwork> net = BuildQNetwork(*spec, seed);
-  if (!net.ok()) return net.status();
+  CONVOY_ASSIGN_OR_RETURN(ModelSpec spec, ResolveModel(name, num_actions));
+  CONVOY_ASSIGN_OR_RETURN(QNetwork net, BuildQNetwork(spec, seed));
   std::vector<float> flat;
-  FlattenParameters(**net, &flat);
+  FlattenParameters(*net, &flat);
   return flat;
 }
 

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "common/secret_file.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -42,9 +43,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
 
 absl::StatusOr<std::string> ReadAuthToken(const std::string& token_file) {
   if (!token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadFile(token_file, "--auth_token_file");
-    if (!token.ok()) return token.status();
-    std::string stripped(absl::StripAsciiWhitespace(*token));
+    CONVOY_ASSIGN_OR_RETURN(std::string token, ReadFile(token_file, "--auth_token_file"));
+    std::string stripped(absl::StripAsciiWhitespace(token));
     if (stripped.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--auth_token_file ", token_file, " is empty"));
@@ -71,16 +71,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   if (security.tls_cert_file.empty() || security.tls_key_file.empty()) {
     return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
   }
-  absl::StatusOr<std::string> cert = ReadFile(security.tls_cert_file, "--tls_cert");
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(security.tls_key_file, "--tls_key");
-  if (!key.ok()) return key.status();
+  CONVOY_ASSIGN_OR_RETURN(std::string cert, ReadFile(security.tls_cert_file, "--tls_cert"));
+  CONVOY_ASSIGN_OR_RETURN(std::string key, ReadFile(security.tls_key_file, "--tls_key"));
   grpc::SslServerCredentialsOptions options(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  options.pem_key_cert_pairs.push_back({*key, *cert});
+  options.pem_key_cert_pairs.push_back({key, cert});
   if (!security.tls_client_ca_file.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile(security.tls_client_ca_file, "--tls_client_ca");
-    if (!ca.ok()) return ca.status();
-    options.pem_root_certs = *ca;
+    CONVOY_ASSIGN_OR_RETURN(std::string ca,
+                            ReadFile(security.tls_client_ca_file, "--tls_client_ca"));
+    options.pem_root_certs = ca;
     options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(options);
@@ -96,16 +94,13 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     return grpc::InsecureChannelCredentials();
   }
   grpc::SslCredentialsOptions options;
-  absl::StatusOr<std::string> ca = ReadFile(security.tls_ca_file, "--tls_ca");
-  if (!ca.ok()) return ca.status();
-  options.pem_root_certs = *ca;
+  CONVOY_ASSIGN_OR_RETURN(std::string ca, ReadFile(security.tls_ca_file, "--tls_ca"));
+  options.pem_root_certs = ca;
   if (!security.tls_cert_file.empty() || !security.tls_key_file.empty()) {
-    absl::StatusOr<std::string> cert = ReadFile(security.tls_cert_file, "--tls_cert");
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadFile(security.tls_key_file, "--tls_key");
-    if (!key.ok()) return key.status();
-    options.pem_cert_chain = *cert;
-    options.pem_private_key = *key;
+    CONVOY_ASSIGN_OR_RETURN(std::string cert, ReadFile(security.tls_cert_file, "--tls_cert"));
+    CONVOY_ASSIGN_OR_RETURN(std::string key, ReadFile(security.tls_key_file, "--tls_key"));
+    options.pem_cert_chain = cert;
+    options.pem_private_key = key;
   }
   return grpc::SslCredentials(options);
 }
@@ -181,7 +176,7 @@ absl::Status WriteSelfSignedCertificate(const std::string& cert_path, const std:
   const std::optional<std::string> cert_pem =
       pem([&](BIO* bio) { return PEM_write_bio_X509(bio, cert.get()) == 1; });
   if (!key_pem || !cert_pem) return absl::InternalError("cannot encode the key and certificate");
-  if (absl::Status s = WriteSecretFile(key_path, *key_pem); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(WriteSecretFile(key_path, *key_pem));
   return WriteFileAtomically(cert_path, *cert_pem, 0644);
 }
 
@@ -224,7 +219,7 @@ absl::Status WriteClusterCredentials(const std::string& dir, const std::string& 
     }
   }
   if (!std::filesystem::exists(token)) {
-    if (absl::Status s = WriteSecretFile(token, GenerateAuthToken() + "\n"); !s.ok()) return s;
+    CONVOY_RETURN_IF_ERROR(WriteSecretFile(token, GenerateAuthToken() + "\n"));
   }
   return absl::OkStatus();
 }

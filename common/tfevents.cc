@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "tensorboard/event.pb.h"
 
@@ -144,9 +145,8 @@ absl::Status EventFileWriter::WriteRecord(std::string_view data) {
 }
 
 absl::StatusOr<std::vector<ScalarEvent>> ReadScalars(const std::string& path) {
-  absl::StatusOr<std::string> read = ReadFileToString(path);
-  if (!read.ok()) return read.status();
-  const std::string& contents = *read;
+  CONVOY_ASSIGN_OR_RETURN(std::string read, ReadFileToString(path));
+  const std::string& contents = read;
 
   std::vector<ScalarEvent> scalars;
   size_t offset = 0;

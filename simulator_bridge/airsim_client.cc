@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 
@@ -89,7 +90,7 @@ absl::StatusOr<std::unique_ptr<AirSimClient>> AirSimClient::Connect(
   std::unique_ptr<AirSimClient> client(new AirSimClient(options));
   absl::MutexLock lock(&client->mu_);
   if (options.enable_api_control) client->api_control_ = true;
-  if (absl::Status st = client->EnsureConnected(); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(client->EnsureConnected());
   return client;
 }
 
@@ -170,7 +171,7 @@ absl::Status AirSimClient::EnsureConnected() {
 }
 
 absl::Status AirSimClient::StartSession() {
-  if (absl::Status st = ConfirmConnectionLocked(); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(ConfirmConnectionLocked());
   in_order_ = false;
   if (options_.pipeline) {
     // AirSim answers "could not find function": not in order, as far as this client knows.
@@ -211,7 +212,7 @@ absl::Status AirSimClient::StartSession() {
     Append(&calls[count++], "simPause", 1, [&](Packer& pk) { Write(pk, pause); });
   }
   if (count == 0) return absl::OkStatus();
-  if (absl::Status st = Transact(calls, count); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(Transact(calls, count));
   for (size_t i = 0; i < count; ++i) {
     if (calls[i].error.ok()) continue;
     if (!had_session_) return calls[i].error;
@@ -321,7 +322,7 @@ absl::StatusOr<msgpack::object_handle> AirSimClient::CallLocked(absl::string_vie
   Pending call;
   Begin();
   Append(&call, method, arg_count, pack_args);
-  if (absl::Status st = Transact(&call, 1); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(Transact(&call, 1));
   if (!call.error.ok()) return call.error;
   return std::move(call.result);
 }
@@ -351,7 +352,7 @@ absl::StatusOr<T> AirSimClient::CallFor(absl::string_view method, uint32_t arg_c
   }
   if (!h.ok()) return h.status();
   T value{};
-  if (absl::Status st = ReadResult(method, h->get(), &value); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(ReadResult(method, h->get(), &value));
   return value;
 }
 
@@ -374,23 +375,17 @@ absl::Status AirSimClient::ConfirmConnectionLocked() {
   Append(&calls[0], "ping", 0, NoArgs);
   Append(&calls[1], "getServerVersion", 0, NoArgs);
   Append(&calls[2], "getMinRequiredClientVersion", 0, NoArgs);
-  if (absl::Status st = Transact(calls, 3); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(Transact(calls, 3));
   bool ping = false;
   int32_t server_version = 0, min_client = 0;
   for (Pending& call : calls) {
     if (!call.error.ok()) return call.error;
   }
-  if (absl::Status st = ReadResult("ping", calls[0].result.get(), &ping); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(ReadResult("ping", calls[0].result.get(), &ping));
   if (!ping) return absl::UnavailableError("airsim ping: the server answered false");
-  if (absl::Status st = ReadResult("getServerVersion", calls[1].result.get(), &server_version);
-      !st.ok()) {
-    return st;
-  }
-  if (absl::Status st =
-          ReadResult("getMinRequiredClientVersion", calls[2].result.get(), &min_client);
-      !st.ok()) {
-    return st;
-  }
+  CONVOY_RETURN_IF_ERROR(ReadResult("getServerVersion", calls[1].result.get(), &server_version));
+  CONVOY_RETURN_IF_ERROR(
+      ReadResult("getMinRequiredClientVersion", calls[2].result.get(), &min_client));
   if (server_version < airsim::kProtocolVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "AirSim server is of older version and not supported by this client (server version ",
@@ -430,7 +425,7 @@ absl::StatusOr<bool> AirSimClient::ArmDisarm(bool arm) {
   if (!h.ok()) return h.status();
   armed_ = arm;
   bool result = false;
-  if (absl::Status st = ReadResult("armDisarm", h->get(), &result); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(ReadResult("armDisarm", h->get(), &result));
   return result;
 }
 
@@ -510,7 +505,7 @@ absl::Status AirSimClient::Pause(bool paused) {
 absl::StatusOr<bool> AirSimClient::IsPaused() { return CallFor<bool>("simIsPaused", 0, NoArgs); }
 
 absl::Status AirSimClient::ContinueForTime(absl::Duration duration) {
-  if (absl::Status st = CheckDuration("ContinueForTime", duration); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(CheckDuration("ContinueForTime", duration));
   absl::MutexLock lock(&mu_);
   if (absl::Status st = EnsureConnected(); !st.ok()) return Prefixed("simContinueForTime", st);
   return ContinueForTimeLocked(duration);
@@ -533,10 +528,9 @@ absl::Status AirSimClient::WaitPausedLocked(absl::Time deadline) {
   // Either way, the step is over once the server reports itself paused.
   absl::Duration wait = absl::Microseconds(200);
   while (true) {
-    absl::StatusOr<msgpack::object_handle> h = CallLocked("simIsPaused", 0, NoArgs);
-    if (!h.ok()) return h.status();
+    CONVOY_ASSIGN_OR_RETURN(msgpack::object_handle h, CallLocked("simIsPaused", 0, NoArgs));
     bool paused = false;
-    if (absl::Status st = ReadResult("simIsPaused", h->get(), &paused); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(ReadResult("simIsPaused", h.get(), &paused));
     if (paused) return absl::OkStatus();
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError("airsim simContinueForTime: the server never paused");
@@ -574,14 +568,9 @@ absl::Status AirSimClient::ReadObserve(const std::vector<ImageRequest>& requests
   }
   // Read fills the fields the server sent: start from the defaults, as a fresh read would.
   out->state = CarState{};
-  if (absl::Status st = ReadResult("getCarState", calls[0].result.get(), &out->state); !st.ok()) {
-    return st;
-  }
+  CONVOY_RETURN_IF_ERROR(ReadResult("getCarState", calls[0].result.get(), &out->state));
   out->collision = CollisionInfo{};
-  if (absl::Status st = ReadResult("simGetCollisionInfo", calls[1].result.get(), &out->collision);
-      !st.ok()) {
-    return st;
-  }
+  CONVOY_RETURN_IF_ERROR(ReadResult("simGetCollisionInfo", calls[1].result.get(), &out->collision));
   if (requests.empty()) {
     out->images.clear();
     return absl::OkStatus();
@@ -594,7 +583,7 @@ absl::Status AirSimClient::ObserveLocked(const std::vector<ImageRequest>& reques
   Pending calls[3];
   Begin();
   AppendObserve(requests, calls);
-  if (absl::Status st = Transact(calls, requests.empty() ? 2 : 3); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(Transact(calls, requests.empty() ? 2 : 3));
   return ReadObserve(requests, calls, out);
 }
 
@@ -606,7 +595,7 @@ absl::Status AirSimClient::Observe(const std::vector<ImageRequest>& requests, Si
 
 absl::Status AirSimClient::Advance(const CarControls& controls, absl::Duration duration,
                                    const std::vector<ImageRequest>& requests, SimObservation* out) {
-  if (absl::Status st = CheckDuration("Advance", duration); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(CheckDuration("Advance", duration));
   absl::MutexLock lock(&mu_);
   if (absl::Status st = EnsureConnected(); !st.ok()) return Prefixed("setCarControls", st);
   auto set_controls = [&](Packer& pk) {
@@ -616,10 +605,8 @@ absl::Status AirSimClient::Advance(const CarControls& controls, absl::Duration d
   const double seconds = absl::ToDoubleSeconds(duration);
   if (!in_order_) {
     // Each call must be done before the next starts: a server may run pipelined calls at once.
-    if (absl::Status st = CallLocked("setCarControls", 2, set_controls).status(); !st.ok()) {
-      return st;
-    }
-    if (absl::Status st = ContinueForTimeLocked(duration); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(CallLocked("setCarControls", 2, set_controls).status());
+    CONVOY_RETURN_IF_ERROR(ContinueForTimeLocked(duration));
     return ObserveLocked(requests, out);
   }
   // The server executes these one after another: the reads see the car after the period.
@@ -629,25 +616,20 @@ absl::Status AirSimClient::Advance(const CarControls& controls, absl::Duration d
   Append(&calls[1], "simContinueForTime", 1, [&](Packer& pk) { Write(pk, seconds); });
   Append(&calls[2], "simIsPaused", 0, NoArgs);
   AppendObserve(requests, &calls[3]);
-  if (absl::Status st = Transact(calls, requests.empty() ? 5 : 6); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(Transact(calls, requests.empty() ? 5 : 6));
   for (int i = 0; i < 3; ++i) {
     if (!calls[i].error.ok()) return calls[i].error;
   }
   paused_ = true;
   bool paused = false;
-  if (absl::Status st = ReadResult("simIsPaused", calls[2].result.get(), &paused); !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = ReadObserve(requests, &calls[3], out); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(ReadResult("simIsPaused", calls[2].result.get(), &paused));
+  CONVOY_RETURN_IF_ERROR(ReadObserve(requests, &calls[3], out));
   if (paused) return absl::OkStatus();
   // The server went on running after simContinueForTime returned: those reads came too early.
   // Wait for the pause and read again, keeping a collision the early read took.
-  if (absl::Status st = WaitPausedLocked(absl::Now() + duration + options_.call_timeout);
-      !st.ok()) {
-    return st;
-  }
+  CONVOY_RETURN_IF_ERROR(WaitPausedLocked(absl::Now() + duration + options_.call_timeout));
   const CollisionInfo early = out->collision;
-  if (absl::Status st = ObserveLocked(requests, out); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(ObserveLocked(requests, out));
   if (early.has_collided && !out->collision.has_collided) out->collision = early;
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace airsim {
@@ -108,7 +109,7 @@ absl::Status Read(const msgpack::object& o, std::string* v) {
 
 absl::Status Read(const msgpack::object& o, ImageType* v) {
   int32_t i = 0;
-  if (absl::Status s = Read(o, &i); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(Read(o, &i));
   *v = static_cast<ImageType>(i);
   return absl::OkStatus();
 }
@@ -141,7 +142,7 @@ absl::Status Read(const msgpack::object& o, std::vector<float>* v) {
   if (o.type != msgpack::type::ARRAY) return BadCast();
   v->resize(o.via.array.size);
   for (uint32_t i = 0; i < o.via.array.size; ++i) {
-    if (absl::Status s = Read(o.via.array.ptr[i], &(*v)[i]); !s.ok()) return s;
+    CONVOY_RETURN_IF_ERROR(Read(o.via.array.ptr[i], &(*v)[i]));
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "simulator_bridge/car_sim.h"
 
 namespace convoy {
@@ -198,7 +199,7 @@ absl::Status Read(const msgpack::object& o, std::vector<T>* v,
   if (o.type != msgpack::type::ARRAY) return absl::InvalidArgumentError(kBadCast);
   v->resize(o.via.array.size);
   for (uint32_t i = 0; i < o.via.array.size; ++i) {
-    if (absl::Status s = Read(o.via.array.ptr[i], &(*v)[i]); !s.ok()) return s;
+    CONVOY_RETURN_IF_ERROR(Read(o.via.array.ptr[i], &(*v)[i]));
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "simulator_bridge/airsim_codec.h"
 #include "simulator_bridge/png.h"
 
@@ -102,7 +103,7 @@ class AirSimServer::Handler {
   static absl::StatusOr<Vehicle*> Find(AirSimServer& s, const msgpack::object& name_object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sim_mu_) {
     std::string name;
-    if (absl::Status st = Read(name_object, &name); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(name_object, &name));
     // "" is the default vehicle: the first one configured.
     auto it = s.vehicles_.find(name.empty() ? s.options_.vehicle_names.front() : name);
     if (it == s.vehicles_.end()) {
@@ -125,39 +126,37 @@ class AirSimServer::Handler {
   static absl::Status Reset(AirSimServer& s, const msgpack::object*, Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
     for (auto& [name, vehicle] : s.vehicles_) {
-      if (absl::Status st = vehicle.sim->Reset(); !st.ok()) return st;
+      CONVOY_RETURN_IF_ERROR(vehicle.sim->Reset());
     }
     out.pack_nil();
     return absl::OkStatus();
   }
   static absl::Status EnableApiControl(AirSimServer& s, const msgpack::object* a, Packer& out) {
     bool enable;
-    if (absl::Status st = Read(a[0], &enable); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &enable));
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[1]);
-    if (!v.ok()) return v.status();
-    (*v)->api_control = enable;
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[1]));
+    v->api_control = enable;
     out.pack_nil();
     return absl::OkStatus();
   }
   static absl::Status IsApiControlEnabled(AirSimServer& s, const msgpack::object* a, Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
-    if (!v.ok()) return v.status();
-    Write(out, (*v)->api_control);
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[0]));
+    Write(out, v->api_control);
     return absl::OkStatus();
   }
   static absl::Status ArmDisarm(AirSimServer& s, const msgpack::object* a, Packer& out) {
     bool arm;
-    if (absl::Status st = Read(a[0], &arm); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &arm));
     absl::MutexLock lock(&s.sim_mu_);
-    if (absl::StatusOr<Vehicle*> v = Find(s, a[1]); !v.ok()) return v.status();
+    CONVOY_RETURN_IF_ERROR(Find(s, a[1]).status());
     Write(out, true);
     return absl::OkStatus();
   }
   static absl::Status SimPause(AirSimServer& s, const msgpack::object* a, Packer& out) {
     bool pause;
-    if (absl::Status st = Read(a[0], &pause); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &pause));
     absl::MutexLock lock(&s.sim_mu_);
     // Lock-step time never flows on its own: it stays paused whatever is asked.
     s.paused_ = pause || s.options_.clock == SimClockMode::kLockStep;
@@ -177,7 +176,7 @@ class AirSimServer::Handler {
   }
   static absl::Status SimContinueForTime(AirSimServer& s, const msgpack::object* a, Packer& out) {
     double seconds;
-    if (absl::Status st = Read(a[0], &seconds); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &seconds));
     const double step = s.options_.sim.step_seconds;
     if (!std::isfinite(seconds) || seconds < 0 || seconds / step > 1e6) {
       return absl::InvalidArgumentError(
@@ -185,38 +184,35 @@ class AirSimServer::Handler {
     }
     absl::MutexLock lock(&s.sim_mu_);
     const int64_t steps = seconds > 0 ? std::max<int64_t>(1, std::llround(seconds / step)) : 0;
-    if (absl::Status st = Advance(s, steps); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Advance(s, steps));
     out.pack_nil();
     return absl::OkStatus();
   }
   static absl::Status SimContinueForFrames(AirSimServer& s, const msgpack::object* a, Packer& out) {
     uint32_t frames;
-    if (absl::Status st = Read(a[0], &frames); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &frames));
     if (frames > 1000000)
       return absl::InvalidArgumentError("simContinueForFrames: at most 1000000");
     absl::MutexLock lock(&s.sim_mu_);
-    if (absl::Status st = Advance(s, frames); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Advance(s, frames));
     out.pack_nil();
     return absl::OkStatus();
   }
   static absl::Status GetCarState(AirSimServer& s, const msgpack::object* a, Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
-    if (!v.ok()) return v.status();
-    absl::StatusOr<CarState> state = (*v)->sim->GetState();
-    if (!state.ok()) return state.status();
-    Write(out, *state);
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[0]));
+    CONVOY_ASSIGN_OR_RETURN(CarState state, v->sim->GetState());
+    Write(out, state);
     return absl::OkStatus();
   }
   static absl::Status SetCarControls(AirSimServer& s, const msgpack::object* a, Packer& out) {
     CarControls controls;
-    if (absl::Status st = Read(a[0], &controls); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &controls));
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[1]);
-    if (!v.ok()) return v.status();
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[1]));
     // As in AirSim, controls from the API apply only under API control.
-    if ((*v)->api_control) {
-      if (absl::Status st = (*v)->sim->SetControls(controls); !st.ok()) return st;
+    if (v->api_control) {
+      CONVOY_RETURN_IF_ERROR(v->sim->SetControls(controls));
     } else {
       LOG_EVERY_N(WARNING, 100) << "setCarControls ignored: API control is not enabled "
                                    "(call enableApiControl(true) first)";
@@ -226,9 +222,8 @@ class AirSimServer::Handler {
   }
   static absl::Status GetCarControls(AirSimServer& s, const msgpack::object* a, Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
-    if (!v.ok()) return v.status();
-    Write(out, (*v)->sim->controls());
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[0]));
+    Write(out, v->sim->controls());
     return absl::OkStatus();
   }
   static void DumpFrames(AirSimServer& s, const std::string& vehicle,
@@ -248,14 +243,13 @@ class AirSimServer::Handler {
   }
   static absl::Status SimGetImages(AirSimServer& s, const msgpack::object* a, Packer& out) {
     std::vector<ImageRequest> requests;
-    if (absl::Status st = Read(a[0], &requests); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &requests));
     bool external;
-    if (absl::Status st = Read(a[2], &external); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[2], &external));
     if (requests.size() > 64) return absl::InvalidArgumentError("at most 64 image requests");
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[1]);
-    if (!v.ok()) return v.status();
-    std::vector<ImageResponse>& responses = (*v)->responses;
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[1]));
+    std::vector<ImageResponse>& responses = v->responses;
     if (external) {
       responses.assign(requests.size(), ImageResponse{});
       for (size_t i = 0; i < requests.size(); ++i) {
@@ -263,8 +257,8 @@ class AirSimServer::Handler {
         responses[i].image_type = requests[i].image_type;
         responses[i].message = "the embedded simulator has no external cameras";
       }
-    } else if (absl::Status st = (*v)->sim->GetImages(requests, &responses); !st.ok()) {
-      return st;
+    } else {
+      CONVOY_RETURN_IF_ERROR(v->sim->GetImages(requests, &responses));
     }
     std::string name;
     Read(a[1], &name).IgnoreError();
@@ -274,18 +268,17 @@ class AirSimServer::Handler {
   }
   static absl::Status SimGetImage(AirSimServer& s, const msgpack::object* a, Packer& out) {
     ImageRequest request;
-    if (absl::Status st = Read(a[0], &request.camera_name); !st.ok()) return st;
-    if (absl::Status st = Read(a[1], &request.image_type); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &request.camera_name));
+    CONVOY_RETURN_IF_ERROR(Read(a[1], &request.image_type));
     bool external;
-    if (absl::Status st = Read(a[3], &external); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[3], &external));
     request.compress = true;
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[2]);
-    if (!v.ok()) return v.status();
-    std::vector<ImageResponse>& responses = (*v)->responses;
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[2]));
+    std::vector<ImageResponse>& responses = v->responses;
     if (external) {
       responses.assign(1, ImageResponse{});
-    } else if (absl::Status st = (*v)->sim->GetImages({request}, &responses); !st.ok()) {
+    } else if (absl::Status st = v->sim->GetImages({request}, &responses); !st.ok()) {
       return st;
     }
     Write(out, responses[0].image_data_uint8);  // empty when it failed
@@ -293,42 +286,35 @@ class AirSimServer::Handler {
   }
   static absl::Status SimGetCollisionInfo(AirSimServer& s, const msgpack::object* a, Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
-    if (!v.ok()) return v.status();
-    absl::StatusOr<CollisionInfo> info = (*v)->sim->GetCollisionInfo();
-    if (!info.ok()) return info.status();
-    Write(out, *info);
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[0]));
+    CONVOY_ASSIGN_OR_RETURN(CollisionInfo info, v->sim->GetCollisionInfo());
+    Write(out, info);
     return absl::OkStatus();
   }
   static absl::Status SimGetVehiclePose(AirSimServer& s, const msgpack::object* a, Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
-    if (!v.ok()) return v.status();
-    absl::StatusOr<Pose> pose = (*v)->sim->GetPose();
-    if (!pose.ok()) return pose.status();
-    Write(out, *pose);
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[0]));
+    CONVOY_ASSIGN_OR_RETURN(Pose pose, v->sim->GetPose());
+    Write(out, pose);
     return absl::OkStatus();
   }
   static absl::Status SimSetVehiclePose(AirSimServer& s, const msgpack::object* a, Packer& out) {
     Pose pose;
-    if (absl::Status st = Read(a[0], &pose); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &pose));
     bool ignore_collision;
-    if (absl::Status st = Read(a[1], &ignore_collision); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(Read(a[1], &ignore_collision));
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[2]);
-    if (!v.ok()) return v.status();
-    if (absl::Status st = (*v)->sim->SetPose(pose, ignore_collision); !st.ok()) return st;
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[2]));
+    CONVOY_RETURN_IF_ERROR(v->sim->SetPose(pose, ignore_collision));
     out.pack_nil();
     return absl::OkStatus();
   }
   static absl::Status SimGetGroundTruthKinematics(AirSimServer& s, const msgpack::object* a,
                                                   Packer& out) {
     absl::MutexLock lock(&s.sim_mu_);
-    absl::StatusOr<Vehicle*> v = Find(s, a[0]);
-    if (!v.ok()) return v.status();
-    absl::StatusOr<CarState> state = (*v)->sim->GetState();
-    if (!state.ok()) return state.status();
-    Write(out, state->kinematics_estimated);
+    CONVOY_ASSIGN_OR_RETURN(Vehicle* v, Find(s, a[0]));
+    CONVOY_ASSIGN_OR_RETURN(CarState state, v->sim->GetState());
+    Write(out, state.kinematics_estimated);
     return absl::OkStatus();
   }
   // Not AirSim's: tells AirSimClient that this server executes a connection's requests one at a
@@ -363,9 +349,8 @@ absl::StatusOr<std::unique_ptr<AirSimServer>> AirSimServer::Start(
         return absl::InvalidArgumentError(
             absl::StrCat("bad or repeated vehicle name '", name, "'"));
       }
-      absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(options.sim);
-      if (!sim.ok()) return sim.status();
-      server->vehicles_[name].sim = *std::move(sim);
+      CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddedSim> sim, EmbeddedSim::Create(options.sim));
+      server->vehicles_[name].sim = std::move(sim);
     }
     server->paused_ = options.clock == SimClockMode::kLockStep;
   }
@@ -382,9 +367,9 @@ absl::StatusOr<std::unique_ptr<AirSimServer>> AirSimServer::Start(
                  << ", not loopback: the AirSim protocol has no authentication, anyone who can "
                     "reach this port can drive the cars";
   }
-  absl::StatusOr<ScopedFd> fd = ListenTcp(options.bind_address, options.port, &server->port_);
-  if (!fd.ok()) return fd.status();
-  server->listen_fd_ = *std::move(fd);
+  CONVOY_ASSIGN_OR_RETURN(ScopedFd fd,
+                          ListenTcp(options.bind_address, options.port, &server->port_));
+  server->listen_fd_ = std::move(fd);
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   if (options.clock == SimClockMode::kRealTime) {
     server->tick_thread_ = std::thread([s = server.get()] { s->TickLoop(); });

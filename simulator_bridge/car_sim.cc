@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "common/status_macros.h"
+
 namespace convoy {
 
 Quaternionr QuaternionFromYaw(double yaw) {
@@ -17,12 +19,10 @@ double YawFromQuaternion(const Quaternionr& q) {
 }
 
 absl::Status CarSim::Observe(const std::vector<ImageRequest>& requests, SimObservation* out) {
-  absl::StatusOr<CarState> state = GetState();
-  if (!state.ok()) return state.status();
-  out->state = *state;
-  absl::StatusOr<CollisionInfo> collision = GetCollisionInfo();
-  if (!collision.ok()) return collision.status();
-  out->collision = *std::move(collision);
+  CONVOY_ASSIGN_OR_RETURN(CarState state, GetState());
+  out->state = state;
+  CONVOY_ASSIGN_OR_RETURN(CollisionInfo collision, GetCollisionInfo());
+  out->collision = std::move(collision);
   if (requests.empty()) {
     out->images.clear();
     return absl::OkStatus();
@@ -32,8 +32,8 @@ absl::Status CarSim::Observe(const std::vector<ImageRequest>& requests, SimObser
 
 absl::Status CarSim::Advance(const CarControls& controls, absl::Duration duration,
                              const std::vector<ImageRequest>& requests, SimObservation* out) {
-  if (absl::Status st = SetControls(controls); !st.ok()) return st;
-  if (absl::Status st = ContinueForTime(duration); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(SetControls(controls));
+  CONVOY_RETURN_IF_ERROR(ContinueForTime(duration));
   return Observe(requests, out);
 }
 

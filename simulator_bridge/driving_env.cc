@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -84,12 +85,10 @@ absl::StatusOr<std::unique_ptr<DrivingEnv>> DrivingEnv::Create(CarSim* sim, Road
 
 absl::StatusOr<std::unique_ptr<DrivingEnv>> DrivingEnv::CreateEmbedded(
     const EmbeddedSimOptions& sim_options, const DrivingEnvOptions& options) {
-  absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(sim_options);
-  if (!sim.ok()) return sim.status();
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
-      Create(sim->get(), sim_options.world->map(), options);
-  if (!env.ok()) return env.status();
-  (*env)->owned_sim_ = *std::move(sim);
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddedSim> sim, EmbeddedSim::Create(sim_options));
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<DrivingEnv> env,
+                          Create(sim.get(), sim_options.world->map(), options));
+  env->owned_sim_ = std::move(sim);
   return env;
 }
 
@@ -127,11 +126,11 @@ absl::StatusOr<StepResult> DrivingEnv::Reset(uint64_t seed, uint8_t* observation
                    static_cast<float>(s.a.y + f * (s.b.y - s.a.y)), options_.start_z};
   pose.orientation = QuaternionFromYaw(yaw);
 
-  if (absl::Status st = sim_->Pause(true); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(sim_->Pause(true));
   if (options_.reset_simulator) {
-    if (absl::Status st = sim_->Reset(); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(sim_->Reset());
   }
-  if (absl::Status st = sim_->SetPose(pose, /*ignore_collision=*/true); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(sim_->SetPose(pose, /*ignore_collision=*/true));
   if (options_.settle_sec > 0) {
     if (absl::Status st = sim_->Advance(CarControls{}, absl::Seconds(options_.settle_sec),
                                         requests_, &sim_observation_);
@@ -140,7 +139,7 @@ absl::StatusOr<StepResult> DrivingEnv::Reset(uint64_t seed, uint8_t* observation
     }
   } else {
     if (absl::Status st = sim_->SetControls(CarControls{}); !st.ok()) return st;
-    if (absl::Status st = sim_->Observe(requests_, &sim_observation_); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(sim_->Observe(requests_, &sim_observation_));
   }
   // Whatever the teleport and the settling touched belongs to no episode: that read cleared it.
   sim_observation_.collision = CollisionInfo{};
@@ -152,7 +151,7 @@ absl::StatusOr<StepResult> DrivingEnv::Reset(uint64_t seed, uint8_t* observation
   distance_driven_ = 0.0;
   last_speed_ = state.speed;
   StepResult result;
-  if (absl::Status st = Observe(&result, observation, /*first=*/true); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(Observe(&result, observation, /*first=*/true));
   active_ = !result.done;
   return result;
 }
@@ -175,13 +174,10 @@ absl::StatusOr<StepResult> DrivingEnv::Step(int action, uint8_t* observation) {
     controls.throttle = a.throttle;
     controls.brake = a.brake;
   }
-  if (absl::Status st = sim_->Advance(controls, absl::Seconds(options_.control_period_sec),
-                                      requests_, &sim_observation_);
-      !st.ok()) {
-    return st;
-  }
+  CONVOY_RETURN_IF_ERROR(sim_->Advance(controls, absl::Seconds(options_.control_period_sec),
+                                       requests_, &sim_observation_));
   StepResult result;
-  if (absl::Status st = Observe(&result, observation, /*first=*/false); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(Observe(&result, observation, /*first=*/false));
   active_ = !result.done;
   return result;
 }
@@ -190,7 +186,7 @@ absl::Status DrivingEnv::Observe(StepResult* result, uint8_t* observation, bool 
   const CarState* state = &sim_observation_.state;
   const CollisionInfo* collision = &sim_observation_.collision;
   if (!requests_.empty()) {
-    if (absl::Status st = ObserveImage(observation, first); !st.ok()) return st;
+    CONVOY_RETURN_IF_ERROR(ObserveImage(observation, first));
   }
 
   const KinematicsState& k = state->kinematics_estimated;
@@ -229,7 +225,7 @@ absl::Status DrivingEnv::ObserveImage(uint8_t* observation, bool first) {
   const std::vector<ImageResponse>& responses = sim_observation_.images;
   if (responses.size() != 1) return absl::InternalError("simulator returned no image");
   // The frame straight into the stack, then the stack into the caller's buffer.
-  if (absl::Status st = WriteFrame(responses[0], frames_.PushSlot()); !st.ok()) return st;
+  CONVOY_RETURN_IF_ERROR(WriteFrame(responses[0], frames_.PushSlot()));
   if (first) frames_.FillWithNewest();
   if (observation != nullptr) std::memcpy(observation, frames_.data(), frames_.size());
 

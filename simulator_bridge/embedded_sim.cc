@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "simulator_bridge/png.h"
 
 namespace convoy {
@@ -74,11 +75,10 @@ absl::StatusOr<std::unique_ptr<EmbeddedSim>> EmbeddedSim::Create(
       !(p.max_steer_rad < 1.5)) {
     return absl::InvalidArgumentError("CarParams out of range");
   }
-  absl::StatusOr<std::unique_ptr<Renderer>> renderer =
-      Renderer::Create(options.world, options.camera);
-  if (!renderer.ok()) return renderer.status();
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<Renderer> renderer,
+                          Renderer::Create(options.world, options.camera));
   std::unique_ptr<EmbeddedSim> sim(new EmbeddedSim(options));
-  sim->renderer_ = *std::move(renderer);
+  sim->renderer_ = std::move(renderer);
   return sim;
 }
 

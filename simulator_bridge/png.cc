@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace convoy {
@@ -188,7 +189,7 @@ absl::Status EncodePng(const uint8_t* pixels, int width, int height, PixelOrder 
 absl::Status WritePng(const std::string& path, const uint8_t* pixels, int width, int height,
                       PixelOrder order) {
   std::vector<uint8_t> png;
-  if (absl::Status s = EncodePng(pixels, width, height, order, &png); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(EncodePng(pixels, width, height, order, &png));
   // Frames and maps are cheap to make again: atomic, without waiting for the disk.
   return WriteFileAtomically(
       path, absl::string_view(reinterpret_cast<const char*>(png.data()), png.size()), 0644,

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/files.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -73,14 +74,13 @@ absl::StatusOr<RoadMap> RoadMap::Parse(absl::string_view road_lines,
                                        absl::string_view reward_points,
                                        const RoadMapOptions& options) {
   RoadMap map;
-  absl::StatusOr<std::vector<Segment>> roads =
-      ParseSegments(road_lines, "road_lines.txt", 0.01, options.origin_x_cm, options.origin_y_cm);
-  if (!roads.ok()) return roads.status();
-  absl::StatusOr<std::vector<Segment>> lines =
-      ParseSegments(reward_points, "reward_points.txt", 1.0, 0.0, 0.0);
-  if (!lines.ok()) return lines.status();
-  map.roads_ = *std::move(roads);
-  map.center_lines_ = *std::move(lines);
+  CONVOY_ASSIGN_OR_RETURN(
+      std::vector<Segment> roads,
+      ParseSegments(road_lines, "road_lines.txt", 0.01, options.origin_x_cm, options.origin_y_cm));
+  CONVOY_ASSIGN_OR_RETURN(std::vector<Segment> lines,
+                          ParseSegments(reward_points, "reward_points.txt", 1.0, 0.0, 0.0));
+  map.roads_ = std::move(roads);
+  map.center_lines_ = std::move(lines);
   map.FindJunctions();
   return map;
 }
@@ -147,11 +147,9 @@ RoadPlace RoadMap::PlaceOf(const Vec2& p, double radius) const {
 }
 
 absl::StatusOr<RoadMap> RoadMap::Load(const std::string& dir, const RoadMapOptions& options) {
-  absl::StatusOr<std::string> roads = ReadFileToString(dir + "/road_lines.txt");
-  if (!roads.ok()) return roads.status();
-  absl::StatusOr<std::string> rewards = ReadFileToString(dir + "/reward_points.txt");
-  if (!rewards.ok()) return rewards.status();
-  absl::StatusOr<RoadMap> map = Parse(*roads, *rewards, options);
+  CONVOY_ASSIGN_OR_RETURN(std::string roads, ReadFileToString(dir + "/road_lines.txt"));
+  CONVOY_ASSIGN_OR_RETURN(std::string rewards, ReadFileToString(dir + "/reward_points.txt"));
+  absl::StatusOr<RoadMap> map = Parse(roads, rewards, options);
   if (!map.ok()) {
     return absl::Status(map.status().code(), absl::StrCat(dir, "/", map.status().message()));
   }

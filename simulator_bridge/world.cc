@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -51,11 +52,9 @@ absl::StatusOr<std::shared_ptr<const World>> World::Create(RoadMap map,
 }
 
 absl::StatusOr<std::shared_ptr<const World>> World::CreateDefault(const WorldOptions& options) {
-  absl::StatusOr<std::string> dir = FindDefaultMapDir();
-  if (!dir.ok()) return dir.status();
-  absl::StatusOr<RoadMap> map = RoadMap::Load(*dir);
-  if (!map.ok()) return map.status();
-  return Create(*std::move(map), options);
+  CONVOY_ASSIGN_OR_RETURN(std::string dir, FindDefaultMapDir());
+  CONVOY_ASSIGN_OR_RETURN(RoadMap map, RoadMap::Load(dir));
+  return Create(std::move(map), options);
 }
 
 World::World(RoadMap map, const WorldOptions& options) : map_(std::move(map)), options_(options) {

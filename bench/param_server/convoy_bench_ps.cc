@@ -48,6 +48,7 @@
 #include "common/init.h"
 #include "common/model_registry.h"
 #include "common/shard_map.h"
+#include "common/status_macros.h"
 #include "common/tensor_encoding.h"
 #include "param_server/grpc_server.h"
 #include "param_server/optimizer.h"
@@ -183,20 +184,19 @@ absl::StatusOr<ApplyRates> MeasureApply(size_t parameters, Optimizer optimizer_k
   WeightStore store(std::vector<float>(parameters, 0.01f), 0);
   OptimizerOptions options;
   options.kind = optimizer_kind;
-  absl::StatusOr<std::unique_ptr<FlatOptimizer>> optimizer =
-      FlatOptimizer::Create(options, store.mutable_master(), store.size());
-  if (!optimizer.ok()) return optimizer.status();
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<FlatOptimizer> optimizer,
+                          FlatOptimizer::Create(options, store.mutable_master(), store.size()));
   std::vector<float> gradient(parameters);
   FillGradient(0, &gradient);
 
   uint64_t version = 0;
   auto rate = [&](bool publish) {
-    for (int i = 0; i < kApplyWarmupSteps; ++i) (*optimizer)->Apply(gradient.data(), 1.0);
+    for (int i = 0; i < kApplyWarmupSteps; ++i) optimizer->Apply(gradient.data(), 1.0);
     uint64_t steps = 0;
     const absl::Time start = absl::Now();
     absl::Time now = start;
     while (now - start < duration) {
-      (*optimizer)->Apply(gradient.data(), 1.0);
+      optimizer->Apply(gradient.data(), 1.0);
       if (publish) store.Publish(++version);
       ++steps;
       now = absl::Now();
@@ -265,8 +265,7 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
   // A sharded server (several addresses, in shard order): each client has one PsClient per shard and
   // a cycle pushes and pulls every shard's range, all shards at once, as an agent's session does.
   const std::vector<std::string> shards = absl::StrSplit(address, ',');
-  absl::StatusOr<ShardMap> map = MakeShardMap(model, static_cast<uint32_t>(shards.size()));
-  if (!map.ok()) return map.status();
+  CONVOY_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(model, static_cast<uint32_t>(shards.size())));
 
   auto run_client = [&](int index) {
     ClientTally& tally = tallies[index];
@@ -292,7 +291,7 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
       if (shards.size() > 1) {
         options.num_shards = static_cast<uint32_t>(shards.size());
         options.shard_index = static_cast<uint32_t>(s);
-        options.shard_map_digest = map->digest;
+        options.shard_map_digest = map.digest;
       }
       mine[s].client = std::make_unique<PsClient>(options, DistinctChannel(shards[s]));
       status = mine[s].client->Join().status();
@@ -315,16 +314,16 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
     // One shard's half of a cycle: push its range, pull it if newer. Accepted or not.
     auto cycle_on = [&](size_t s) -> absl::StatusOr<bool> {
       Shard& shard = mine[s];
-      const ShardRange& range = map->ranges[s];
-      absl::StatusOr<PushResult> pushed = shard.client->Push(
-          gradient.data() + range.begin, range.size(), shard.version, /*minibatch_count=*/1);
-      if (!pushed.ok()) return pushed.status();
-      absl::StatusOr<PullResult> pulled = shard.client->Pull(shard.version, shard.incarnation,
-                                                             v1::NETWORK_ONLINE, &shard.weights);
-      if (!pulled.ok()) return pulled.status();
-      shard.version = pulled->version;
-      shard.incarnation = pulled->incarnation;
-      return pushed->accepted;
+      const ShardRange& range = map.ranges[s];
+      CONVOY_ASSIGN_OR_RETURN(PushResult pushed,
+                              shard.client->Push(gradient.data() + range.begin, range.size(),
+                                                 shard.version, /*minibatch_count=*/1));
+      CONVOY_ASSIGN_OR_RETURN(
+          PullResult pulled,
+          shard.client->Pull(shard.version, shard.incarnation, v1::NETWORK_ONLINE, &shard.weights));
+      shard.version = pulled.version;
+      shard.incarnation = pulled.incarnation;
+      return pushed.accepted;
     };
     tally.latencies_ms.reserve(4096);
     while (true) {
