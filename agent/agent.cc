@@ -15,6 +15,7 @@
 #include "agent/batch_sampler.h"
 #include "agent/device.h"
 #include "agent/learner.h"
+#include "agent/outage_backlog.h"
 #include "agent/ps_session.h"
 #include "agent/replay_memory.h"
 #include "agent/session_worker.h"
@@ -116,9 +117,9 @@ class Agent::Impl {
   std::vector<float> gradient_, weights_, target_weights_, weights_at_sync_;
   // Deltas: the learner's weights when the exchange in flight was handed over.
   std::vector<float> weights_at_exchange_;
-  // Gradients mode out of step: the sum of the mean gradients the local optimizer stepped with.
-  std::vector<float> outage_gradient_sum_, step_gradient_;
-  uint64_t outage_minibatches_ = 0;
+  // Gradients mode out of step: the gradients the local optimizer stepped with, for the catch-up.
+  std::vector<float> step_gradient_;
+  OutageBacklog outage_{PushMode::kGradients};
   // The session as the last exchange left it (the worker's thread owns the session itself).
   bool ps_connected_ = false;
   uint64_t ps_version_ = 0;
@@ -439,11 +440,7 @@ absl::Status Agent::Impl::TrainOne() {
     learner_->StepLocal();
   } else if (!in_step_) {
     // Out of step with the server: step locally, and keep the gradients for the server.
-    if (learner_->StepLocal(&step_gradient_)) {
-      outage_gradient_sum_.resize(step_gradient_.size(), 0.0f);
-      for (size_t i = 0; i < step_gradient_.size(); ++i) outage_gradient_sum_[i] += step_gradient_[i];
-      ++outage_minibatches_;
-    }
+    if (learner_->StepLocal(&step_gradient_)) outage_.Add(step_gradient_, 1);
   }
   if (ps_ != nullptr || minibatches_ % options_.batch_update_frequency == 0) Sync();
   return absl::OkStatus();
@@ -515,14 +512,7 @@ bool Agent::Impl::StartExchange(Exchange::Kind kind, RejoinPace pace) {
           }
         } else {
           // The mean of the gradients the local optimizer stepped with while out of step.
-          minibatches = outage_minibatches_;
-          e->values.resize(outage_gradient_sum_.size());
-          const float scale = minibatches > 0 ? 1.0f / static_cast<float>(minibatches) : 0.0f;
-          for (size_t i = 0; i < e->values.size(); ++i) {
-            e->values[i] = outage_gradient_sum_[i] * scale;
-          }
-          outage_gradient_sum_.clear();
-          outage_minibatches_ = 0;
+          minibatches = outage_.Take(&e->values);
         }
         break;
     }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/outage_backlog.h"
 #include "agent/ps_session.h"
 
 namespace convoy {
@@ -70,16 +71,13 @@ class ShardedSession : public ParameterServerSession {
   bool Live(size_t shard) const {
     return shards_[shard]->connected() || shards_[shard]->rejoining();
   }
-  void AddToBacklog(size_t shard, absl::Span<const float> range, uint32_t minibatch_count);
   // Pushes what shard `shard` is owed (rejoining), then clears it. Errors: the push's when it got no
   // answer (the shard is away again and its session resends it); a refusal is logged and lost.
   absl::Status PushBacklog(size_t shard);
 
   std::vector<std::unique_ptr<PsSession>> shards_;
-  const PushMode push_;
-  // What each shard is owed from pushes made while it was away: its range, and the minibatches.
-  std::vector<std::vector<float>> backlog_;
-  std::vector<uint32_t> backlog_minibatches_;
+  // What each shard is owed from pushes made while it was away, of its range.
+  std::vector<OutageBacklog> backlog_;
   // Each shard's pull lands here, then its range is copied into place.
   std::vector<std::vector<float>> online_, target_;
   uint64_t model_parameter_count_ = 0;
