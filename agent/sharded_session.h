@@ -5,11 +5,12 @@
 // range of the values, a pull assembles the shards' ranges into the whole vector. Each shard keeps
 // its own versions, incarnation and exactly-once pushes. The agent loop sees one session:
 //   - Join joins shard 0 first (the run settings and epsilon are its), then the others;
-//   - connected() only while every shard is: while one is away the loop learns locally, and Rejoin
-//     rejoins the shards that are away (each resending its own push that got no answer), so every
-//     shard receives every slice once;
-//   - version() is the sum of the shards' versions (it grows whenever any shard's does), and
-//     incarnation() shard 0's.
+//   - connected() while at least one shard is (see the class comment): a shard that is away is
+//     the session's own business (its backlog, its paced rejoin); only with every shard away does
+//     the agent learn locally and Rejoin, which rejoins the shards that are away (each resending
+//     its own push that got no answer), so every shard receives every slice once;
+//   - version() is the sum of the shards' versions (it grows whenever any shard's does; the agent
+//     shows it as a sum), and incarnation() shard 0's.
 // Thread-compatible, like PsSession.
 #ifndef CONVOY_AGENT_SHARDED_SESSION_H_
 #define CONVOY_AGENT_SHARDED_SESSION_H_
@@ -63,6 +64,7 @@ class ShardedSession : public ParameterServerSession {
   bool has_pending_push() const override;
   uint64_t version() const override;
   uint64_t incarnation() const override { return shards_[0]->incarnation(); }
+  size_t num_shards() const override { return shards_.size(); }
 
  private:
   ShardedSession(std::vector<std::unique_ptr<PsSession>> shards, PushMode push);
