@@ -45,6 +45,11 @@ class FakeSession : public ParameterServerSession {
     absl::MutexLock lock(&mu_);
     owes_ = owes;
   }
+  // Stands for a sharded server of `shards` shards.
+  void SetShards(size_t shards) {
+    absl::MutexLock lock(&mu_);
+    shards_ = shards;
+  }
   // The server's weights move on (another agent pushed).
   void AdvanceServer(float weight) {
     absl::MutexLock lock(&mu_);
@@ -127,6 +132,10 @@ class FakeSession : public ParameterServerSession {
     return version_;
   }
   uint64_t incarnation() const override { return 1; }
+  size_t num_shards() const override {
+    absl::MutexLock lock(&mu_);
+    return shards_;
+  }
 
   static constexpr double kEpsilon = 0.5;
 
@@ -144,6 +153,7 @@ class FakeSession : public ParameterServerSession {
   std::optional<Applied> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<Applied> applied_ ABSL_GUARDED_BY(mu_);
   int rejoins_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t shards_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 // A model whose every minibatch has the same gradient and whose local step adds it to the weights.

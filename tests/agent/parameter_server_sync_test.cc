@@ -255,6 +255,16 @@ TEST_CASE("Deltas push the weight change since the last sync, stepping locally e
   CHECK(sync.state() == SyncState::kInStep);
 }
 
+TEST_CASE("A sharded server's version is shown as the sum over its shards that it is") {
+  FakeSession session(kServerWeights);
+  session.SetShards(2);
+  FakeModel model({0.0f, 0.0f}, kGradient);
+  FakeClock clock;
+  ParameterServerSync sync(&session, &model, TwoMinibatchesPerSync(), FakeSession::kEpsilon,
+                           &clock);
+  CHECK(sync.Describe() == "PS v1 (summed over 2 shards)");
+}
+
 TEST_CASE("Every sync state has a name") {
   CHECK(std::string(SyncStateName(SyncState::kInStep)) == "in step");
   CHECK(std::string(SyncStateName(SyncState::kOutOfStep)) == "out of step");
