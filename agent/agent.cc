@@ -15,9 +15,9 @@
 #include "agent/batch_sampler.h"
 #include "agent/device.h"
 #include "agent/learner.h"
+#include "agent/parameter_server_sync.h"
 #include "agent/ps_session.h"
 #include "agent/replay_memory.h"
-#include "agent/session_worker.h"
 #include "agent/sharded_session.h"
 #include "common/backoff.h"
 #include "common/exploration.h"
@@ -32,6 +32,26 @@ namespace {
 constexpr absl::Duration kSamplerTimeout = absl::Seconds(30);
 constexpr absl::Duration kWeightsEvery = absl::Seconds(60);
 constexpr size_t kReturnWindow = 20;  // Episodes in the average return.
+
+// The learner as the parameter-server sync sees it.
+class LearnerModel final : public SyncedModel {
+ public:
+  explicit LearnerModel(DqnLearner* learner) : learner_(learner) {}
+  void GetWeights(std::vector<float>* flat) override { learner_->GetWeights(flat); }
+  void SetWeights(const std::vector<float>& flat) override { learner_->SetWeights(flat); }
+  void SetTargetWeights(const std::vector<float>& flat) override {
+    learner_->SetTargetWeights(flat);
+  }
+  bool TakeMeanGradient(std::vector<float>* mean_gradient) override {
+    return learner_->TakeMeanGradient(mean_gradient);
+  }
+  bool StepLocal(std::vector<float>* mean_gradient) override {
+    return learner_->StepLocal(mean_gradient);
+  }
+
+ private:
+  DqnLearner* const learner_;
+};
 
 }  // namespace
 
@@ -60,8 +80,20 @@ class Agent::Impl {
   absl::Status Run(const std::atomic<bool>& stop);
 
   AgentStats stats() const {
-    absl::MutexLock lock(&stats_mu_);
-    return stats_;
+    AgentStats stats;
+    {
+      absl::MutexLock lock(&stats_mu_);
+      stats = stats_;
+    }
+    if (sync_ != nullptr) {
+      const SyncStats sync = sync_->stats();
+      stats.connected = sync.in_step;
+      stats.ps_version = sync.version;
+      stats.pushes = sync.pushes;
+      stats.outage_pushes = sync.outage_pushes;
+      stats.pushes_rejected = sync.pushes_rejected;
+    }
+    return stats;
   }
   const AgentOptions& options() const { return options_; }
   std::vector<float> Weights() const {
@@ -78,22 +110,10 @@ class Agent::Impl {
   // Trains while the replay ratio's credit lasts and training need not wait for the server, at most
   // twice what one environment step owes (rounded up); with `drain`, all of it, waiting for answers.
   absl::Status TrainOnCredit(const std::atomic<bool>& stop, bool drain);
-  // At a sync point: alone, the local target refresh and epsilon; with a server, the next exchange
-  // when one is due (a push and pull in step, a rejoin attempt while the server is away).
-  void Sync();
-  // The last sync of a run: whatever was learned since the previous one reaches the server.
-  void FinalSync();
-  // A push and pull in flight for less than sync_wait: training waits for its answer (acting goes
-  // on). Past sync_wait the agent is out of step and learns locally.
-  bool TrainingWaits();
-  // Takes a finished exchange in; out of step with a server that answers, starts the catch-up.
+  // Alone, at a sync point: the local target refresh and epsilon the server would run.
+  void SyncAlone();
+  // With a server: takes a finished exchange in (and its epsilon), and starts a catch-up when due.
   void PollSession();
-  // Hands the worker an exchange of `kind`, with the progress to push for kSync and kCatchUp. False
-  // when a kSync had nothing to push.
-  bool StartExchange(Exchange::Kind kind, RejoinPace pace = RejoinPace::kPaced);
-  void FinishExchange(std::unique_ptr<Exchange> exchange);
-  // The session's standing into stats_.
-  void RefreshSessionStats();
   void EndEpisode(const StepResult& last);
   void Report(bool final);
   absl::Status OpenLogs();
@@ -108,28 +128,12 @@ class Agent::Impl {
   std::unique_ptr<ReplayMemory> replay_;
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<ParameterServerSession> ps_;  // Null alone.
-  std::unique_ptr<SessionWorker> worker_;       // After ps_: stops before the session goes.
+  std::optional<LearnerModel> synced_model_;
+  std::unique_ptr<ParameterServerSync> sync_;  // Null alone; after ps_: stops before it goes.
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<GpuMonitor> gpu_;
 
   std::vector<uint8_t> env_frame_, model_frame_, observation_;
-  std::vector<float> gradient_, weights_, target_weights_, weights_at_sync_;
-  // Deltas: the learner's weights when the exchange in flight was handed over.
-  std::vector<float> weights_at_exchange_;
-  // Gradients mode out of step: the sum of the mean gradients the local optimizer stepped with.
-  std::vector<float> outage_gradient_sum_, step_gradient_;
-  uint64_t outage_minibatches_ = 0;
-  // The session as the last exchange left it (the worker's thread owns the session itself).
-  bool ps_connected_ = false;
-  uint64_t ps_version_ = 0;
-  // The learner holds the server's last pull plus what the next sync pushes. Out of step (server
-  // away, or an answer overdue) it learns locally and a catch-up push carries what it learned.
-  bool in_step_ = false;
-  bool rejoined_ = false;                  // A rejoin succeeded; the catch-up comes next.
-  bool trained_during_exchange_ = false;  // The learner moved on while the exchange was in flight.
-  // The session still owes a server something: a push that got no answer, or a shard's backlog.
-  bool session_owes_ = false;
-  bool waiting_for_answer_ = false;       // Training waits for the exchange in flight.
 
   // Episode and training state.
   double epsilon_ = 1.0;
@@ -138,7 +142,6 @@ class Agent::Impl {
   double train_credit_ = 0;
   uint64_t minibatches_ = 0;
   uint64_t minibatches_at_target_ = 0;  // Alone: when the target network was last copied.
-  uint64_t minibatches_at_sync_ = 0;    // With a server: minibatches its weights have seen.
   uint64_t episode_seed_ = 0;
   double episode_return_ = 0;
   int episode_length_ = 0;
@@ -148,9 +151,6 @@ class Agent::Impl {
   std::optional<RateMeter> env_rate_, train_rate_;
   double loss_sum_ = 0, q_sum_ = 0;
   int loss_count_ = 0;
-  double push_ms_sum_ = 0, pull_ms_sum_ = 0;
-  int push_count_ = 0, pull_count_ = 0;
-  uint64_t last_staleness_ = 0;
   absl::Time started_;
   absl::Time last_report_;
   absl::Time last_weights_save_;
@@ -254,18 +254,10 @@ absl::Status Agent::Impl::Init() {
   }
 
   if (ps_ != nullptr) {
-    absl::StatusOr<PullUpdate> pulled = ps_->Pull(&weights_, &target_weights_);
-    if (pulled.ok()) {  // Otherwise the session logged it, and the agent rejoins later.
-      if (pulled->online) learner_->SetWeights(weights_);
-      if (pulled->target) learner_->SetTargetWeights(target_weights_);
-    }
-    ps_->StartTraining();
-    ps_connected_ = in_step_ = ps_->connected();
-    ps_version_ = ps_->version();
-    RefreshSessionStats();
-    worker_ = std::make_unique<SessionWorker>(ps_.get());  // From here on the worker calls ps_.
+    synced_model_.emplace(learner_.get());
+    sync_ = std::make_unique<ParameterServerSync>(ps_.get(), &*synced_model_,
+                                                  SyncOptions::For(options_), epsilon_);
   }
-  learner_->GetWeights(&weights_at_sync_);
   return absl::OkStatus();
 }
 
@@ -380,7 +372,10 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   }
   // The minibatches the replay ratio owes to the last steps; then the last sync.
   if (absl::Status s = TrainOnCredit(stop, /*drain=*/true); !s.ok()) return s;
-  if (ps_ != nullptr) FinalSync();
+  if (sync_ != nullptr) {
+    sync_->FinalSync();
+    epsilon_ = sync_->epsilon();
+  }
   sampler_->Stop();
   Report(true);
   if (!options_.log_dir.empty()) SaveWeights();
@@ -397,13 +392,10 @@ absl::Status Agent::Impl::TrainOnCredit(const std::atomic<bool>& stop, bool drai
   const double per_step = options_.replay_ratio / options_.batch_size;
   int budget = drain ? INT_MAX : 2 * static_cast<int>(std::ceil(per_step));
   while (train_credit_ >= 1.0 && budget > 0 && !stop.load()) {
-    if (TrainingWaits()) {
+    if (sync_ != nullptr && sync_->TrainingWaits()) {
       if (!drain && train_credit_ < ahead) return absl::OkStatus();  // Acting goes on.
-      if (std::unique_ptr<Exchange> e =
-              worker_->WaitFinished(worker_->started() + options_.sync_wait)) {
-        FinishExchange(std::move(e));
-        PollSession();
-      }
+      sync_->WaitForAnswer();
+      PollSession();
       continue;  // Answered, or now out of step.
     }
     if (absl::Status s = TrainOne(); !s.ok()) return s;
@@ -433,219 +425,28 @@ absl::Status Agent::Impl::TrainOne() {
     ++stats_.train_steps;
     stats_.last_batch_size = static_cast<uint64_t>(batch->actions.size(0));
   }
-  if (ps_ != nullptr && worker_->busy()) trained_during_exchange_ = true;
-  if (options_.push == PushMode::kDeltas || ps_ == nullptr) {
-    // Deltas, or training alone: the local optimizer steps every minibatch.
-    learner_->StepLocal();
-  } else if (!in_step_) {
-    // Out of step with the server: step locally, and keep the gradients for the server.
-    if (learner_->StepLocal(&step_gradient_)) {
-      outage_gradient_sum_.resize(step_gradient_.size(), 0.0f);
-      for (size_t i = 0; i < step_gradient_.size(); ++i) outage_gradient_sum_[i] += step_gradient_[i];
-      ++outage_minibatches_;
-    }
+  if (sync_ != nullptr) {
+    sync_->Trained();  // Steps locally and syncs as the push mode and the sync's state say.
+  } else {
+    learner_->StepLocal();  // Alone, the local optimizer steps every minibatch.
+    if (minibatches_ % options_.batch_update_frequency == 0) SyncAlone();
   }
-  if (ps_ != nullptr || minibatches_ % options_.batch_update_frequency == 0) Sync();
   return absl::OkStatus();
 }
 
-bool Agent::Impl::TrainingWaits() {
-  if (ps_ == nullptr || !waiting_for_answer_ || !worker_->busy()) return false;
-  if (absl::Now() - worker_->started() < options_.sync_wait) return true;
-  // The server has not answered for sync_wait: learn locally until it does, as in an outage.
-  LOG(WARNING) << options_.agent_id << ": no answer from the parameter server for "
-               << options_.sync_wait << "; learning locally until there is one";
-  waiting_for_answer_ = false;
-  in_step_ = false;
-  RefreshSessionStats();
-  return false;
-}
-
 void Agent::Impl::PollSession() {
-  if (ps_ == nullptr) return;
-  if (std::unique_ptr<Exchange> done = worker_->TakeFinished()) FinishExchange(std::move(done));
-  if (worker_->busy() || in_step_) return;
-  // Out of step and the server answers (or took a rejoin): push what was learned meanwhile, pull.
-  if (ps_connected_ || rejoined_) StartExchange(Exchange::Kind::kCatchUp);
+  if (sync_ == nullptr) return;
+  sync_->Poll();
+  epsilon_ = sync_->epsilon();
 }
 
-void Agent::Impl::Sync() {
-  if (ps_ == nullptr) {
-    // Alone: the local optimizer already stepped; refresh the target and decay epsilon like the server would.
-    if (TargetRefreshDue(minibatches_, minibatches_at_target_, options_.target_update_frequency)) {
-      learner_->CopyOnlineToTarget();
-      minibatches_at_target_ = minibatches_;
-    }
-    local_exploration_->OnUpdateApplied();
-    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
-    return;
+void Agent::Impl::SyncAlone() {
+  if (TargetRefreshDue(minibatches_, minibatches_at_target_, options_.target_update_frequency)) {
+    learner_->CopyOnlineToTarget();
+    minibatches_at_target_ = minibatches_;
   }
-  if (worker_->busy()) return;  // Out of step, waiting for an answer; the progress waits with it.
-  if (in_step_) {
-    if (minibatches_ - minibatches_at_sync_ >= static_cast<uint64_t>(options_.batch_update_frequency)) {
-      StartExchange(Exchange::Kind::kSync);
-    }
-  } else if (!ps_connected_ && !rejoined_ &&
-             minibatches_ % options_.batch_update_frequency == 0) {
-    StartExchange(Exchange::Kind::kRejoin);  // The session paces the attempts.
-  }
-}
-
-bool Agent::Impl::StartExchange(Exchange::Kind kind, RejoinPace pace) {
-  auto e = std::make_unique<Exchange>();
-  e->kind = kind;
-  e->pace = pace;
-  if (kind != Exchange::Kind::kRejoin) {
-    uint64_t minibatches = minibatches_ - minibatches_at_sync_;
-    e->values = std::move(gradient_);
-    switch (options_.push) {
-      case PushMode::kDeltas:
-        // The weight change since the last sync; its base is these weights once the push is sent.
-        learner_->GetWeights(&weights_at_exchange_);
-        e->values.resize(weights_at_exchange_.size());
-        for (size_t i = 0; i < e->values.size(); ++i) {
-          e->values[i] = weights_at_exchange_[i] - weights_at_sync_[i];
-        }
-        break;
-      case PushMode::kGradients:
-        if (in_step_) {
-          // The mean of the gradients accumulated on the weights of the last pull.
-          if (minibatches > 0 && !learner_->TakeMeanGradient(&e->values)) {
-            minibatches = 0;  // AMP overflow: this update is skipped, as a gradient scaler does.
-          }
-        } else {
-          // The mean of the gradients the local optimizer stepped with while out of step.
-          minibatches = outage_minibatches_;
-          e->values.resize(outage_gradient_sum_.size());
-          const float scale = minibatches > 0 ? 1.0f / static_cast<float>(minibatches) : 0.0f;
-          for (size_t i = 0; i < e->values.size(); ++i) {
-            e->values[i] = outage_gradient_sum_[i] * scale;
-          }
-          outage_gradient_sum_.clear();
-          outage_minibatches_ = 0;
-        }
-        break;
-    }
-    minibatches_at_sync_ = minibatches_;
-    e->minibatches = static_cast<uint32_t>(std::min<uint64_t>(minibatches, UINT32_MAX));
-    if (kind == Exchange::Kind::kSync && e->minibatches == 0 && !session_owes_) {
-      gradient_ = std::move(e->values);
-      return false;
-    }
-    e->online = std::move(weights_);
-    e->target = std::move(target_weights_);
-  }
-  trained_during_exchange_ = false;
-  // A push and pull is waited for, for up to sync_wait; a rejoin attempt is not (the server is away).
-  waiting_for_answer_ = kind != Exchange::Kind::kRejoin;
-  worker_->Start(std::move(e));
-  return true;
-}
-
-void Agent::Impl::FinishExchange(std::unique_ptr<Exchange> e) {
-  ps_connected_ = e->connected;
-  ps_version_ = e->version;
-  waiting_for_answer_ = false;
-  if (e->kind == Exchange::Kind::kRejoin) {
-    if (e->rejoined->ok()) {
-      epsilon_ = **e->rejoined;
-      rejoined_ = true;
-    }
-    RefreshSessionStats();
-    return;
-  }
-  rejoined_ = false;
-  const bool catch_up = e->kind == Exchange::Kind::kCatchUp;
-  if (e->pushed.has_value()) {
-    const absl::StatusOr<PushResult>& pushed = *e->pushed;
-    if (!pushed.ok()) {
-      if (e->has_pending_push) {
-        // No answer: the session keeps this push and resends it on rejoin, so the server applies it
-        // once whether or not it already did. What is learned from here on is the outage's.
-        LOG(WARNING) << options_.agent_id << ": the push of " << e->minibatches
-                     << " minibatches got no answer; it is resent on rejoin";
-      } else {
-        LOG(ERROR) << options_.agent_id << ": push refused: " << pushed.status();
-      }
-    } else {
-      if (!pushed->accepted) VLOG(1) << options_.agent_id << ": push not applied: " << pushed->message;
-      if (catch_up) {
-        LOG(INFO) << options_.agent_id << ": pushed " << e->minibatches
-                  << " minibatches learned out of step with the server: "
-                  << (pushed->accepted ? "applied" : absl::StrCat("refused, ", pushed->message));
-      }
-      push_ms_sum_ += absl::ToDoubleMilliseconds(e->push_time);
-      ++push_count_;
-      epsilon_ = pushed->epsilon;
-      last_staleness_ = pushed->staleness;
-      absl::MutexLock lock(&stats_mu_);
-      ++stats_.pushes;
-      if (catch_up) ++stats_.outage_pushes;
-      if (!pushed->accepted) ++stats_.pushes_rejected;
-    }
-  }
-  // Deltas: whatever was pushed is the server's now (applied, or resent under its number), so the
-  // next delta starts from the weights it was taken at.
-  if (e->pushed.has_value() && options_.push == PushMode::kDeltas) {
-    weights_at_sync_ = weights_at_exchange_;
-  }
-  const bool pulled = e->pulled.has_value() && e->pulled->ok();
-  if (pulled) {
-    pull_ms_sum_ += absl::ToDoubleMilliseconds(e->pull_time);
-    ++pull_count_;
-    if ((*e->pulled)->target) learner_->SetTargetWeights(e->target);
-    if (!trained_during_exchange_) {
-      if ((*e->pulled)->online) learner_->SetWeights(e->online);
-      learner_->GetWeights(&weights_at_sync_);
-    }
-  }
-  // In step when the learner holds the server's weights; what it learned locally while waiting goes
-  // in a catch-up push.
-  in_step_ = pulled && e->connected && !trained_during_exchange_;
-  session_owes_ = e->has_pending_push;
-  trained_during_exchange_ = false;
-  gradient_ = std::move(e->values);
-  weights_ = std::move(e->online);
-  target_weights_ = std::move(e->target);
-  RefreshSessionStats();
-}
-
-void Agent::Impl::FinalSync() {
-  const absl::Time give_up = absl::Now() + options_.final_sync_for;
-  if (std::unique_ptr<Exchange> e = worker_->WaitFinished()) FinishExchange(std::move(e));
-  while (absl::Now() < give_up) {
-    if (in_step_) {
-      if ((minibatches_ == minibatches_at_sync_ && !session_owes_) ||
-          !StartExchange(Exchange::Kind::kSync)) {
-        break;  // Everything learned reached the server.
-      }
-    } else if (ps_connected_ || rejoined_) {
-      StartExchange(Exchange::Kind::kCatchUp);  // Pushes what the outage learned.
-    } else {
-      StartExchange(Exchange::Kind::kRejoin, RejoinPace::kNow);
-    }
-    FinishExchange(worker_->WaitFinished());
-    if (in_step_ && session_owes_) {
-      absl::SleepFor(  // A shard is still away; its rejoin is paced.
-          std::min(absl::Milliseconds(500), std::max(absl::ZeroDuration(), give_up - absl::Now())));
-    }
-    if (!ps_connected_ && !rejoined_) {
-      absl::SleepFor(
-          std::min(absl::Seconds(1), std::max(absl::ZeroDuration(), give_up - absl::Now())));
-    }
-  }
-  if (!in_step_ || minibatches_ > minibatches_at_sync_ || session_owes_) {
-    LOG(WARNING) << options_.agent_id << ": the parameter server stayed away for "
-                 << options_.final_sync_for << "; the last "
-                 << (minibatches_ - minibatches_at_sync_) << " minibatches did not reach it"
-                 << (session_owes_ ? ", nor what a shard that is away is owed" : "");
-  }
-}
-
-void Agent::Impl::RefreshSessionStats() {
-  absl::MutexLock lock(&stats_mu_);
-  stats_.connected = ps_connected_ && in_step_;
-  stats_.ps_version = ps_version_;
+  local_exploration_->OnUpdateApplied();
+  epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
 }
 
 void Agent::Impl::EndEpisode(const StepResult& last) {
@@ -682,10 +483,10 @@ void Agent::Impl::Report(bool final) {
   last_report_ = now;
   const double loss = loss_count_ > 0 ? loss_sum_ / loss_count_ : 0;
   const double mean_q = loss_count_ > 0 ? q_sum_ / loss_count_ : 0;
-  const double push_ms = push_count_ > 0 ? push_ms_sum_ / push_count_ : 0;
-  const double pull_ms = pull_count_ > 0 ? pull_ms_sum_ / pull_count_ : 0;
-  loss_sum_ = q_sum_ = push_ms_sum_ = pull_ms_sum_ = 0;
-  loss_count_ = push_count_ = pull_count_ = 0;
+  const ExchangeTimes exchanges = sync_ != nullptr ? sync_->TakeExchangeTimes() : ExchangeTimes{};
+  loss_sum_ = q_sum_ = 0;
+  loss_count_ = 0;
+  const uint64_t ps_version = sync_ != nullptr ? sync_->version() : 0;
   double gpu_util = 0, gpu_mb = 0;
   if (gpu_ != nullptr) {
     absl::StatusOr<GpuSample> sample = gpu_->Sample();
@@ -706,18 +507,14 @@ void Agent::Impl::Report(bool final) {
     left = absl::StrFormat(", %d steps left",
                            options_.max_steps > s.env_steps ? options_.max_steps - s.env_steps : 0);
   }
-  std::fprintf(
-      stderr,
-      "[%s] %s%llu episodes, %llu steps, avg return %.1f, %.0f env steps/s, %.1f train "
-      "steps/s, loss %.4f, eps %.2f%s%s\n",
-      options_.agent_id.c_str(), final ? "done: " : "", static_cast<unsigned long long>(s.episodes),
-      static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps, loss,
-      epsilon_,
-      ps_ ? absl::StrCat(", PS v", ps_version_,
-                         !ps_connected_ ? " (disconnected)" : in_step_ ? "" : " (out of step)")
-                .c_str()
-          : "",
-      left.c_str());
+  std::fprintf(stderr,
+               "[%s] %s%llu episodes, %llu steps, avg return %.1f, %.0f env steps/s, %.1f train "
+               "steps/s, loss %.4f, eps %.2f%s%s\n",
+               options_.agent_id.c_str(), final ? "done: " : "",
+               static_cast<unsigned long long>(s.episodes),
+               static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps,
+               loss, epsilon_,
+               sync_ != nullptr ? absl::StrCat(", ", sync_->Describe()).c_str() : "", left.c_str());
   if (options_.machine_progress) {
     std::printf(
         "PROGRESS agent=%s episodes=%llu env_steps=%llu train_steps=%llu avg_return=%.3f "
@@ -725,8 +522,8 @@ void Agent::Impl::Report(bool final) {
         options_.agent_id.c_str(), static_cast<unsigned long long>(s.episodes),
         static_cast<unsigned long long>(s.env_steps),
         static_cast<unsigned long long>(s.train_steps), s.average_return, env_sps, train_sps,
-        epsilon_, loss, static_cast<unsigned long long>(ps_version_),
-        ps_ == nullptr || (ps_connected_ && in_step_) ? 1 : 0);
+        epsilon_, loss, static_cast<unsigned long long>(ps_version),
+        sync_ == nullptr || sync_->state() == SyncState::kInStep ? 1 : 0);
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {
@@ -734,9 +531,9 @@ void Agent::Impl::Report(bool final) {
         "intervals",
         {absl::ToDoubleSeconds(now - started_), static_cast<double>(s.env_steps),
          static_cast<double>(s.train_steps), static_cast<double>(s.episodes), loss, mean_q,
-         epsilon_, env_sps, train_sps, push_ms, pull_ms, static_cast<double>(last_staleness_),
-         static_cast<double>(ps_version_), sampler_->learner_wait_seconds(), gpu_util,
-         gpu_mb});
+         epsilon_, env_sps, train_sps, exchanges.push_ms, exchanges.pull_ms,
+         static_cast<double>(sync_ != nullptr ? sync_->last_staleness() : 0),
+         static_cast<double>(ps_version), sampler_->learner_wait_seconds(), gpu_util, gpu_mb});
     if (!st.ok()) LOG(WARNING) << "metrics: " << st;
   }
 }

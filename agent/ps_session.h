@@ -114,6 +114,8 @@ class ParameterServerSession {
   virtual uint64_t version() const = 0;
   // The server start those weights came from (0: none yet, or forgotten by Reconnected).
   virtual uint64_t incarnation() const = 0;
+  // The servers the session spans: a sharded server's shards, or 1.
+  virtual size_t num_shards() const { return 1; }
 };
 
 struct PsSessionOptions {

@@ -3,12 +3,13 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <climits>
 #include <future>
 #include <optional>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/files.h"
@@ -105,36 +106,15 @@ absl::StatusOr<std::unique_ptr<ShardedSession>> ShardedSession::Create(
 
 ShardedSession::ShardedSession(std::vector<std::unique_ptr<PsSession>> shards, PushMode push)
     : shards_(std::move(shards)),
-      push_(push),
-      backlog_(shards_.size()),
-      backlog_minibatches_(shards_.size(), 0),
+      backlog_(shards_.size(), OutageBacklog(push)),
       online_(shards_.size()),
       target_(shards_.size()) {}
 
-void ShardedSession::AddToBacklog(size_t shard, absl::Span<const float> range,
-                                  uint32_t minibatch_count) {
-  std::vector<float>& owed = backlog_[shard];
-  if (owed.empty()) {
-    owed.assign(range.size(), 0.0f);
-    LOG(WARNING) << "shard " << shard << " is away; the others keep training, and what it is owed is "
-                 << "kept until it is back";
-  }
-  // Weight changes add up; mean gradients are weighted by their minibatches, divided at push time.
-  const float weight = push_ == PushMode::kDeltas ? 1.0f : static_cast<float>(minibatch_count);
-  for (size_t i = 0; i < range.size(); ++i) owed[i] += weight * range[i];
-  backlog_minibatches_[shard] += minibatch_count;
-}
-
 absl::Status ShardedSession::PushBacklog(size_t shard) {
-  const uint32_t minibatches = backlog_minibatches_[shard];
-  if (minibatches == 0) return absl::OkStatus();
-  std::vector<float> owed = std::move(backlog_[shard]);
-  backlog_[shard].clear();
-  backlog_minibatches_[shard] = 0;
-  if (push_ == PushMode::kGradients) {
-    const float scale = 1.0f / static_cast<float>(minibatches);
-    for (float& v : owed) v *= scale;
-  }
+  if (backlog_[shard].empty()) return absl::OkStatus();
+  std::vector<float> owed;
+  const uint32_t minibatches =
+      static_cast<uint32_t>(std::min<uint64_t>(backlog_[shard].Take(&owed), UINT32_MAX));
   // Once sent it is the shard's: answered, or kept by its session under its number and resent on the
   // next rejoin.
   absl::StatusOr<PushResult> pushed = shards_[shard]->Push(owed, minibatches);
@@ -188,7 +168,12 @@ absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
     if (Live(i)) {
       live.push_back(i);
     } else {
-      AddToBacklog(i, range(i), minibatch_count);
+      if (backlog_[i].empty()) {
+        LOG(WARNING) << "shard " << i
+                     << " is away; the others keep training, and what it is owed is "
+                     << "kept until it is back";
+      }
+      backlog_[i].Add(range(i), minibatch_count);
     }
   }
   std::vector<absl::StatusOr<PushResult>> pushed = ForEachShard(
@@ -313,8 +298,8 @@ bool ShardedSession::connected() const {
 bool ShardedSession::has_pending_push() const {
   return std::any_of(shards_.begin(), shards_.end(),
                      [](const auto& s) { return s->has_pending_push(); }) ||
-         std::any_of(backlog_minibatches_.begin(), backlog_minibatches_.end(),
-                     [](uint32_t m) { return m > 0; });
+         std::any_of(backlog_.begin(), backlog_.end(),
+                     [](const OutageBacklog& b) { return !b.empty(); });
 }
 
 uint64_t ShardedSession::version() const {

@@ -5,11 +5,12 @@
 // range of the values, a pull assembles the shards' ranges into the whole vector. Each shard keeps
 // its own versions, incarnation and exactly-once pushes. The agent loop sees one session:
 //   - Join joins shard 0 first (the run settings and epsilon are its), then the others;
-//   - connected() only while every shard is: while one is away the loop learns locally, and Rejoin
-//     rejoins the shards that are away (each resending its own push that got no answer), so every
-//     shard receives every slice once;
-//   - version() is the sum of the shards' versions (it grows whenever any shard's does), and
-//     incarnation() shard 0's.
+//   - connected() while at least one shard is (see the class comment): a shard that is away is
+//     the session's own business (its backlog, its paced rejoin); only with every shard away does
+//     the agent learn locally and Rejoin, which rejoins the shards that are away (each resending
+//     its own push that got no answer), so every shard receives every slice once;
+//   - version() is the sum of the shards' versions (it grows whenever any shard's does; the agent
+//     shows it as a sum), and incarnation() shard 0's.
 // Thread-compatible, like PsSession.
 #ifndef CONVOY_AGENT_SHARDED_SESSION_H_
 #define CONVOY_AGENT_SHARDED_SESSION_H_
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/outage_backlog.h"
 #include "agent/ps_session.h"
 
 namespace convoy {
@@ -62,6 +64,7 @@ class ShardedSession : public ParameterServerSession {
   bool has_pending_push() const override;
   uint64_t version() const override;
   uint64_t incarnation() const override { return shards_[0]->incarnation(); }
+  size_t num_shards() const override { return shards_.size(); }
 
  private:
   ShardedSession(std::vector<std::unique_ptr<PsSession>> shards, PushMode push);
@@ -70,16 +73,13 @@ class ShardedSession : public ParameterServerSession {
   bool Live(size_t shard) const {
     return shards_[shard]->connected() || shards_[shard]->rejoining();
   }
-  void AddToBacklog(size_t shard, absl::Span<const float> range, uint32_t minibatch_count);
   // Pushes what shard `shard` is owed (rejoining), then clears it. Errors: the push's when it got no
   // answer (the shard is away again and its session resends it); a refusal is logged and lost.
   absl::Status PushBacklog(size_t shard);
 
   std::vector<std::unique_ptr<PsSession>> shards_;
-  const PushMode push_;
-  // What each shard is owed from pushes made while it was away: its range, and the minibatches.
-  std::vector<std::vector<float>> backlog_;
-  std::vector<uint32_t> backlog_minibatches_;
+  // What each shard is owed from pushes made while it was away, of its range.
+  std::vector<OutageBacklog> backlog_;
   // Each shard's pull lands here, then its range is copied into place.
   std::vector<std::vector<float>> online_, target_;
   uint64_t model_parameter_count_ = 0;
