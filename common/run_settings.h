@@ -36,17 +36,15 @@
 
 // One row per setting:
 //   X(type, agent_type, name, agent_name, default, min, max, ends, presence, help)
-// type         the server's type (RunSettings, convoy_ps's flag); agent_type the agent's
-// (AgentOptions). name         convoy_ps's flag, the RunConfig field and the RunSettings member.
-// agent_name   convoy_agent's flag and the AgentOptions member; an agent may pin every setting here
-// by
-//              giving its flag, and a pinned value that disagrees with the server's is refused on
-//              Join.
-// min, max     the allowed range (booleans: any), `ends` which ends belong to it (flag_ranges.h's
-// Ends). presence     how a RunConfig says it carries the setting: kOptional (an `optional` field:
-// has_...),
-//              kPositive (a field older servers may leave 0) or kAlways.
-// help         the flag's help; the binaries add who owns it.
+// - type: the server's type (RunSettings, convoy_ps's flag).
+// - agent_type: the agent's (AgentOptions).
+// - name: convoy_ps's flag, the RunConfig field and the RunSettings member.
+// - agent_name: convoy_agent's flag and the AgentOptions member. An agent may pin any setting here
+//   by giving its flag; a pinned value that disagrees with the server's is refused on Join.
+// - min, max: the allowed range (booleans: any); ends: which ends belong to it (flag_ranges.h).
+// - presence: how a RunConfig says it carries the setting: kOptional (an `optional` field,
+//   has_...), kPositive (a field older servers may leave 0) or kAlways.
+// - help: the flag's help; the binaries add who owns it.
 #define CONVOY_RUN_SETTINGS(X)                                                                     \
   X(uint32_t, int, batch_size, batch_size, 32, 1, 65536, kClosed, kPositive, "Minibatch size.")    \
   X(uint32_t, int, batch_update_frequency, batch_update_frequency, 4, 1, 65536, kClosed,           \
@@ -64,10 +62,10 @@
     "Double DQN targets.")                                                                         \
   X(double, double, learner_max_grad_norm, max_grad_norm, 10.0, 0, ::convoy::kNoRealMax, kClosed,  \
     kOptional, "The agent learner's clip of each update's gradient norm (0: off).")                \
-  /* Prioritized replay: the rare transitions a corner or a crash makes are replayed more. The  */ \
-  /* default runs with it handed over 17, 19 and 18 of 20 on seeds 1-3; without it, 13 (and 18),   \
-   */                                                                                              \
-  /* 13 and 14 (docs/benchmarks.md, "The first-minute peak, and prioritized replay"). */                                                                                                \
+  /* Prioritized replay: the rare transitions a corner or a crash makes are replayed more. */      \
+  /* The default runs with it handed over 17, 19 and 18 of 20 on seeds 1-3; without it, */         \
+  /* 13 (and 18), 13 and 14 (docs/benchmarks.md, "The first-minute peak, and */                    \
+  /* prioritized replay"). */                                                                      \
   X(bool, bool, prioritized, prioritized, true, false, true, kClosed, kOptional,                   \
     "Prioritized experience replay.")                                                              \
   /* Corners and intersections are learned both ways (docs/benchmarks.md, "Why turns fail").    */ \
