@@ -233,6 +233,7 @@ absl::Status Agent::Impl::Init() {
   replay.n_step = options_.n_step;
   replay.gamma = options_.gamma;
   replay.prioritized = options_.prioritized;
+  replay.alpha = options_.priority_exponent;
   replay.seed = options_.seed;
   absl::StatusOr<std::unique_ptr<ReplayMemory>> memory = ReplayMemory::Create(replay);
   if (!memory.ok()) return memory.status();

@@ -68,6 +68,11 @@
   /* prioritized replay"). */                                                                      \
   X(bool, bool, prioritized, prioritized, true, false, true, kClosed, kOptional,                   \
     "Prioritized experience replay.")                                                              \
+  /* Prioritized replay's alpha: transitions are sampled in proportion to priority^alpha. */       \
+  /* 0.6, the value of Schaul et al.'s proportional variant, is what the agents always used. */    \
+  X(double, double, priority_exponent, priority_exponent, 0.6, 0, 1, kClosed, kOptional,           \
+    "Prioritized replay's priority exponent alpha: transitions are sampled in proportion to "      \
+    "priority^alpha (0: uniformly).")                                                              \
   /* Corners and intersections are learned both ways (docs/benchmarks.md, "Why turns fail").    */ \
   X(bool, bool, mirror_augmentation, mirror_augmentation, true, false, true, kClosed, kOptional,   \
     "Mirror every other sample of each minibatch left to right (image flipped, steering "          \

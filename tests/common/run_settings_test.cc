@@ -43,6 +43,36 @@ TEST_CASE("A launcher passes every run setting on as convoy_ps's flag", "[run_se
   CHECK(std::count(args.begin(), args.end(), "--n_step=3") == 1);
   CHECK(std::count(args.begin(), args.end(), "--double_dqn=true") == 1);
   CHECK(std::count(args.begin(), args.end(), "--learner_max_grad_norm=10") == 1);
+  CHECK(std::count(args.begin(), args.end(), "--priority_exponent=0.6") == 1);
+}
+
+TEST_CASE("Prioritized replay's priority exponent is a run setting the server hands to agents",
+          "[run_settings]") {
+  RunSettings server;
+  CHECK(server.priority_exponent == 0.6);  // The exponent agents always used.
+  server.priority_exponent = 0.4;
+  v1::RunConfig config;
+  FillRunConfig(server, &config);
+  REQUIRE(config.has_priority_exponent());
+  CHECK(config.priority_exponent() == 0.4);
+
+  AgentRunSettings agent;
+  const std::set<std::string> none;
+  RunSettingAdopter adopt(none);
+  REQUIRE(AdoptRunSettings(config, &adopt, &agent).ok());
+  CHECK(agent.priority_exponent == 0.4);
+
+  AgentRunSettings pinning;
+  const std::set<std::string> pinned = {"priority_exponent"};
+  RunSettingAdopter refuse(pinned);
+  CHECK(AdoptRunSettings(config, &refuse, &pinning).message() ==
+        "--priority_exponent=0.6 disagrees with the parameter server's 0.4: the server owns it for "
+        "the whole run. Drop --priority_exponent (the agent adopts the server's value), or start "
+        "convoy_ps with --priority_exponent=0.6");
+
+  server.priority_exponent = 1.5;
+  CHECK(CheckFlagRanges(RunSettingRanges(server)).message() ==
+        "--priority_exponent must be in [0, 1], got 1.5");
 }
 
 TEST_CASE(
