@@ -24,6 +24,7 @@
 #include "common/gpu_monitor.h"
 #include "common/metrics.h"
 #include "common/model_registry.h"
+#include "common/status_macros.h"
 #include "common/weights_file.h"
 
 namespace convoy {
@@ -177,9 +178,10 @@ absl::Status Agent::Impl::Init() {
     absl::StatusOr<std::unique_ptr<ParameterServerSession>> session = CreateSession(options_);
     if (!session.ok()) return session.status();
     ps_ = *std::move(session);
-    absl::StatusOr<double> epsilon = ps_->Join(environment_->env->num_actions(), &options_);
-    if (!epsilon.ok()) return epsilon.status();
-    epsilon_ = *epsilon;
+    CONVOY_ASSIGN_OR_RETURN(const JoinResult joined,
+                            ps_->Join(environment_->env->num_actions(), options_));
+    CONVOY_RETURN_IF_ERROR(AdoptRunConfig(joined.config, &options_));
+    epsilon_ = joined.epsilon;
   } else {
     ExplorationOptions exploration;
     exploration.min_epsilon = options_.min_epsilon;
@@ -231,6 +233,7 @@ absl::Status Agent::Impl::Init() {
   replay.n_step = options_.n_step;
   replay.gamma = options_.gamma;
   replay.prioritized = options_.prioritized;
+  replay.alpha = options_.priority_exponent;
   replay.seed = options_.seed;
   absl::StatusOr<std::unique_ptr<ReplayMemory>> memory = ReplayMemory::Create(replay);
   if (!memory.ok()) return memory.status();

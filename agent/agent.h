@@ -44,6 +44,7 @@
 #include "agent/environment.h"
 #include "agent/preprocess.h"
 #include "common/run_defaults.h"
+#include "common/run_settings.h"
 #include "common/security.h"
 #include "common/tensor_encoding.h"
 
@@ -61,7 +62,11 @@ absl::StatusOr<PushMode> ParsePushMode(absl::string_view name);
 // The name ParsePushMode takes.
 const char* PushModeName(PushMode mode);
 
-struct AgentOptions {
+// AgentRunSettings (common/run_settings.h): batch_size, batch_update_frequency, gamma, n_step,
+// target_update_frequency (alone: minibatches between target copies), double_dqn, max_grad_norm,
+// prioritized and mirror_augmentation (LearnerOptions::mirror_actions); with a parameter server, the
+// server's.
+struct AgentOptions : AgentRunSettings {
   std::string agent_id = "agent-0";
   uint32_t agent_index = 0;
   uint64_t seed = 1;
@@ -77,8 +82,6 @@ struct AgentOptions {
   bool amp = false;
   int torch_threads = 0;  // LibTorch intra-op threads on CPU; 0 keeps LibTorch's default (all cores).
   // The cookbook's names.
-  int batch_size = run_defaults::kBatchSize;
-  int batch_update_frequency = run_defaults::kBatchUpdateFrequency;
   size_t replay_memory_size = 100000;
   double min_epsilon = run_defaults::kMinEpsilon;
   double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;  // Alone: per update.
@@ -86,15 +89,7 @@ struct AgentOptions {
   size_t min_replay_size = 1000;
   bool fill_with_random_actions = true;  // Act at random until min_replay_size, as the cookbook did.
   double replay_ratio = 8.0;             // Sampled transitions per environment step.
-  bool prioritized = run_defaults::kPrioritized;
-  int n_step = run_defaults::kNStep;
-  double gamma = run_defaults::kGamma;
   double learning_rate = run_defaults::kLearningRate;
-  double max_grad_norm = run_defaults::kLearnerMaxGradNorm;
-  bool double_dqn = run_defaults::kDoubleDqn;
-  bool mirror_augmentation = run_defaults::kMirrorAugmentation;  // LearnerOptions::mirror_actions.
-  // Alone: minibatches between target copies.
-  uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
   // The run settings above given explicitly, by their flag names ("batch_size", "model", ...): with a
   // parameter server, one of these that disagrees with the server's is an error, not adopted.
   std::set<std::string> pinned;

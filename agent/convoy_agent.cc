@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "agent/agent.h"
 #include "agent/client_security_flags.h"
 #include "common/flag_ranges.h"
+#include "common/run_settings.h"
 #include "common/init.h"
 #include "common/security.h"
 
@@ -29,6 +31,11 @@ std::string RunSetting(const std::string& what, const std::string& alone) {
                       " A run setting: with --ps, the parameter server's (set it on convoy_ps; "
                       "given here it must agree); alone: ",
                       alone, ".");
+}
+// Help of a setting of the run settings' table; `server_flag` is convoy_ps's flag that sets it.
+std::string RunSettingHelp(const std::string& what, const std::string& alone,
+                           absl::string_view server_flag) {
+  return RunSetting(absl::StrCat(what, " convoy_ps --", server_flag, "."), alone);
 }
 }  // namespace
 
@@ -56,12 +63,8 @@ ABSL_FLAG(bool, amp, Defaults().amp, "Automatic mixed precision with loss scalin
 ABSL_FLAG(int, torch_threads, Defaults().torch_threads,
           "LibTorch intra-op threads (0: LibTorch's default, all cores). Agents sharing a machine "
           "do best with cores / agents.");
-ABSL_FLAG(std::optional<int>, batch_size, std::nullopt,
-          RunSetting("Minibatch size.", absl::StrCat(Defaults().batch_size)));
-ABSL_FLAG(std::optional<int>, batch_update_frequency, std::nullopt,
-          RunSetting("Minibatches accumulated between pushes to the parameter server (or local "
-                     "updates).",
-                     absl::StrCat(Defaults().batch_update_frequency)));
+// The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
+CONVOY_RUN_SETTINGS(CONVOY_AGENT_RUN_SETTING_FLAG)
 ABSL_FLAG(uint64_t, replay_memory_size, Defaults().replay_memory_size,
           "Replay memory capacity, transitions.");
 ABSL_FLAG(uint64_t, min_replay_size, Defaults().min_replay_size,
@@ -70,28 +73,9 @@ ABSL_FLAG(bool, fill_with_random_actions, Defaults().fill_with_random_actions,
           "Act at random until min_replay_size (the cookbook's start).");
 ABSL_FLAG(double, replay_ratio, Defaults().replay_ratio,
           "Sampled transitions per environment step.");
-ABSL_FLAG(std::optional<bool>, prioritized, std::nullopt,
-          RunSetting("Prioritized experience replay.", Defaults().prioritized ? "true" : "false"));
-ABSL_FLAG(std::optional<int>, n_step, std::nullopt,
-          RunSetting("n-step returns.", absl::StrCat(Defaults().n_step)));
-ABSL_FLAG(std::optional<double>, gamma, std::nullopt,
-          RunSetting("Discount.", absl::StrCat(Defaults().gamma)));
 ABSL_FLAG(std::optional<double>, learning_rate, std::nullopt,
           RunSetting("Local Adam learning rate (alone, deltas, or while the PS is down).",
                      absl::StrCat(Defaults().learning_rate)));
-ABSL_FLAG(
-    std::optional<double>, max_grad_norm, std::nullopt,
-    RunSetting("Clip each update's gradient norm (0: off); convoy_ps --learner_max_grad_norm.",
-               absl::StrCat(Defaults().max_grad_norm)));
-ABSL_FLAG(std::optional<bool>, double_dqn, std::nullopt,
-          RunSetting("Double DQN targets.", Defaults().double_dqn ? "true" : "false"));
-ABSL_FLAG(std::optional<bool>, mirror_augmentation, std::nullopt,
-          RunSetting("Mirror every other sample of each minibatch left to right (image flipped, "
-                     "steering negated).",
-                     Defaults().mirror_augmentation ? "true" : "false"));
-ABSL_FLAG(std::optional<uint64_t>, target_update_frequency, std::nullopt,
-          RunSetting("Minibatches between target-network copies.",
-                     absl::StrCat(Defaults().target_update_frequency)));
 ABSL_FLAG(std::optional<double>, min_epsilon, std::nullopt,
           RunSetting("Epsilon floor.", absl::StrCat(Defaults().min_epsilon)));
 ABSL_FLAG(std::optional<double>, per_iter_epsilon_reduction, std::nullopt,
@@ -128,35 +112,32 @@ void TakeSetting(const absl::Flag<std::optional<T>>& flag, Field* field,
   }
 }
 
+// The settings of the run settings' table: each one given adds its flag to *pinned.
+AgentRunSettings RunSettingsFromFlags(std::set<std::string>* pinned) {
+  AgentRunSettings settings;
+#define CONVOY_AGENT_RUN_SETTING_FROM_FLAG(type, agent_type, name, agent_name, def, min, max, ends, \
+                                           presence, help)                                         \
+  TakeSetting(FLAGS_##agent_name, &settings.agent_name, pinned);
+  CONVOY_RUN_SETTINGS(CONVOY_AGENT_RUN_SETTING_FROM_FLAG)
+#undef CONVOY_AGENT_RUN_SETTING_FROM_FLAG
+  return settings;
+}
+
 // Every numeric flag but --seed and --max_steps, which take any value. A run setting not given is
 // checked at its default (the server checks its own).
 bool NumericFlagsInRange() {
-  return FlagsInRange(
-      "convoy_agent",
+  std::set<std::string> pinned;
+  std::vector<FlagRange> ranges = AgentRunSettingRanges(RunSettingsFromFlags(&pinned));
+  const std::vector<FlagRange> others =
       {IntRange("parked_cars", absl::GetFlag(FLAGS_parked_cars), 0, 10000),
        UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
        IntRange("torch_threads", absl::GetFlag(FLAGS_torch_threads), 0, 1024),
-       IntRange("batch_size", absl::GetFlag(FLAGS_batch_size).value_or(Defaults().batch_size), 1,
-                65536),
-       IntRange(
-           "batch_update_frequency",
-           absl::GetFlag(FLAGS_batch_update_frequency).value_or(Defaults().batch_update_frequency),
-           1, 65536),
        UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
        UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
        RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
-       IntRange("n_step", absl::GetFlag(FLAGS_n_step).value_or(Defaults().n_step), 1, 100),
-       RealRange("gamma", absl::GetFlag(FLAGS_gamma).value_or(Defaults().gamma), 0, 1),
        RealRange("learning_rate",
                  absl::GetFlag(FLAGS_learning_rate).value_or(Defaults().learning_rate), 0,
                  kNoRealMax, Ends::kOpenMin),
-       RealRange("max_grad_norm",
-                 absl::GetFlag(FLAGS_max_grad_norm).value_or(Defaults().max_grad_norm), 0,
-                 kNoRealMax),
-       UintRange("target_update_frequency",
-                 absl::GetFlag(FLAGS_target_update_frequency)
-                     .value_or(Defaults().target_update_frequency),
-                 1, kNoUintMax),
        RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon).value_or(Defaults().min_epsilon),
                  0, 1),
        RealRange("per_iter_epsilon_reduction",
@@ -168,7 +149,9 @@ bool NumericFlagsInRange() {
        RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),
        DurationRange("sync_wait", absl::GetFlag(FLAGS_sync_wait), absl::ZeroDuration()),
        RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
-                 Ends::kOpenMin)});
+                 Ends::kOpenMin)};
+  ranges.insert(ranges.end(), others.begin(), others.end());
+  return FlagsInRange("convoy_agent", ranges);
 }
 
 // `push`: --push, parsed by the caller.
@@ -191,16 +174,8 @@ AgentOptions OptionsFromFlags(PushMode push) {
   o.fill_with_random_actions = absl::GetFlag(FLAGS_fill_with_random_actions);
   o.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
   TakeSetting(FLAGS_model, &o.model, &o.pinned);
-  TakeSetting(FLAGS_batch_size, &o.batch_size, &o.pinned);
-  TakeSetting(FLAGS_batch_update_frequency, &o.batch_update_frequency, &o.pinned);
-  TakeSetting(FLAGS_prioritized, &o.prioritized, &o.pinned);
-  TakeSetting(FLAGS_n_step, &o.n_step, &o.pinned);
-  TakeSetting(FLAGS_gamma, &o.gamma, &o.pinned);
+  static_cast<AgentRunSettings&>(o) = RunSettingsFromFlags(&o.pinned);
   TakeSetting(FLAGS_learning_rate, &o.learning_rate, &o.pinned);
-  TakeSetting(FLAGS_max_grad_norm, &o.max_grad_norm, &o.pinned);
-  TakeSetting(FLAGS_double_dqn, &o.double_dqn, &o.pinned);
-  TakeSetting(FLAGS_mirror_augmentation, &o.mirror_augmentation, &o.pinned);
-  TakeSetting(FLAGS_target_update_frequency, &o.target_update_frequency, &o.pinned);
   TakeSetting(FLAGS_min_epsilon, &o.min_epsilon, &o.pinned);
   TakeSetting(FLAGS_per_iter_epsilon_reduction, &o.per_iter_epsilon_reduction, &o.pinned);
   o.push = push;

@@ -11,7 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/model_registry.h"
+#include "common/run_settings.h"
 #include "common/shard_map.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -22,87 +24,31 @@ std::string Hostname() {
   return host;
 }
 
-// Adopts the server's value of one run setting, or refuses it when the user pinned a different one.
-class RunConfigAdopter {
- public:
-  explicit RunConfigAdopter(const std::set<std::string>& pinned) : pinned_(pinned) {}
-
-  // `flag` is the agent's flag, `server_flag` the convoy_ps flag that sets the server's value.
-  template <typename T, typename U>
-  void Take(const char* flag, const char* server_flag, T* mine, const U& server) {
-    const T theirs = static_cast<T>(server);
-    if (*mine == theirs || !status_.ok()) return;
-    if (pinned_.count(flag) > 0) {
-      status_ = absl::InvalidArgumentError(
-          absl::StrCat("--", flag, "=", Show(*mine), " disagrees with the parameter server's ",
-                       Show(theirs), ": the server owns it for the whole run. Drop --", flag,
-                       " (the agent adopts the server's value), or start convoy_ps with --",
-                       server_flag, "=", Show(*mine)));
-      return;
-    }
-    adopted_.push_back(absl::StrCat(flag, "=", Show(theirs), " (alone: ", Show(*mine), ")"));
-    *mine = theirs;
-  }
-
-  const absl::Status& status() const { return status_; }
-  const std::vector<std::string>& adopted() const { return adopted_; }
-
- private:
-  template <typename T>
-  static std::string Show(const T& value) {
-    if constexpr (std::is_same_v<T, bool>) {
-      return value ? "true" : "false";
-    } else {
-      return absl::StrCat(value);
-    }
-  }
-
-  const std::set<std::string>& pinned_;
-  absl::Status status_;
-  std::vector<std::string> adopted_;
-};
-
-// Takes every run setting `config` carries into *options.
-absl::Status AdoptRunConfig(const v1::RunConfig& config, RunConfigAdopter* adopt,
-                            AgentOptions* options) {
-  if (config.batch_size() > 0) {
-    adopt->Take("batch_size", "batch_size", &options->batch_size, config.batch_size());
-  }
-  if (config.batch_update_frequency() > 0) {
-    adopt->Take("batch_update_frequency", "batch_update_frequency",
-                &options->batch_update_frequency, config.batch_update_frequency());
-  }
-  adopt->Take("gamma", "gamma", &options->gamma, config.gamma());
-  if (config.target_update_frequency() > 0) {
-    adopt->Take("target_update_frequency", "target_update_frequency",
-                &options->target_update_frequency, config.target_update_frequency());
-  }
-  if (config.learning_rate() > 0) {
-    adopt->Take("learning_rate", "learning_rate", &options->learning_rate, config.learning_rate());
-  }
-  adopt->Take("min_epsilon", "min_epsilon", &options->min_epsilon, config.min_epsilon());
-  adopt->Take("per_iter_epsilon_reduction", "per_iter_epsilon_reduction",
-              &options->per_iter_epsilon_reduction, config.per_iter_epsilon_reduction());
-  // Fields a server that predates them does not send: the agent's own values stand.
-  if (config.has_n_step()) adopt->Take("n_step", "n_step", &options->n_step, config.n_step());
-  if (config.has_double_dqn()) {
-    adopt->Take("double_dqn", "double_dqn", &options->double_dqn, config.double_dqn());
-  }
-  if (config.has_learner_max_grad_norm()) {
-    adopt->Take("max_grad_norm", "learner_max_grad_norm", &options->max_grad_norm,
-                config.learner_max_grad_norm());
-  }
-  if (config.has_prioritized()) {
-    adopt->Take("prioritized", "prioritized", &options->prioritized, config.prioritized());
-  }
-  if (config.has_mirror_augmentation()) {
-    adopt->Take("mirror_augmentation", "mirror_augmentation", &options->mirror_augmentation,
-                config.mirror_augmentation());
-  }
-  return adopt->status();
-}
-
 }  // namespace
+
+absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options) {
+  AgentOptions adopted = *options;
+  RunSettingAdopter adopt(options->pinned);
+  if (!config.model_name().empty()) {
+    adopt.Take("model", "model", &adopted.model, config.model_name());
+  }
+  // The settings of the table (common/run_settings.h), then those it does not hold yet.
+  CONVOY_RETURN_IF_ERROR(AdoptRunSettings(config, &adopt, &adopted));
+  if (config.learning_rate() > 0) {
+    adopt.Take("learning_rate", "learning_rate", &adopted.learning_rate, config.learning_rate());
+  }
+  adopt.Take("min_epsilon", "min_epsilon", &adopted.min_epsilon, config.min_epsilon());
+  adopt.Take("per_iter_epsilon_reduction", "per_iter_epsilon_reduction",
+             &adopted.per_iter_epsilon_reduction, config.per_iter_epsilon_reduction());
+  CONVOY_RETURN_IF_ERROR(adopt.status());
+  LOG(INFO) << options->agent_id << ": run settings of the parameter server at "
+            << options->ps_address
+            << (adopt.adopted().empty()
+                    ? ": all equal to this agent's"
+                    : absl::StrCat(", adopted: ", absl::StrJoin(adopt.adopted(), ", ")));
+  *options = std::move(adopted);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name) {
   if (name == "gradients") return UpdateRule::kGradients;
@@ -163,39 +109,30 @@ absl::StatusOr<std::unique_ptr<PsSession>> PsSession::Create(const PsSessionOpti
 PsSession::PsSession(const PsSessionOptions& options, std::unique_ptr<PsClient> client)
     : options_(options), ps_(std::move(client)) {}
 
-absl::StatusOr<double> PsSession::Join(int num_actions, AgentOptions* options) {
+absl::StatusOr<JoinResult> PsSession::Join(int num_actions, const AgentOptions& options) {
   // The model first: Join needs its fingerprint.
-  absl::StatusOr<v1::StatusResponse> status = ps_->Status();
-  if (!status.ok()) return status.status();
-  RunConfigAdopter adopt(options->pinned);
-  if (!status->model_name().empty()) {
-    adopt.Take("model", "model", &options->model, status->model_name());
-  }
-  if (!adopt.status().ok()) return adopt.status();
-  absl::StatusOr<ModelInfo> model = DescribeModel(options->model, num_actions);
-  if (!model.ok()) return model.status();
-  ps_->set_model_fingerprint(model->fingerprint);
-  absl::StatusOr<ShardMap> map = MakeShardMap(*model, options_.num_shards);
-  if (!map.ok()) return map.status();
+  CONVOY_ASSIGN_OR_RETURN(const v1::StatusResponse status, ps_->Status());
+  RunSettingAdopter adopt(options.pinned);
+  std::string model_name = options.model;
+  if (!status.model_name().empty()) adopt.Take("model", "model", &model_name, status.model_name());
+  CONVOY_RETURN_IF_ERROR(adopt.status());
+  CONVOY_ASSIGN_OR_RETURN(const ModelInfo model, DescribeModel(model_name, num_actions));
+  ps_->set_model_fingerprint(model.fingerprint);
+  CONVOY_ASSIGN_OR_RETURN(const ShardMap map, MakeShardMap(model, options_.num_shards));
   if (options_.num_shards > 1) {
-    ps_->set_shard(options_.num_shards, options_.shard_index, map->digest);
+    ps_->set_shard(options_.num_shards, options_.shard_index, map.digest);
   }
-  begin_ = map->ranges[options_.shard_index].begin;
-  end_ = map->ranges[options_.shard_index].end;
-  absl::StatusOr<v1::JoinResponse> joined = ps_->Join();
-  if (!joined.ok()) return joined.status();
-  const v1::RunConfig& config = joined->config();
-  absl::StatusOr<UpdateRule> rule = ParseUpdateRule(config.update_rule());
-  if (!rule.ok()) return rule.status();
-  if (absl::Status s = CheckPushModeFits(options->push, *rule); !s.ok()) return s;
-  if (absl::Status s = AdoptRunConfig(config, &adopt, options); !s.ok()) return s;
-  LOG(INFO) << options_.agent_id << ": run settings of the parameter server at " << options_.address
-            << (adopt.adopted().empty()
-                    ? ": all equal to this agent's"
-                    : absl::StrCat(", adopted: ", absl::StrJoin(adopt.adopted(), ", ")));
+  begin_ = map.ranges[options_.shard_index].begin;
+  end_ = map.ranges[options_.shard_index].end;
+  CONVOY_ASSIGN_OR_RETURN(v1::JoinResponse joined, ps_->Join());
+  CONVOY_ASSIGN_OR_RETURN(const UpdateRule rule, ParseUpdateRule(joined.config().update_rule()));
+  CONVOY_RETURN_IF_ERROR(CheckPushModeFits(options.push, rule));
   state_ = State::kConnected;
-  server_target_version_ = joined->target_version();
-  return config.epsilon();
+  server_target_version_ = joined.target_version();
+  JoinResult result;
+  result.epsilon = joined.config().epsilon();
+  result.config = std::move(*joined.mutable_config());
+  return result;
 }
 
 void PsSession::StartTraining() {

@@ -60,19 +60,29 @@ enum class RejoinPace {
   kNow,    // At once (the last sync of a run).
 };
 
+// What a server said on Join.
+struct JoinResult {
+  v1::RunConfig config;  // The run's settings, model_name among them.
+  double epsilon = 0;    // The epsilon the server gives this agent.
+};
+
+// Takes the server's model and run settings into *options: each one `config` carries (logged as
+// adopted); one named in options->pinned that disagrees is refused: INVALID_ARGUMENT naming the
+// agent's flag and value, the server's value and the convoy_ps flag, with *options unchanged.
+absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options);
+
 class ParameterServerSession {
  public:
   virtual ~ParameterServerSession() = default;
 
-  // Start of a run, before the local model is built: takes the server's model and run settings into
-  // *options (each one the server sends, logged as adopted; one named in options->pinned that
-  // disagrees is refused), checks options->push against the server's update rule, and joins with
-  // the model's fingerprint. Returns the epsilon the server gives this agent; connected afterwards.
-  // Errors: INVALID_ARGUMENT for a pinned setting that disagrees with the server's (naming the
-  // agent's flag and value, the server's value and the convoy_ps flag), a push mode the update rule
-  // does not take, or an unknown update rule; FAILED_PRECONDITION for a model mismatch; UNAVAILABLE
-  // when the server did not answer in time.
-  virtual absl::StatusOr<double> Join(int num_actions, AgentOptions* options) = 0;
+  // Start of a run, before the local model is built: joins with the fingerprint of the server's model
+  // (options.model when pinned; a pinned one that disagrees is refused), after checking options.push
+  // against the server's update rule, and returns what the server said. Changes nothing in
+  // `options`: the agent adopts the settings (AdoptRunConfig). Connected afterwards. Errors:
+  // INVALID_ARGUMENT for a pinned model that disagrees with the server's, a push mode the update
+  // rule does not take, or an unknown update rule; FAILED_PRECONDITION for a model mismatch;
+  // UNAVAILABLE when the server did not answer in time.
+  virtual absl::StatusOr<JoinResult> Join(int num_actions, const AgentOptions& options) = 0;
 
   // After Join and the first Pull: from here on calls give up soon when the server is away, so that
   // the loop keeps learning locally.
@@ -153,7 +163,7 @@ class PsSession : public ParameterServerSession {
   // Errors: the channel credentials' (a missing TLS file, TLS neither given nor waived).
   static absl::StatusOr<std::unique_ptr<PsSession>> Create(const PsSessionOptions& options);
 
-  absl::StatusOr<double> Join(int num_actions, AgentOptions* options) override;
+  absl::StatusOr<JoinResult> Join(int num_actions, const AgentOptions& options) override;
   void StartTraining() override;
   absl::StatusOr<PushResult> Push(absl::Span<const float> values,
                                   uint32_t minibatch_count) override;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/files.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -130,22 +131,18 @@ absl::Status ShardedSession::PushBacklog(size_t shard) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> ShardedSession::Join(int num_actions, AgentOptions* options) {
-  // Shard 0 first: the run settings (and the model, unless pinned) are adopted from it; the others
-  // then join with the settings in force, which they hold too.
-  absl::StatusOr<double> epsilon = shards_[0]->Join(num_actions, options);
-  if (!epsilon.ok()) return epsilon.status();
-  const std::vector<absl::StatusOr<double>> joined = ForEachShard(
-      shards_.size() - 1, [&](size_t i) {
-        AgentOptions adopted = *options;
-        return shards_[i + 1]->Join(num_actions, &adopted);
-      });
-  for (const absl::StatusOr<double>& j : joined) {
-    if (!j.ok()) return j.status();
+absl::StatusOr<JoinResult> ShardedSession::Join(int num_actions, const AgentOptions& options) {
+  // Shard 0 first: its run settings and epsilon are the run's; the others then join with the same
+  // model, which they serve too.
+  CONVOY_ASSIGN_OR_RETURN(JoinResult joined, shards_[0]->Join(num_actions, options));
+  const std::vector<absl::StatusOr<JoinResult>> others = ForEachShard(
+      shards_.size() - 1, [&](size_t i) { return shards_[i + 1]->Join(num_actions, options); });
+  for (const absl::StatusOr<JoinResult>& j : others) {
+    CONVOY_RETURN_IF_ERROR(j.status());
   }
   model_parameter_count_ = shards_.back()->end();
-  epsilon_ = *epsilon;
-  return epsilon_;
+  epsilon_ = joined.epsilon;
+  return joined;
 }
 
 void ShardedSession::StartTraining() {

@@ -51,7 +51,7 @@ class ShardedSession : public ParameterServerSession {
   static absl::StatusOr<std::unique_ptr<ShardedSession>> Create(
       const std::vector<PsSessionOptions>& shards, PushMode push);
 
-  absl::StatusOr<double> Join(int num_actions, AgentOptions* options) override;
+  absl::StatusOr<JoinResult> Join(int num_actions, const AgentOptions& options) override;
   void StartTraining() override;
   absl::StatusOr<PushResult> Push(absl::Span<const float> values,
                                   uint32_t minibatch_count) override;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "common/files.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
+#include "common/run_settings.h"
 #include "common/security.h"
 #include "param_server/grpc_server.h"
 
@@ -62,8 +64,6 @@ ABSL_FLAG(double, max_grad_norm, Defaults().optimizer.max_grad_norm, "Clip each 
 ABSL_FLAG(int64_t, max_staleness, Defaults().max_staleness,
           "Reject pushes computed more than this many versions ago (-1: accept any).");
 ABSL_FLAG(bool, staleness_lr_scaling, Defaults().staleness_lr_scaling, "Apply a push s versions old with lr / (1 + s).");
-ABSL_FLAG(uint64_t, target_update_frequency, Defaults().target_update_frequency,
-          "Applied minibatches between target-network snapshots.");
 ABSL_FLAG(uint64_t, average_horizon, Defaults().average_horizon,
           "The averaged network (pull NETWORK_AVERAGE; average.pt in checkpoints): the online "
           "weights averaged exponentially over this many applied minibatches (0: off).");
@@ -79,20 +79,8 @@ ABSL_FLAG(double, per_iter_epsilon_reduction,
 ABSL_FLAG(double, apex_base_epsilon, Defaults().exploration.apex_base_epsilon, "Ape-X: epsilon_i = base^(1 + alpha * i / (N - 1)).");
 ABSL_FLAG(double, apex_alpha, Defaults().exploration.apex_alpha, "Ape-X alpha.");
 ABSL_FLAG(uint32_t, apex_num_agents, Defaults().exploration.apex_num_agents, "Ape-X: N, the number of agents.");
-ABSL_FLAG(uint32_t, batch_size, Defaults().batch_size, "Minibatch size, handed to agents.");
-ABSL_FLAG(uint32_t, batch_update_frequency, Defaults().batch_update_frequency,
-          "Minibatches an agent accumulates before each push, handed to agents.");
-ABSL_FLAG(double, gamma, Defaults().gamma, "Discount, handed to agents.");
-ABSL_FLAG(uint32_t, n_step, Defaults().n_step, "n-step returns, handed to agents.");
-ABSL_FLAG(bool, double_dqn, Defaults().double_dqn, "Double DQN targets, handed to agents.");
-ABSL_FLAG(double, learner_max_grad_norm, Defaults().learner_max_grad_norm,
-          "The agents' clip of each update's gradient norm (their --max_grad_norm; 0: off), handed "
-          "to agents.");
-ABSL_FLAG(bool, prioritized, Defaults().prioritized,
-          "Prioritized experience replay in the agents, handed to agents.");
-ABSL_FLAG(bool, mirror_augmentation, Defaults().mirror_augmentation,
-          "Agents mirror every other sample of each minibatch left to right (image flipped, "
-          "steering negated), handed to agents.");
+// The run settings agents adopt (common/run_settings.h): --batch_size, --n_step, --gamma, ...
+CONVOY_RUN_SETTINGS(CONVOY_PS_RUN_SETTING_FLAG)
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "How long in-flight RPCs may run on after SIGTERM.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain to serve TLS with.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
@@ -133,10 +121,21 @@ ABSL_FLAG(double, fault_lose_replies, 0,
 namespace convoy {
 namespace {
 
-// Every numeric flag but --seed and --checkpoint_every_updates, which take any value.
+RunSettings RunSettingsFromFlags() {
+  RunSettings settings;
+#define CONVOY_PS_RUN_SETTING_FROM_FLAG(type, agent_type, name, agent_name, def, min, max, ends, \
+                                        presence, help)                                          \
+  settings.name = absl::GetFlag(FLAGS_##name);
+  CONVOY_RUN_SETTINGS(CONVOY_PS_RUN_SETTING_FROM_FLAG)
+#undef CONVOY_PS_RUN_SETTING_FROM_FLAG
+  return settings;
+}
+
+// Every numeric flag but --seed and --checkpoint_every_updates, which take any value; the run
+// settings' ranges are the table's.
 bool NumericFlagsInRange() {
-  return FlagsInRange(
-      "convoy_ps",
+  std::vector<FlagRange> ranges = RunSettingRanges(RunSettingsFromFlags());
+  const std::vector<FlagRange> others =
       {IntRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
        IntRange("num_actions", absl::GetFlag(FLAGS_num_actions), 1, 4096),
        IntRange("keep_checkpoints", absl::GetFlag(FLAGS_keep_checkpoints), 1, 100000),
@@ -152,8 +151,6 @@ bool NumericFlagsInRange() {
        RealRange("rmsprop_alpha", absl::GetFlag(FLAGS_rmsprop_alpha), 0, 1, Ends::kOpenMax),
        RealRange("max_grad_norm", absl::GetFlag(FLAGS_max_grad_norm), 0, kNoRealMax),
        IntRange("max_staleness", absl::GetFlag(FLAGS_max_staleness), -1, kNoIntMax),
-       UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
-                 kNoUintMax),
        UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
        RealRange("average_every_seconds", absl::GetFlag(FLAGS_average_every_seconds), 0, kNoRealMax,
                  Ends::kOpenMin),
@@ -164,11 +161,6 @@ bool NumericFlagsInRange() {
        RealRange("apex_base_epsilon", absl::GetFlag(FLAGS_apex_base_epsilon), 0, 1),
        RealRange("apex_alpha", absl::GetFlag(FLAGS_apex_alpha), 0, 100),
        UintRange("apex_num_agents", absl::GetFlag(FLAGS_apex_num_agents), 1, 65536),
-       UintRange("batch_size", absl::GetFlag(FLAGS_batch_size), 1, 65536),
-       UintRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1, 65536),
-       RealRange("gamma", absl::GetFlag(FLAGS_gamma), 0, 1),
-       UintRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
-       RealRange("learner_max_grad_norm", absl::GetFlag(FLAGS_learner_max_grad_norm), 0, kNoRealMax),
        RealRange("shutdown_grace_seconds", absl::GetFlag(FLAGS_shutdown_grace_seconds), 0,
                  kNoRealMax),
        IntRange("credentials_days", absl::GetFlag(FLAGS_credentials_days), 1, 36500),
@@ -177,7 +169,9 @@ bool NumericFlagsInRange() {
        RealRange("fault_lose_replies", absl::GetFlag(FLAGS_fault_lose_replies), 0, 1),
        UintRange("num_shards", absl::GetFlag(FLAGS_num_shards), 1, 65536),
        UintRange("shard_index", absl::GetFlag(FLAGS_shard_index), 0,
-                 std::max<uint32_t>(absl::GetFlag(FLAGS_num_shards), 1) - 1)});
+                 std::max<uint32_t>(absl::GetFlag(FLAGS_num_shards), 1) - 1)};
+  ranges.insert(ranges.end(), others.begin(), others.end());
+  return FlagsInRange("convoy_ps", ranges);
 }
 
 // `exploration`: --exploration, parsed by the caller.
@@ -203,7 +197,6 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.optimizer.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
-  o.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
   o.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   o.average_every = absl::Seconds(absl::GetFlag(FLAGS_average_every_seconds));
   o.exploration.mode = exploration;
@@ -213,14 +206,7 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.exploration.apex_base_epsilon = absl::GetFlag(FLAGS_apex_base_epsilon);
   o.exploration.apex_alpha = absl::GetFlag(FLAGS_apex_alpha);
   o.exploration.apex_num_agents = absl::GetFlag(FLAGS_apex_num_agents);
-  o.batch_size = absl::GetFlag(FLAGS_batch_size);
-  o.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
-  o.gamma = absl::GetFlag(FLAGS_gamma);
-  o.n_step = absl::GetFlag(FLAGS_n_step);
-  o.double_dqn = absl::GetFlag(FLAGS_double_dqn);
-  o.learner_max_grad_norm = absl::GetFlag(FLAGS_learner_max_grad_norm);
-  o.prioritized = absl::GetFlag(FLAGS_prioritized);
-  o.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
+  static_cast<RunSettings&>(o) = RunSettingsFromFlags();
   o.apply_log = absl::GetFlag(FLAGS_apply_log);
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
   o.shard_index = absl::GetFlag(FLAGS_shard_index);

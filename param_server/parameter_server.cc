@@ -24,7 +24,7 @@ uint64_t NewIncarnation() {
 
 std::map<std::string, std::string> HyperparametersOf(const ParameterServerOptions& o) {
   const OptimizerOptions& opt = o.optimizer;
-  return {
+  std::map<std::string, std::string> hyperparameters = {
       {"optimizer", std::string(OptimizerName(opt.kind))},
       {"learning_rate", absl::StrCat(opt.learning_rate)},
       {"beta1", absl::StrCat(opt.beta1)},
@@ -35,21 +35,14 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
       {"max_grad_norm", absl::StrCat(opt.max_grad_norm)},
       {"max_staleness", absl::StrCat(o.max_staleness)},
       {"staleness_lr_scaling", o.staleness_lr_scaling ? "true" : "false"},
-      {"target_update_frequency", absl::StrCat(o.target_update_frequency)},
       {"average_horizon", absl::StrCat(o.average_horizon)},
       {"exploration", ExplorationModeName(o.exploration.mode)},
       {"min_epsilon", absl::StrCat(o.exploration.min_epsilon)},
       {"per_iter_epsilon_reduction", absl::StrCat(o.exploration.per_iter_epsilon_reduction)},
-      {"batch_size", absl::StrCat(o.batch_size)},
-      {"batch_update_frequency", absl::StrCat(o.batch_update_frequency)},
-      {"gamma", absl::StrCat(o.gamma)},
-      {"n_step", absl::StrCat(o.n_step)},
-      {"double_dqn", o.double_dqn ? "true" : "false"},
-      {"learner_max_grad_norm", absl::StrCat(o.learner_max_grad_norm)},
-      {"prioritized", o.prioritized ? "true" : "false"},
-      {"mirror_augmentation", o.mirror_augmentation ? "true" : "false"},
       {"seed", absl::StrCat(o.seed)},
   };
+  for (auto& [name, value] : RunSettingValues(o)) hyperparameters.emplace(name, value);
+  return hyperparameters;
 }
 
 }  // namespace
@@ -237,10 +230,6 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
   v1::RunConfig config;
   config.set_model_name(options_.model);
   config.set_num_actions(static_cast<uint32_t>(options_.num_actions));
-  config.set_batch_size(options_.batch_size);
-  config.set_batch_update_frequency(options_.batch_update_frequency);
-  config.set_target_update_frequency(options_.target_update_frequency);
-  config.set_gamma(options_.gamma);
   config.set_optimizer(std::string(OptimizerName(options_.optimizer.kind)));
   config.set_learning_rate(options_.optimizer.learning_rate);
   config.set_update_rule(options_.optimizer.kind == Optimizer::kDelta ? "delta" : "gradients");
@@ -261,11 +250,7 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
   config.set_per_iter_epsilon_reduction(options_.exploration.per_iter_epsilon_reduction);
   config.set_max_chunk_bytes(static_cast<uint32_t>(kMaxChunkPayloadBytes));
   config.set_seed(options_.seed);
-  config.set_n_step(options_.n_step);
-  config.set_double_dqn(options_.double_dqn);
-  config.set_learner_max_grad_norm(options_.learner_max_grad_norm);
-  config.set_prioritized(options_.prioritized);
-  config.set_mirror_augmentation(options_.mirror_augmentation);
+  FillRunConfig(options_, &config);  // The run settings' table.
   return config;
 }
 

@@ -20,6 +20,7 @@
 #include "common/model_registry.h"
 #include "common/periodic_task.h"
 #include "common/run_defaults.h"
+#include "common/run_settings.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "common/shard_map.h"
 #include "param_server/apply_log.h"
@@ -33,7 +34,9 @@
 namespace convoy {
 
 // Every default here is the one its convoy_ps flag shows (the flags are declared from this struct).
-struct ParameterServerOptions {
+// RunSettings: the learner's settings the server hands to agents (RunConfig), which they adopt on
+// Join; target_update_frequency (applied minibatches between target snapshots) among them.
+struct ParameterServerOptions : RunSettings {
   std::string model = run_defaults::kServerModel;
   int num_actions = kDefaultNumActions;
   uint64_t seed = 1;
@@ -48,23 +51,12 @@ struct ParameterServerOptions {
   OptimizerOptions optimizer;
   int64_t max_staleness = -1;  // < 0: accept any.
   bool staleness_lr_scaling = false;
-  // Applied minibatches between target snapshots.
-  uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
   // The averaged network (NETWORK_AVERAGE, weight_average.h): an exponential average of the online
   // weights over this many applied minibatches (0: none), folded every average_every off the apply
   // path.
   uint64_t average_horizon = run_defaults::kAverageHorizon;
   absl::Duration average_every = absl::Seconds(1);
   ExplorationOptions exploration;
-  // The learner's settings the server hands to agents (RunConfig); agents adopt them on Join.
-  uint32_t batch_size = run_defaults::kBatchSize;
-  uint32_t batch_update_frequency = run_defaults::kBatchUpdateFrequency;
-  double gamma = run_defaults::kGamma;
-  uint32_t n_step = run_defaults::kNStep;
-  bool double_dqn = run_defaults::kDoubleDqn;
-  double learner_max_grad_norm = run_defaults::kLearnerMaxGradNorm;
-  bool prioritized = run_defaults::kPrioritized;
-  bool mirror_augmentation = run_defaults::kMirrorAugmentation;
   // Empty: none. Otherwise every start, applied update and checkpoint is appended here (ApplyLog).
   std::string apply_log;
   // Sharding (common/shard_map.h): this server serves range shard_index of the model split num_shards

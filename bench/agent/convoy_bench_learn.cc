@@ -33,6 +33,7 @@
 #include "agent/learner.h"
 #include "agent/preprocess.h"
 #include "common/flag_ranges.h"
+#include "common/launcher_run_settings.h"
 #include "common/init.h"
 #include "common/line_plot.h"
 #include "common/shell_line.h"
@@ -63,17 +64,10 @@ ABSL_FLAG(std::string, plot_script, CONVOY_PLOT_SCRIPT, "Draws the plot from the
 // Training hyperparameters, defaulting to convoy_train's (LocalClusterOptions).
 ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
           "Server's Adam learning rate.");
-ABSL_FLAG(uint64_t, target_update_frequency, convoy::LocalClusterOptions{}.target_update_frequency,
-          "Applied minibatches between target snapshots.");
 ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
           "Sampled transitions per environment step.");
-ABSL_FLAG(int, batch_update_frequency, convoy::LocalClusterOptions{}.batch_update_frequency,
-          "Minibatches per push.");
-ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
-ABSL_FLAG(bool, mirror_augmentation, convoy::LocalClusterOptions{}.mirror_augmentation,
-          "Agents mirror every other sample of each minibatch left to right.");
-ABSL_FLAG(bool, prioritized, convoy::LocalClusterOptions{}.prioritized,
-          "Agents' replay samples by TD error (prioritized replay).");
+// The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
+CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
           "Replay capacity per agent, transitions.");
 ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
@@ -172,13 +166,12 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
   options.max_time = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
+  {
+    RunSettings& settings = options;  // The table's settings, from their flags.
+    CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_READ)
+  }
   options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
-  options.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
   options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
-  options.n_step = absl::GetFlag(FLAGS_n_step);
-  options.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
-  options.prioritized = absl::GetFlag(FLAGS_prioritized);
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return cluster.status();
@@ -391,8 +384,9 @@ std::vector<std::string> PlotCommand(const std::string& csv, const std::string& 
 
 int Run() {
   // Every numeric flag but --seed, which takes any value.
-  if (!FlagsInRange(
-          "convoy_bench_learn",
+  std::vector<FlagRange> ranges;
+  CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_RANGE)
+  const std::vector<FlagRange> others =
           {RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
            RealRange("eval_every_seconds", absl::GetFlag(FLAGS_eval_every_seconds), 0, kNoRealMax,
                      Ends::kOpenMin),
@@ -402,17 +396,12 @@ int Run() {
                      kNoRealMax, Ends::kOpenMin),
            RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
                      Ends::kOpenMin),
-           UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
-                     kNoUintMax),
            RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax,
                      Ends::kOpenMin),
-           IntRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1,
-                    65536),
-           IntRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
            UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
-           UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax)})) {
-    return kExitUsage;
-  }
+           UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax)};
+  ranges.insert(ranges.end(), others.begin(), others.end());
+  if (!FlagsInRange("convoy_bench_learn", ranges)) return kExitUsage;
   std::vector<int> counts;
   for (absl::string_view field :
        absl::StrSplit(absl::GetFlag(FLAGS_agents), ',', absl::SkipEmpty())) {

@@ -18,6 +18,8 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,7 @@
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
 #include "common/flag_ranges.h"
+#include "common/launcher_run_settings.h"
 #include "common/init.h"
 #include "common/line_plot.h"
 #include "common/model_registry.h"
@@ -53,25 +56,16 @@ ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i use
 ABSL_FLAG(int, eval_episodes, 20, "Evaluation episodes at the end (fixed seeds).");
 ABSL_FLAG(std::string, device, convoy::LocalClusterOptions{}.device,
           "Agents' device: auto, cpu, cuda, cuda:N.");
-ABSL_FLAG(int, batch_size, convoy::LocalClusterOptions{}.batch_size, "Minibatch size.");
-ABSL_FLAG(int, batch_update_frequency, convoy::LocalClusterOptions{}.batch_update_frequency,
-          "Minibatches per push.");
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
           "Replay capacity per agent, transitions.");
 ABSL_FLAG(uint64_t, min_replay_size, convoy::LocalClusterOptions{}.min_replay_size,
           "Transitions before learning starts.");
 ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
           "Sampled transitions per environment step.");
-ABSL_FLAG(int, n_step, convoy::LocalClusterOptions{}.n_step, "Agents' n-step returns.");
-ABSL_FLAG(bool, mirror_augmentation, convoy::LocalClusterOptions{}.mirror_augmentation,
-          "Agents mirror every other sample of each minibatch left to right.");
-ABSL_FLAG(bool, prioritized, convoy::LocalClusterOptions{}.prioritized,
-          "Agents' replay samples by TD error (prioritized replay).");
-ABSL_FLAG(double, gamma, convoy::LocalClusterOptions{}.gamma, "Discount.");
 ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
           "Server's Adam learning rate.");
-ABSL_FLAG(uint64_t, target_update_frequency, convoy::LocalClusterOptions{}.target_update_frequency,
-          "Applied minibatches between target snapshots.");
+// The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
+CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
 ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
           "The server's averaged network: the online weights averaged exponentially over this many "
           "applied minibatches, a candidate of the hand-over, evaluated at the end (0: off).");
@@ -183,23 +177,18 @@ std::string LeaveLearningCurve(const std::string& run, const std::string& name,
 // Every numeric flag but --seed and --steps_per_agent, which take any value. Checked before the run
 // directory is made or a process started.
 bool NumericFlagsInRange() {
-  return FlagsInRange(
-      "convoy_train",
+  std::vector<FlagRange> ranges;
+  CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_RANGE)
+  const std::vector<FlagRange> others =
       {RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
        IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
        IntRange("ps_shards", absl::GetFlag(FLAGS_ps_shards), 1, 64),
        IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
-       IntRange("batch_size", absl::GetFlag(FLAGS_batch_size), 1, 65536),
-       IntRange("batch_update_frequency", absl::GetFlag(FLAGS_batch_update_frequency), 1, 65536),
        UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
        UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
        RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
-       IntRange("n_step", absl::GetFlag(FLAGS_n_step), 1, 100),
-       RealRange("gamma", absl::GetFlag(FLAGS_gamma), 0, 1),
        RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
                  Ends::kOpenMin),
-       UintRange("target_update_frequency", absl::GetFlag(FLAGS_target_update_frequency), 1,
-                 kNoUintMax),
        UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
        RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
        RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
@@ -212,7 +201,9 @@ bool NumericFlagsInRange() {
                  kNoRealMax),
        IntRange("validation_episodes", absl::GetFlag(FLAGS_validation_episodes), 1, 100000),
        IntRange("final_validation_episodes", absl::GetFlag(FLAGS_final_validation_episodes), 0,
-                100000)});
+                100000)};
+  ranges.insert(ranges.end(), others.begin(), others.end());
+  return FlagsInRange("convoy_train", ranges);
 }
 
 int Run() {
@@ -243,17 +234,14 @@ int Run() {
   options.model = model;
   options.seed = absl::GetFlag(FLAGS_seed);
   options.device = absl::GetFlag(FLAGS_device);
-  options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  options.batch_update_frequency = absl::GetFlag(FLAGS_batch_update_frequency);
+  {
+    RunSettings& settings = options;  // The table's settings, from their flags.
+    CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_READ)
+  }
   options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
   options.min_replay_size = absl::GetFlag(FLAGS_min_replay_size);
   options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  options.n_step = absl::GetFlag(FLAGS_n_step);
-  options.mirror_augmentation = absl::GetFlag(FLAGS_mirror_augmentation);
-  options.prioritized = absl::GetFlag(FLAGS_prioritized);
-  options.gamma = absl::GetFlag(FLAGS_gamma);
-  options.target_update_frequency = absl::GetFlag(FLAGS_target_update_frequency);
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
   options.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);

@@ -123,28 +123,22 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
     ChildProcess::Options ps_options;
     ps_options.log_path = absl::StrCat(options.run_dir, "/convoy_ps", suffix, ".log");
     if (i == 0) ps_log_ = ps_options.log_path;
-    absl::StatusOr<ChildProcess> ps = ChildProcess::Start(
-        {bin + "/convoy_ps", "--port=0", absl::StrCat("--bind=", kLocalRunHost),
+    std::vector<std::string> args = {bin + "/convoy_ps", "--port=0", absl::StrCat("--bind=", kLocalRunHost),
          "--port_file=" + port_file,
          "--checkpoint_dir=" + CheckpointDir(options, i),
          absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
          "--model=" + options.model, absl::StrCat("--seed=", options.seed),
          absl::StrCat("--learning_rate=", options.learning_rate),
-         absl::StrCat("--target_update_frequency=", options.target_update_frequency),
          absl::StrCat("--average_horizon=", options.average_horizon),
          absl::StrCat("--min_epsilon=", options.min_epsilon),
          absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
-         absl::StrCat("--batch_size=", options.batch_size),
-         absl::StrCat("--batch_update_frequency=", options.batch_update_frequency),
-         absl::StrCat("--gamma=", options.gamma), absl::StrCat("--n_step=", options.n_step),
-         absl::StrCat("--mirror_augmentation=", options.mirror_augmentation),
-         absl::StrCat("--prioritized=", options.prioritized),
          absl::StrCat("--resume=", options.resume),
          absl::StrCat("--apex_num_agents=", options.agents),
          absl::StrCat("--num_shards=", shards), absl::StrCat("--shard_index=", i),
          "--tls_cert=" + credentials_.cert, "--tls_key=" + credentials_.key,
-         "--auth_token_file=" + credentials_.token_file},
-        ps_options);
+         "--auth_token_file=" + credentials_.token_file};
+    for (std::string& arg : RunSettingArgs(options)) args.push_back(std::move(arg));
+    absl::StatusOr<ChildProcess> ps = ChildProcess::Start(args, ps_options);
     if (!ps.ok()) return ps.status();
     ps_.push_back(*std::move(ps));
     absl::StatusOr<int> port = WaitForPort(port_file, ps_.back(), options.ps_start_timeout);

@@ -23,11 +23,13 @@
 #include "common/child_process.h"
 #include "common/model_registry.h"
 #include "common/run_defaults.h"
+#include "common/run_settings.h"
 
 namespace convoy {
 
-// The defaults are convoy_train's.
-struct LocalClusterOptions {
+// The defaults are convoy_train's. RunSettings: the run settings of the table
+// (common/run_settings.h), passed once, to convoy_ps, whose RunConfig the agents adopt on Join.
+struct LocalClusterOptions : RunSettings {
   std::string
       bin_dir;  // Where convoy_ps and convoy_agent are; empty: beside the running executable.
   // Logs (convoy_ps.log, agent-<i>/ with each agent's CSVs and TensorBoard events), checkpoints/,
@@ -37,16 +39,9 @@ struct LocalClusterOptions {
   int agents = 2;
   uint64_t seed = 1;  // Agent i uses seed + i.
   std::string device = "auto";
-  // The run settings: passed once, to convoy_ps, whose RunConfig the agents adopt on Join.
+  // Further run settings, passed to convoy_ps likewise.
   std::string model = run_defaults::kLocalModel;
-  int batch_size = run_defaults::kBatchSize;
-  int batch_update_frequency = run_defaults::kBatchUpdateFrequency;
   double learning_rate = run_defaults::kLearningRate;
-  double gamma = run_defaults::kGamma;
-  int n_step = run_defaults::kNStep;
-  bool mirror_augmentation = run_defaults::kMirrorAugmentation;
-  bool prioritized = run_defaults::kPrioritized;
-  uint64_t target_update_frequency = run_defaults::kTargetUpdateFrequency;
   uint64_t average_horizon = run_defaults::kAverageHorizon;  // The averaged network's; 0: off.
   double min_epsilon = run_defaults::kMinEpsilon;
   double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;

@@ -44,6 +44,15 @@ std::unique_ptr<PsSession> MakeSession(const AgentOptions& agent) {
   return *std::move(session);
 }
 
+// Joins as Agent::Init does: the session joins, the agent adopts what the server said. Returns the
+// epsilon the server gave.
+absl::StatusOr<double> JoinAndAdopt(ParameterServerSession& session, AgentOptions* agent) {
+  absl::StatusOr<JoinResult> joined = session.Join(kDefaultNumActions, *agent);
+  if (!joined.ok()) return joined.status();
+  if (absl::Status s = AdoptRunConfig(joined->config, agent); !s.ok()) return s;
+  return joined->epsilon;
+}
+
 // A server of a fresh incarnation on `port`, where another one served before.
 std::unique_ptr<GrpcParameterServer> StartOn(int port, std::unique_ptr<ParameterServer> core) {
   absl::StatusOr<std::unique_ptr<GrpcParameterServer>> started = GrpcParameterServer::Start(
@@ -55,8 +64,9 @@ std::unique_ptr<GrpcParameterServer> StartOn(int port, std::unique_ptr<Parameter
 // A session that joined `ps`, pulled, started training, and had one push of one minibatch applied
 // and pulled back.
 struct OnePushApplied {
-  explicit OnePushApplied(const LoopbackServer& ps) : agent(Agent(ps)), session(MakeSession(agent)) {
-    REQUIRE(session->Join(kDefaultNumActions, &agent).ok());
+  explicit OnePushApplied(const LoopbackServer& ps)
+      : agent(Agent(ps)), session(MakeSession(agent)) {
+    REQUIRE(JoinAndAdopt(*session, &agent).ok());
     REQUIRE(session->Pull(&online, &target).ok());
     session->StartTraining();
     gradient.assign(online.size(), 0.01f);
@@ -112,7 +122,7 @@ TEST_CASE("A session joins and adopts the server's run settings, and refuses a p
   agent.model = "tiny";  // Not pinned: the server's model is taken.
   std::unique_ptr<PsSession> session = MakeSession(agent);
   CHECK_FALSE(session->connected());
-  absl::StatusOr<double> epsilon = session->Join(kDefaultNumActions, &agent);
+  absl::StatusOr<double> epsilon = JoinAndAdopt(*session, &agent);
   REQUIRE(epsilon.ok());
   CHECK(*epsilon == 1.0);
   CHECK(session->connected());
@@ -126,7 +136,7 @@ TEST_CASE("A session joins and adopts the server's run settings, and refuses a p
   AgentOptions pinned = Agent(ps);
   pinned.batch_size = 16;
   pinned.pinned = {"batch_size"};
-  const absl::StatusOr<double> refused = MakeSession(pinned)->Join(kDefaultNumActions, &pinned);
+  const absl::StatusOr<double> refused = JoinAndAdopt(*MakeSession(pinned), &pinned);
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.status().message()),
              Catch::Matchers::ContainsSubstring("--batch_size=16") &&
@@ -136,7 +146,7 @@ TEST_CASE("A session joins and adopts the server's run settings, and refuses a p
 
   AgentOptions deltas = Agent(ps);
   deltas.push = PushMode::kDeltas;
-  CHECK(MakeSession(deltas)->Join(kDefaultNumActions, &deltas).status().code() ==
+  CHECK(JoinAndAdopt(*MakeSession(deltas), &deltas).status().code() ==
         absl::StatusCode::kInvalidArgument);
 }
 
@@ -147,7 +157,7 @@ TEST_CASE("Pushes advance the server's version and pulls bring the weights and t
   LoopbackServer ps(server);
   AgentOptions agent = Agent(ps);
   std::unique_ptr<PsSession> session = MakeSession(agent);
-  REQUIRE(session->Join(kDefaultNumActions, &agent).ok());
+  REQUIRE(JoinAndAdopt(*session, &agent).ok());
   std::vector<float> online, target;
   absl::StatusOr<PullUpdate> pulled = session->Pull(&online, &target);
   REQUIRE(pulled.ok());

@@ -26,6 +26,13 @@ def accepted_flags(binary: Path) -> set:
     return set(_help_entries(binary))
 
 
+def run_settings(convoy_agent: Path) -> tuple:
+    """The run settings, as convoy_agent's --help marks them: the flags whose help says "A run setting" (the
+    rows of common/run_settings.h's table, and the model, learning rate and epsilon schedule beside it), which
+    the parameter server owns and the agents adopt."""
+    return tuple(sorted(flag for flag, entry in _help_entries(convoy_agent).items() if "A run setting" in entry))
+
+
 def flag_defaults(binary: Path) -> dict:
     """{flag: default} as `binary --help` prints them (string defaults without their quotes)."""
     defaults = {}

@@ -24,13 +24,13 @@ import tempfile
 from pathlib import Path
 
 # The agent flags whose values a convoy_ps run owns (RunConfig, docs/deploy.md's tuning section).
-RUN_SETTINGS = ("model", "batch_size", "batch_update_frequency", "gamma", "n_step",
-                "target_update_frequency", "double_dqn", "max_grad_norm", "learning_rate", "prioritized",
-                "mirror_augmentation", "min_epsilon", "per_iter_epsilon_reduction")
+# The run settings the PS owns, as convoy_agent's --help marks them (deploy_checks.run_settings); set by main.
+RUN_SETTINGS = ()
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from deploy_checks import Checks, accepted_flags, die, flag_defaults, flag_name, same_value  # noqa: E402
+from deploy_checks import (  # noqa: E402
+    Checks, accepted_flags, die, flag_defaults, flag_name, run_settings, same_value)
 
 try:
     import yaml
@@ -425,6 +425,10 @@ def main():
     root = repo / "deploy" / "kubernetes"
     t = Checks("kubernetes")
     flags = {b: accepted_flags(bindir / b) for b in ("convoy_ps", "convoy_agent")}
+    global RUN_SETTINGS
+    RUN_SETTINGS = run_settings(bindir / "convoy_agent")
+    t.check({"model", "n_step", "learning_rate", "priority_exponent"} <= set(RUN_SETTINGS),
+            f"convoy_agent --help marks too few run settings: {RUN_SETTINGS}")
     written, cert_names = written_credentials(bindir / "convoy_ps")
     t.check(written == AUTH_KEYS, f"convoy_ps --write_credentials writes {sorted(written)}, not the Secret's keys "
                                   f"{sorted(AUTH_KEYS)}")
