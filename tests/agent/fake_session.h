@@ -65,7 +65,11 @@ class FakeSession : public ParameterServerSession {
     return rejoins_;
   }
 
-  absl::StatusOr<double> Join(int, AgentOptions*) override { return kEpsilon; }
+  absl::StatusOr<JoinResult> Join(int, const AgentOptions&) override {
+    JoinResult joined;
+    joined.epsilon = kEpsilon;
+    return joined;
+  }
   void StartTraining() override {}
   absl::StatusOr<PushResult> Push(absl::Span<const float> values, uint32_t minibatches) override {
     absl::MutexLock lock(&mu_);
