@@ -12,6 +12,7 @@
 #define CONVOY_PARAM_SERVER_APPLY_LOG_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -19,6 +20,17 @@
 #include "absl/strings/string_view.h"
 
 namespace convoy {
+
+// One applied push, as the apply log records it.
+struct AppliedPush {
+  uint64_t incarnation = 0;
+  uint64_t version = 0;  // The version the push made.
+  std::string agent_id;
+  uint64_t push_session = 0;
+  uint64_t sequence = 0;  // 0: a client without exactly-once.
+  uint32_t minibatches = 0;
+  uint64_t staleness = 0;
+};
 
 class ApplyLog {
  public:
@@ -28,10 +40,16 @@ class ApplyLog {
   ApplyLog(const ApplyLog&) = delete;
   ApplyLog& operator=(const ApplyLog&) = delete;
 
-  // Appends `line` and a newline. A failed write is logged once; the server carries on.
-  void Append(absl::string_view line);
+  // One call per record of the format above; each appends its line. A failed write is logged once;
+  // the server carries on. The format is read by tests/cluster/chaos_check.py: change both
+  // together.
+  void Started(uint64_t incarnation, uint64_t version);
+  void Applied(const AppliedPush& push);
+  void Checkpointed(uint64_t incarnation, uint64_t version);
 
  private:
+  void Append(absl::string_view line);
+
   ApplyLog(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   const std::string path_;
   const int fd_;

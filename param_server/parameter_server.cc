@@ -163,7 +163,7 @@ absl::Status ParameterServer::Initialise() {
     absl::StatusOr<std::unique_ptr<ApplyLog>> log = ApplyLog::Open(options_.apply_log);
     if (!log.ok()) return log.status();
     apply_log_ = *std::move(log);
-    apply_log_->Append(absl::StrCat("start incarnation=", incarnation_, " version=", version));
+    apply_log_->Started(incarnation_, version);
   }
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
   if (resumed) {
@@ -373,10 +373,8 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
         optimizer_->Apply(values.data(), decision.lr_scale);
         ++version_;
         if (apply_log_ != nullptr) {  // Under the writer's lock: the log is in version order.
-          apply_log_->Append(absl::StrCat(
-              "apply incarnation=", incarnation_, " version=", version_, " agent=", agent_id,
-              " session=", header.push_session, " sequence=", header.sequence,
-              " minibatches=", minibatch_count, " staleness=", decision.staleness));
+          apply_log_->Applied({incarnation_, version_, agent_id, header.push_session,
+                               header.sequence, minibatch_count, decision.staleness});
         }
         exploration_->OnUpdateApplied();
         store_->Publish(version_);
@@ -576,8 +574,7 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
     status_checkpoint_version_.store(m.version());
     status_checkpoint_unix_ms_.store(m.created_unix_ms());
     if (apply_log_ != nullptr) {
-      apply_log_->Append(
-          absl::StrCat("checkpoint incarnation=", incarnation_, " version=", m.version()));
+      apply_log_->Checkpointed(incarnation_, m.version());
     }
   }
   absl::MutexLock stats(&stats_mu_);
