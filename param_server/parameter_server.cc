@@ -343,25 +343,21 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
     absl::MutexLock lock(&apply_mu_);
     // Repeat detection and the apply are one step under the writer's lock, so two attempts of one push
     // that arrive together still apply once.
-    LastPush* last = nullptr;
-    if (header.sequence != 0) {
-      last = &last_push_[agent_id];
-      if (last->push_session != header.push_session) *last = LastPush{header.push_session, 0, {}};
-      if (header.sequence <= last->sequence) {
-        PushOutcome again = last->outcome;
-        if (header.sequence < last->sequence) {
-          again = PushOutcome{};
-          again.reason = v1::REJECT_REASON_SUPERSEDED;
-          again.version = version_;
-          again.epsilon = exploration_->EpsilonFor(agent_index);
-        }
-        again.repeated = true;
-        absl::MutexLock stats(&stats_mu_);
-        ++counters_.repeated_pushes;
-        if (!again.accepted) ++rejections_[again.reason];
-        again.target_version = counters_.target_version;
-        return again;
+    const PushDeduplicator::Seen seen =
+        dedup_.Check(agent_id, header.push_session, header.sequence);
+    if (seen.verdict != PushDeduplicator::Verdict::kNew) {
+      PushOutcome again = seen.answer;
+      if (seen.verdict == PushDeduplicator::Verdict::kSuperseded) {
+        again.reason = v1::REJECT_REASON_SUPERSEDED;
+        again.version = version_;
+        again.epsilon = exploration_->EpsilonFor(agent_index);
       }
+      again.repeated = true;
+      absl::MutexLock stats(&stats_mu_);
+      ++counters_.repeated_pushes;
+      if (!again.accepted) ++rejections_[again.reason];
+      again.target_version = counters_.target_version;
+      return again;
     }
     if (header.base_incarnation != 0 && header.base_incarnation != incarnation_) {
       // Versions of another incarnation say nothing about staleness here.
@@ -387,10 +383,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
     }
     outcome.version = version_;
     outcome.epsilon = exploration_->EpsilonFor(agent_index);
-    if (last != nullptr) {
-      last->sequence = header.sequence;
-      last->outcome = outcome;
-    }
+    dedup_.Record(agent_id, header.push_session, header.sequence, outcome);
 
     absl::MutexLock stats(&stats_mu_);
     AgentRecord& record = agents_[agent_id];

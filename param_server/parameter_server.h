@@ -16,16 +16,18 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/exploration.h"
-#include "common/rates.h"
 #include "common/model_registry.h"
 #include "common/periodic_task.h"
+#include "common/rates.h"
 #include "common/run_defaults.h"
-#include "convoy/v1/parameter_server.pb.h"
 #include "common/shard_map.h"
+#include "convoy/v1/parameter_server.pb.h"
 #include "param_server/apply_log.h"
 #include "param_server/checkpointer.h"
 #include "param_server/optimizer.h"
 #include "param_server/push_assembler.h"
+#include "param_server/push_deduplicator.h"
+#include "param_server/push_outcome.h"
 #include "param_server/staleness_policy.h"
 #include "param_server/weight_average.h"
 #include "param_server/weight_store.h"
@@ -72,17 +74,6 @@ struct ParameterServerOptions {
   // exactly-once records and checkpoints of its own. 1 shard: the whole model.
   uint32_t num_shards = 1;
   uint32_t shard_index = 0;
-};
-
-// The result of a push that passed validation.
-struct PushOutcome {
-  bool accepted = false;
-  v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
-  uint64_t version = 0;
-  uint64_t staleness = 0;
-  uint64_t target_version = 0;
-  double epsilon = 0;
-  bool repeated = false;  // A retry of a push already answered: this is that answer, nothing applied.
 };
 
 // Thread-safe. Applies are serialised (one writer); snapshots and status never wait for an apply.
@@ -175,13 +166,6 @@ class ParameterServer {
     uint64_t checkpoint_failures = 0;
     uint64_t repeated_pushes = 0;
   };
-  // The newest push answered for an agent, for repeat detection.
-  struct LastPush {
-    uint64_t push_session = 0;
-    uint64_t sequence = 0;
-    PushOutcome outcome;
-  };
-
   ParameterServer(const ParameterServerOptions& options, ModelInfo full_model, ShardMap map);
   absl::Status Initialise();
   AgentRecord& TouchAgent(const std::string& agent_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stats_mu_);
@@ -205,7 +189,7 @@ class ParameterServer {
   std::unique_ptr<FlatOptimizer> optimizer_ ABSL_GUARDED_BY(apply_mu_);
   std::unique_ptr<ExplorationSchedule> exploration_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t version_ ABSL_GUARDED_BY(apply_mu_) = 0;
-  std::map<std::string, LastPush> last_push_ ABSL_GUARDED_BY(apply_mu_);
+  PushDeduplicator dedup_ ABSL_GUARDED_BY(apply_mu_);
 
   mutable absl::Mutex target_mu_;
   std::shared_ptr<const WeightSnapshot> target_ ABSL_GUARDED_BY(target_mu_);
