@@ -174,7 +174,6 @@ absl::Status ParameterServer::Initialise() {
     status_checkpoint_unix_ms_.store(absl::ToUnixMillis(absl::Now()));
   }
   absl::MutexLock lock(&apply_mu_);
-  version_ = version;
   store_ = std::make_unique<WeightStore>(std::move(initial), version);
   absl::StatusOr<std::unique_ptr<FlatOptimizer>> optimizer =
       FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size());
@@ -349,7 +348,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       PushOutcome again = seen.answer;
       if (seen.verdict == PushDeduplicator::Verdict::kSuperseded) {
         again.reason = v1::REJECT_REASON_SUPERSEDED;
-        again.version = version_;
+        again.version = store_->version();
         again.epsilon = exploration_->EpsilonFor(agent_index);
       }
       again.repeated = true;
@@ -363,17 +362,17 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       // Versions of another incarnation say nothing about staleness here.
       outcome.reason = v1::REJECT_REASON_WRONG_INCARNATION;
     } else {
-      const StalenessDecision decision = staleness_.Decide(version_, header.base_version);
+      const StalenessDecision decision = staleness_.Decide(store_->version(), header.base_version);
       outcome.staleness = decision.staleness;
       if (decision.kind == StalenessDecision::Kind::kApply) {
         optimizer_->Apply(values.data(), decision.lr_scale);
-        ++version_;
+        const uint64_t version = store_->version() + 1;
         if (apply_log_ != nullptr) {  // Under the writer's lock: the log is in version order.
-          apply_log_->Applied({incarnation_, version_, agent_id, header.push_session,
+          apply_log_->Applied({incarnation_, version, agent_id, header.push_session,
                                header.sequence, minibatch_count, decision.staleness});
         }
         exploration_->OnUpdateApplied();
-        store_->Publish(version_);
+        store_->Publish(version);
         outcome.accepted = true;
       } else {
         outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
@@ -381,7 +380,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
                              : v1::REJECT_REASON_AHEAD;
       }
     }
-    outcome.version = version_;
+    outcome.version = store_->version();
     outcome.epsilon = exploration_->EpsilonFor(agent_index);
     dedup_.Record(agent_id, header.push_session, header.sequence, outcome);
 
@@ -396,7 +395,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       if (TargetRefreshDue(counters_.applied_minibatches, counters_.minibatches_at_target,
                            options_.target_update_frequency)) {
         counters_.minibatches_at_target = counters_.applied_minibatches;
-        counters_.target_version = version_;
+        counters_.target_version = outcome.version;
         refresh_target = true;
       }
       apply_rate_.Record(1);
@@ -532,8 +531,8 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   {
     // A consistent cut: weights, optimizer state and counters of one version.
     absl::MutexLock lock(&apply_mu_);
-    if (version_ == checkpointed_version_) return checkpointed_path_;  // Nothing new since.
     data.weights = store_->Snapshot();
+    if (data.weights->version == checkpointed_version_) return checkpointed_path_;  // Nothing new.
     absl::StatusOr<std::string> optimizer_state = optimizer_->SaveState();
     if (!optimizer_state.ok()) return optimizer_state.status();
     data.optimizer_state = *std::move(optimizer_state);
@@ -541,7 +540,7 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
       absl::MutexLock t(&target_mu_);
       data.target = target_;
     }
-    m.set_version(version_);
+    m.set_version(data.weights->version);
     m.set_epsilon(exploration_->global_epsilon());
     absl::MutexLock stats(&stats_mu_);
     m.set_updates_applied(counters_.updates_applied);

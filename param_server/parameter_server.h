@@ -184,11 +184,12 @@ class ParameterServer {
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<ApplyLog> apply_log_;  // Null without options.apply_log.
 
-  // The single writer: optimizer steps, target refreshes and checkpoint captures.
+  // The single writer: optimizer steps, target refreshes and checkpoint captures. The version is
+  // the store's: only this writer publishes, so under apply_mu_ it is the version of the master
+  // weights.
   mutable absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(stats_mu_);
   std::unique_ptr<FlatOptimizer> optimizer_ ABSL_GUARDED_BY(apply_mu_);
   std::unique_ptr<ExplorationSchedule> exploration_ ABSL_GUARDED_BY(apply_mu_);
-  uint64_t version_ ABSL_GUARDED_BY(apply_mu_) = 0;
   PushDeduplicator dedup_ ABSL_GUARDED_BY(apply_mu_);
 
   mutable absl::Mutex target_mu_;
