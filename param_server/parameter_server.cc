@@ -102,6 +102,7 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       incarnation_(NewIncarnation()),
       started_(absl::Now()),
       staleness_(options.max_staleness, options.staleness_lr_scaling),
+      target_(options.target_update_frequency),
       apply_rate_(kRateWindow, started_) {}
 
 ParameterServer::~ParameterServer() {
@@ -192,17 +193,9 @@ absl::Status ParameterServer::Initialise() {
       return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
     }
     exploration_->set_global_epsilon(m.epsilon());
-    auto target = std::make_shared<WeightSnapshot>();
-    target->version = m.target_version();
-    target->values = std::move(resumed->target);
-    {
-      absl::MutexLock t(&target_mu_);
-      target_ = std::move(target);
-    }
+    target_.Restore(m, std::move(resumed->target));
     counters_.updates_applied = m.updates_applied();
     counters_.applied_minibatches = m.applied_minibatches();
-    counters_.minibatches_at_target = m.minibatches_at_target();
-    counters_.target_version = m.target_version();
     for (const auto& [name, count] : m.rejections()) {
       v1::RejectReason reason;
       if (v1::RejectReason_Parse(name, &reason)) rejections_[reason] = count;
@@ -210,8 +203,7 @@ absl::Status ParameterServer::Initialise() {
     // "resumed from ... at version N" ends the line: scripts and tests read the version there.
     LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version " << version;
   } else {
-    absl::MutexLock t(&target_mu_);
-    target_ = store_->Snapshot();
+    target_.Start(store_->Snapshot());
   }
   counters_.epsilon = exploration_->global_epsilon();
   if (options_.average_horizon == 0) return absl::OkStatus();
@@ -312,7 +304,7 @@ absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& re
     AgentRecord& record = TouchAgent(request.agent_id());
     record.hostname = request.hostname();
     record.index = request.agent_index();
-    response.set_target_version(counters_.target_version);
+    response.set_target_version(target_.version());
   }
   LOG(INFO) << "agent " << request.agent_id() << " (index " << request.agent_index() << ") joined from "
             << request.hostname();
@@ -332,7 +324,6 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
   const std::string& agent_id = header.agent_id;
   const uint32_t minibatch_count = header.minibatch_count;
   PushOutcome outcome;
-  bool refresh_target = false;
   uint32_t agent_index = 0;
   {
     absl::MutexLock lock(&stats_mu_);
@@ -355,7 +346,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       absl::MutexLock stats(&stats_mu_);
       ++counters_.repeated_pushes;
       if (!again.accepted) ++rejections_[again.reason];
-      again.target_version = counters_.target_version;
+      again.target_version = target_.version();
       return again;
     }
     if (header.base_incarnation != 0 && header.base_incarnation != incarnation_) {
@@ -392,23 +383,13 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       ++counters_.updates_applied;
       counters_.applied_minibatches += minibatch_count;
       counters_.epsilon = exploration_->global_epsilon();
-      if (TargetRefreshDue(counters_.applied_minibatches, counters_.minibatches_at_target,
-                           options_.target_update_frequency)) {
-        counters_.minibatches_at_target = counters_.applied_minibatches;
-        counters_.target_version = outcome.version;
-        refresh_target = true;
-      }
+      target_.OnApplied(counters_.applied_minibatches, *store_);
       apply_rate_.Record(1);
     } else {
       ++record.rejected;
       ++rejections_[outcome.reason];
     }
-    outcome.target_version = counters_.target_version;
-    if (refresh_target) {
-      std::shared_ptr<const WeightSnapshot> snapshot = store_->Snapshot();
-      absl::MutexLock t(&target_mu_);
-      target_ = std::move(snapshot);
-    }
+    outcome.target_version = target_.version();
   }
   if (outcome.accepted) {
     absl::MutexLock lock(&loop_mu_);
@@ -423,8 +404,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
 
 std::shared_ptr<const WeightSnapshot> ParameterServer::Snapshot(v1::Network network) const {
   if (network == v1::NETWORK_TARGET) {
-    absl::MutexLock lock(&target_mu_);
-    return target_;
+    return target_.Snapshot();
   }
   if (network == v1::NETWORK_AVERAGE) {
     absl::MutexLock lock(&average_mu_);
@@ -487,7 +467,7 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_uptime_seconds(absl::ToDoubleSeconds(now - started_));
   status.set_updates_applied(counters_.updates_applied);
   status.set_applied_minibatches(counters_.applied_minibatches);
-  status.set_target_version(counters_.target_version);
+  status.set_target_version(target_.version());
   status.set_epsilon(counters_.epsilon);
   status.set_pulls_served(counters_.pulls_served);
   status.set_pulls_not_newer(counters_.pulls_not_newer);
@@ -536,17 +516,12 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
     absl::StatusOr<std::string> optimizer_state = optimizer_->SaveState();
     if (!optimizer_state.ok()) return optimizer_state.status();
     data.optimizer_state = *std::move(optimizer_state);
-    {
-      absl::MutexLock t(&target_mu_);
-      data.target = target_;
-    }
+    target_.SaveTo(data);
     m.set_version(data.weights->version);
     m.set_epsilon(exploration_->global_epsilon());
     absl::MutexLock stats(&stats_mu_);
     m.set_updates_applied(counters_.updates_applied);
     m.set_applied_minibatches(counters_.applied_minibatches);
-    m.set_minibatches_at_target(counters_.minibatches_at_target);
-    m.set_target_version(counters_.target_version);
     for (const auto& [reason, count] : rejections_) {
       (*m.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
     }

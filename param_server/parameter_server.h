@@ -29,6 +29,7 @@
 #include "param_server/push_deduplicator.h"
 #include "param_server/push_outcome.h"
 #include "param_server/staleness_policy.h"
+#include "param_server/target_network.h"
 #include "param_server/weight_average.h"
 #include "param_server/weight_store.h"
 
@@ -157,8 +158,6 @@ class ParameterServer {
   struct Counters {
     uint64_t updates_applied = 0;
     uint64_t applied_minibatches = 0;
-    uint64_t minibatches_at_target = 0;
-    uint64_t target_version = 0;
     double epsilon = 1.0;
     uint64_t pulls_served = 0;
     uint64_t pulls_not_newer = 0;
@@ -192,8 +191,8 @@ class ParameterServer {
   std::unique_ptr<ExplorationSchedule> exploration_ ABSL_GUARDED_BY(apply_mu_);
   PushDeduplicator dedup_ ABSL_GUARDED_BY(apply_mu_);
 
-  mutable absl::Mutex target_mu_;
-  std::shared_ptr<const WeightSnapshot> target_ ABSL_GUARDED_BY(target_mu_);
+  TargetNetwork
+      target_;  // Refreshed by the writer under stats_mu_, so Status sees it with the counters.
 
   mutable absl::Mutex stats_mu_;
   Counters counters_ ABSL_GUARDED_BY(stats_mu_);
