@@ -264,12 +264,6 @@ v1::ShardInfo ParameterServer::shard_info() const {
   return ShardInfoOf(shard_map_, options_.shard_index, full_model_);
 }
 
-ParameterServer::AgentRecord& ParameterServer::TouchAgent(const std::string& agent_id) {
-  AgentRecord& record = agents_[agent_id];
-  record.last_seen = absl::Now();
-  return record;
-}
-
 absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& request) {
   if (request.model_fingerprint() != model_.fingerprint) {
     CountRejection(request.agent_id(), v1::REJECT_REASON_FINGERPRINT_MISMATCH);
@@ -301,9 +295,7 @@ absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& re
   *response.mutable_shard() = shard_info();
   {
     absl::MutexLock lock(&stats_mu_);
-    AgentRecord& record = TouchAgent(request.agent_id());
-    record.hostname = request.hostname();
-    record.index = request.agent_index();
+    agents_.Joined(request.agent_id(), request.hostname(), request.agent_index());
     response.set_target_version(target_.version());
   }
   LOG(INFO) << "agent " << request.agent_id() << " (index " << request.agent_index() << ") joined from "
@@ -324,11 +316,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
   const std::string& agent_id = header.agent_id;
   const uint32_t minibatch_count = header.minibatch_count;
   PushOutcome outcome;
-  uint32_t agent_index = 0;
-  {
-    absl::MutexLock lock(&stats_mu_);
-    agent_index = TouchAgent(agent_id).index;
-  }
+  const uint32_t agent_index = agents_.Seen(agent_id);
   {
     absl::MutexLock lock(&apply_mu_);
     // Repeat detection and the apply are one step under the writer's lock, so two attempts of one push
@@ -376,17 +364,14 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
     dedup_.Record(agent_id, header.push_session, header.sequence, outcome);
 
     absl::MutexLock stats(&stats_mu_);
-    AgentRecord& record = agents_[agent_id];
-    record.last_staleness = outcome.staleness;
+    agents_.Answered(agent_id, outcome);
     if (outcome.accepted) {
-      ++record.accepted;
       ++counters_.updates_applied;
       counters_.applied_minibatches += minibatch_count;
       counters_.epsilon = exploration_->global_epsilon();
       target_.OnApplied(counters_.applied_minibatches, *store_);
       apply_rate_.Record(1);
     } else {
-      ++record.rejected;
       ++rejections_[outcome.reason];
     }
     outcome.target_version = target_.version();
@@ -433,7 +418,7 @@ bool ParameterServer::FoldAverage() {
 void ParameterServer::CountRejection(const std::string& agent_id, v1::RejectReason reason) {
   absl::MutexLock lock(&stats_mu_);
   ++rejections_[reason];
-  if (!agent_id.empty()) ++TouchAgent(agent_id).rejected;
+  if (!agent_id.empty()) agents_.Refused(agent_id);
 }
 
 void ParameterServer::CountBytes(uint64_t in, uint64_t out) {
@@ -444,7 +429,7 @@ void ParameterServer::CountBytes(uint64_t in, uint64_t out) {
 void ParameterServer::CountPull(const std::string& agent_id, bool not_newer) {
   absl::MutexLock lock(&stats_mu_);
   ++(not_newer ? counters_.pulls_not_newer : counters_.pulls_served);
-  if (!agent_id.empty()) TouchAgent(agent_id);
+  if (!agent_id.empty()) agents_.Seen(agent_id);
 }
 
 v1::StatusResponse ParameterServer::Status() const {
@@ -479,15 +464,7 @@ v1::StatusResponse ParameterServer::Status() const {
     (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
   }
   status.set_pushes_per_second(apply_rate_.PerSecond(now));
-  for (const auto& [id, record] : agents_) {
-    v1::AgentStatus* agent = status.add_agents();
-    agent->set_agent_id(id);
-    agent->set_hostname(record.hostname);
-    agent->set_last_seen_unix_ms(absl::ToUnixMillis(record.last_seen));
-    agent->set_last_staleness(record.last_staleness);
-    agent->set_pushes_accepted(record.accepted);
-    agent->set_pushes_rejected(record.rejected);
-  }
+  agents_.AddTo(status);
   return status;
 }
 

@@ -22,6 +22,7 @@
 #include "common/run_defaults.h"
 #include "common/shard_map.h"
 #include "convoy/v1/parameter_server.pb.h"
+#include "param_server/agent_registry.h"
 #include "param_server/apply_log.h"
 #include "param_server/checkpointer.h"
 #include "param_server/optimizer.h"
@@ -146,14 +147,6 @@ class ParameterServer {
   v1::RunConfig RunConfigFor(uint32_t agent_index) const;
 
  private:
-  struct AgentRecord {
-    std::string hostname;
-    uint32_t index = 0;
-    absl::Time last_seen = absl::InfinitePast();
-    uint64_t last_staleness = 0;
-    uint64_t accepted = 0;
-    uint64_t rejected = 0;
-  };
   // Scalars read by Status() without touching apply_mu_.
   struct Counters {
     uint64_t updates_applied = 0;
@@ -167,7 +160,6 @@ class ParameterServer {
   };
   ParameterServer(const ParameterServerOptions& options, ModelInfo full_model, ShardMap map);
   absl::Status Initialise();
-  AgentRecord& TouchAgent(const std::string& agent_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stats_mu_);
   // The periodic checkpoint task's callback: a checkpoint when one of the triggers is due.
   void PeriodicCheckpoint();
 
@@ -191,13 +183,14 @@ class ParameterServer {
   std::unique_ptr<ExplorationSchedule> exploration_ ABSL_GUARDED_BY(apply_mu_);
   PushDeduplicator dedup_ ABSL_GUARDED_BY(apply_mu_);
 
-  TargetNetwork
-      target_;  // Refreshed by the writer under stats_mu_, so Status sees it with the counters.
+  // The target is refreshed and the agents' answers counted under stats_mu_ (their own locks nest
+  // inside it), so Status sees them together with the counters.
+  TargetNetwork target_;
+  AgentRegistry agents_;
 
   mutable absl::Mutex stats_mu_;
   Counters counters_ ABSL_GUARDED_BY(stats_mu_);
   std::map<v1::RejectReason, uint64_t> rejections_ ABSL_GUARDED_BY(stats_mu_);
-  std::map<std::string, AgentRecord> agents_ ABSL_GUARDED_BY(stats_mu_);
   // Accepted pushes; mutable because reading the rate drops the events that left its window.
   mutable RateMeter apply_rate_ ABSL_GUARDED_BY(stats_mu_);
   std::atomic<uint64_t> bytes_in_{0};
