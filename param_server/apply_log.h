@@ -18,25 +18,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "param_server/apply_hooks.h"
 
 namespace convoy {
 
-// One applied push, as the apply log records it.
-struct AppliedPush {
-  uint64_t incarnation = 0;
-  uint64_t version = 0;  // The version the push made.
-  std::string agent_id;
-  uint64_t push_session = 0;
-  uint64_t sequence = 0;  // 0: a client without exactly-once.
-  uint32_t minibatches = 0;
-  uint64_t staleness = 0;
-};
-
-class ApplyLog {
+class ApplyLog : public ApplyHook {
  public:
   // Opens (creating, or appending to) `path`. Errors: ErrnoError's code naming the path.
   static absl::StatusOr<std::unique_ptr<ApplyLog>> Open(const std::string& path);
-  ~ApplyLog();
+  ~ApplyLog() override;
   ApplyLog(const ApplyLog&) = delete;
   ApplyLog& operator=(const ApplyLog&) = delete;
 
@@ -44,8 +34,8 @@ class ApplyLog {
   // the server carries on. The format is read by tests/cluster/chaos_check.py: change both
   // together.
   void Started(uint64_t incarnation, uint64_t version);
-  void Applied(const AppliedPush& push);
-  void Checkpointed(uint64_t incarnation, uint64_t version);
+  void Applied(const AppliedPush& push) override;
+  void Checkpointed(uint64_t incarnation, uint64_t version) override;
 
  private:
   void Append(absl::string_view line);

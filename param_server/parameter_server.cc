@@ -165,6 +165,7 @@ absl::Status ParameterServer::Initialise() {
     if (!log.ok()) return log.status();
     apply_log_ = *std::move(log);
     apply_log_->Started(incarnation_, version);
+    hooks_.push_back(apply_log_.get());
   }
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
   if (resumed) {
@@ -346,10 +347,10 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       if (decision.kind == StalenessDecision::Kind::kApply) {
         optimizer_->Apply(values.data(), decision.lr_scale);
         const uint64_t version = store_->version() + 1;
-        if (apply_log_ != nullptr) {  // Under the writer's lock: the log is in version order.
-          apply_log_->Applied({incarnation_, version, agent_id, header.push_session,
-                               header.sequence, minibatch_count, decision.staleness});
-        }
+        const AppliedPush applied{incarnation_,        version,         agent_id,
+                                  header.push_session, header.sequence, minibatch_count,
+                                  decision.staleness};
+        for (ApplyHook* hook : hooks_) hook->Applied(applied);
         exploration_->OnUpdateApplied();
         store_->Publish(version);
         outcome.accepted = true;
@@ -517,9 +518,7 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
     checkpointed_path_ = *path;
     status_checkpoint_version_.store(m.version());
     status_checkpoint_unix_ms_.store(m.created_unix_ms());
-    if (apply_log_ != nullptr) {
-      apply_log_->Checkpointed(incarnation_, m.version());
-    }
+    for (ApplyHook* hook : hooks_) hook->Checkpointed(incarnation_, m.version());
   }
   absl::MutexLock stats(&stats_mu_);
   if (path.ok()) {

@@ -23,6 +23,7 @@
 #include "common/shard_map.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "param_server/agent_registry.h"
+#include "param_server/apply_hooks.h"
 #include "param_server/apply_log.h"
 #include "param_server/checkpointer.h"
 #include "param_server/optimizer.h"
@@ -174,6 +175,8 @@ class ParameterServer {
   std::unique_ptr<WeightStore> store_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<ApplyLog> apply_log_;  // Null without options.apply_log.
+  // Told of every applied update and checkpoint (apply_hooks.h); fixed once Initialise returns.
+  std::vector<ApplyHook*> hooks_;
 
   // The single writer: optimizer steps, target refreshes and checkpoint captures. The version is
   // the store's: only this writer publishes, so under apply_mu_ it is the version of the master
