@@ -19,6 +19,20 @@ absl::StatusOr<std::unique_ptr<ApplyLog>> ApplyLog::Open(const std::string& path
 
 ApplyLog::~ApplyLog() { close(fd_); }
 
+void ApplyLog::Started(uint64_t incarnation, uint64_t version) {
+  Append(absl::StrCat("start incarnation=", incarnation, " version=", version));
+}
+
+void ApplyLog::Applied(const AppliedPush& push) {
+  Append(absl::StrCat("apply incarnation=", push.incarnation, " version=", push.version, " agent=",
+                      push.agent_id, " session=", push.push_session, " sequence=", push.sequence,
+                      " minibatches=", push.minibatches, " staleness=", push.staleness));
+}
+
+void ApplyLog::Checkpointed(uint64_t incarnation, uint64_t version) {
+  Append(absl::StrCat("checkpoint incarnation=", incarnation, " version=", version));
+}
+
 void ApplyLog::Append(absl::string_view line) {
   const std::string record = absl::StrCat(line, "\n");
   // One write(2) of the whole line: O_APPEND makes it land whole, after every other.

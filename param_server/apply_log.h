@@ -12,26 +12,34 @@
 #define CONVOY_PARAM_SERVER_APPLY_LOG_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "param_server/apply_hooks.h"
 
 namespace convoy {
 
-class ApplyLog {
+class ApplyLog : public ApplyHook {
  public:
   // Opens (creating, or appending to) `path`. Errors: ErrnoError's code naming the path.
   static absl::StatusOr<std::unique_ptr<ApplyLog>> Open(const std::string& path);
-  ~ApplyLog();
+  ~ApplyLog() override;
   ApplyLog(const ApplyLog&) = delete;
   ApplyLog& operator=(const ApplyLog&) = delete;
 
-  // Appends `line` and a newline. A failed write is logged once; the server carries on.
-  void Append(absl::string_view line);
+  // One call per record of the format above; each appends its line. A failed write is logged once;
+  // the server carries on. The format is read by tests/cluster/chaos_check.py: change both
+  // together.
+  void Started(uint64_t incarnation, uint64_t version);
+  void Applied(const AppliedPush& push) override;
+  void Checkpointed(uint64_t incarnation, uint64_t version) override;
 
  private:
+  void Append(absl::string_view line);
+
   ApplyLog(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   const std::string path_;
   const int fd_;

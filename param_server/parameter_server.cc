@@ -95,6 +95,7 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       incarnation_(NewIncarnation()),
       started_(absl::Now()),
       staleness_(options.max_staleness, options.staleness_lr_scaling),
+      target_(options.target_update_frequency),
       apply_rate_(kRateWindow, started_) {}
 
 ParameterServer::~ParameterServer() {
@@ -156,7 +157,8 @@ absl::Status ParameterServer::Initialise() {
     absl::StatusOr<std::unique_ptr<ApplyLog>> log = ApplyLog::Open(options_.apply_log);
     if (!log.ok()) return log.status();
     apply_log_ = *std::move(log);
-    apply_log_->Append(absl::StrCat("start incarnation=", incarnation_, " version=", version));
+    apply_log_->Started(incarnation_, version);
+    hooks_.push_back(apply_log_.get());
   }
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
   if (resumed) {
@@ -167,7 +169,6 @@ absl::Status ParameterServer::Initialise() {
     status_checkpoint_unix_ms_.store(absl::ToUnixMillis(absl::Now()));
   }
   absl::MutexLock lock(&apply_mu_);
-  version_ = version;
   store_ = std::make_unique<WeightStore>(std::move(initial), version);
   absl::StatusOr<std::unique_ptr<FlatOptimizer>> optimizer =
       FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size());
@@ -186,17 +187,9 @@ absl::Status ParameterServer::Initialise() {
       return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
     }
     exploration_->set_global_epsilon(m.epsilon());
-    auto target = std::make_shared<WeightSnapshot>();
-    target->version = m.target_version();
-    target->values = std::move(resumed->target);
-    {
-      absl::MutexLock t(&target_mu_);
-      target_ = std::move(target);
-    }
+    target_.Restore(m, std::move(resumed->target));
     counters_.updates_applied = m.updates_applied();
     counters_.applied_minibatches = m.applied_minibatches();
-    counters_.minibatches_at_target = m.minibatches_at_target();
-    counters_.target_version = m.target_version();
     for (const auto& [name, count] : m.rejections()) {
       v1::RejectReason reason;
       if (v1::RejectReason_Parse(name, &reason)) rejections_[reason] = count;
@@ -204,8 +197,7 @@ absl::Status ParameterServer::Initialise() {
     // "resumed from ... at version N" ends the line: scripts and tests read the version there.
     LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version " << version;
   } else {
-    absl::MutexLock t(&target_mu_);
-    target_ = store_->Snapshot();
+    target_.Start(store_->Snapshot());
   }
   counters_.epsilon = exploration_->global_epsilon();
   if (options_.average_horizon == 0) return absl::OkStatus();
@@ -258,12 +250,6 @@ v1::ShardInfo ParameterServer::shard_info() const {
   return ShardInfoOf(shard_map_, options_.shard_index, full_model_);
 }
 
-ParameterServer::AgentRecord& ParameterServer::TouchAgent(const std::string& agent_id) {
-  AgentRecord& record = agents_[agent_id];
-  record.last_seen = absl::Now();
-  return record;
-}
-
 absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& request) {
   if (request.model_fingerprint() != model_.fingerprint) {
     CountRejection(request.agent_id(), v1::REJECT_REASON_FINGERPRINT_MISMATCH);
@@ -295,10 +281,8 @@ absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& re
   *response.mutable_shard() = shard_info();
   {
     absl::MutexLock lock(&stats_mu_);
-    AgentRecord& record = TouchAgent(request.agent_id());
-    record.hostname = request.hostname();
-    record.index = request.agent_index();
-    response.set_target_version(counters_.target_version);
+    agents_.Joined(request.agent_id(), request.hostname(), request.agent_index());
+    response.set_target_version(target_.version());
   }
   LOG(INFO) << "agent " << request.agent_id() << " (index " << request.agent_index() << ") joined from "
             << request.hostname();
@@ -318,53 +302,42 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
   const std::string& agent_id = header.agent_id;
   const uint32_t minibatch_count = header.minibatch_count;
   PushOutcome outcome;
-  bool refresh_target = false;
-  uint32_t agent_index = 0;
-  {
-    absl::MutexLock lock(&stats_mu_);
-    agent_index = TouchAgent(agent_id).index;
-  }
+  const uint32_t agent_index = agents_.Seen(agent_id);
   {
     absl::MutexLock lock(&apply_mu_);
     // Repeat detection and the apply are one step under the writer's lock, so two attempts of one push
     // that arrive together still apply once.
-    LastPush* last = nullptr;
-    if (header.sequence != 0) {
-      last = &last_push_[agent_id];
-      if (last->push_session != header.push_session) *last = LastPush{header.push_session, 0, {}};
-      if (header.sequence <= last->sequence) {
-        PushOutcome again = last->outcome;
-        if (header.sequence < last->sequence) {
-          again = PushOutcome{};
-          again.reason = v1::REJECT_REASON_SUPERSEDED;
-          again.version = version_;
-          again.epsilon = exploration_->EpsilonFor(agent_index);
-        }
-        again.repeated = true;
-        absl::MutexLock stats(&stats_mu_);
-        ++counters_.repeated_pushes;
-        if (!again.accepted) ++rejections_[again.reason];
-        again.target_version = counters_.target_version;
-        return again;
+    const PushDeduplicator::Seen seen =
+        dedup_.Check(agent_id, header.push_session, header.sequence);
+    if (seen.verdict != PushDeduplicator::Verdict::kNew) {
+      PushOutcome again = seen.answer;
+      if (seen.verdict == PushDeduplicator::Verdict::kSuperseded) {
+        again.reason = v1::REJECT_REASON_SUPERSEDED;
+        again.version = store_->version();
+        again.epsilon = exploration_->EpsilonFor(agent_index);
       }
+      again.repeated = true;
+      absl::MutexLock stats(&stats_mu_);
+      ++counters_.repeated_pushes;
+      if (!again.accepted) ++rejections_[again.reason];
+      again.target_version = target_.version();
+      return again;
     }
     if (header.base_incarnation != 0 && header.base_incarnation != incarnation_) {
       // Versions of another incarnation say nothing about staleness here.
       outcome.reason = v1::REJECT_REASON_WRONG_INCARNATION;
     } else {
-      const StalenessDecision decision = staleness_.Decide(version_, header.base_version);
+      const StalenessDecision decision = staleness_.Decide(store_->version(), header.base_version);
       outcome.staleness = decision.staleness;
       if (decision.kind == StalenessDecision::Kind::kApply) {
         optimizer_->Apply(values.data(), decision.lr_scale);
-        ++version_;
-        if (apply_log_ != nullptr) {  // Under the writer's lock: the log is in version order.
-          apply_log_->Append(absl::StrCat(
-              "apply incarnation=", incarnation_, " version=", version_, " agent=", agent_id,
-              " session=", header.push_session, " sequence=", header.sequence,
-              " minibatches=", minibatch_count, " staleness=", decision.staleness));
-        }
+        const uint64_t version = store_->version() + 1;
+        const AppliedPush applied{incarnation_,        version,         agent_id,
+                                  header.push_session, header.sequence, minibatch_count,
+                                  decision.staleness};
+        for (ApplyHook* hook : hooks_) hook->Applied(applied);
         exploration_->OnUpdateApplied();
-        store_->Publish(version_);
+        store_->Publish(version);
         outcome.accepted = true;
       } else {
         outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
@@ -372,38 +345,22 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
                              : v1::REJECT_REASON_AHEAD;
       }
     }
-    outcome.version = version_;
+    outcome.version = store_->version();
     outcome.epsilon = exploration_->EpsilonFor(agent_index);
-    if (last != nullptr) {
-      last->sequence = header.sequence;
-      last->outcome = outcome;
-    }
+    dedup_.Record(agent_id, header.push_session, header.sequence, outcome);
 
     absl::MutexLock stats(&stats_mu_);
-    AgentRecord& record = agents_[agent_id];
-    record.last_staleness = outcome.staleness;
+    agents_.Answered(agent_id, outcome);
     if (outcome.accepted) {
-      ++record.accepted;
       ++counters_.updates_applied;
       counters_.applied_minibatches += minibatch_count;
       counters_.epsilon = exploration_->global_epsilon();
-      if (TargetRefreshDue(counters_.applied_minibatches, counters_.minibatches_at_target,
-                           options_.target_update_frequency)) {
-        counters_.minibatches_at_target = counters_.applied_minibatches;
-        counters_.target_version = version_;
-        refresh_target = true;
-      }
+      target_.OnApplied(counters_.applied_minibatches, *store_);
       apply_rate_.Record(1);
     } else {
-      ++record.rejected;
       ++rejections_[outcome.reason];
     }
-    outcome.target_version = counters_.target_version;
-    if (refresh_target) {
-      std::shared_ptr<const WeightSnapshot> snapshot = store_->Snapshot();
-      absl::MutexLock t(&target_mu_);
-      target_ = std::move(snapshot);
-    }
+    outcome.target_version = target_.version();
   }
   if (outcome.accepted) {
     absl::MutexLock lock(&loop_mu_);
@@ -418,8 +375,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
 
 std::shared_ptr<const WeightSnapshot> ParameterServer::Snapshot(v1::Network network) const {
   if (network == v1::NETWORK_TARGET) {
-    absl::MutexLock lock(&target_mu_);
-    return target_;
+    return target_.Snapshot();
   }
   if (network == v1::NETWORK_AVERAGE) {
     absl::MutexLock lock(&average_mu_);
@@ -448,7 +404,7 @@ bool ParameterServer::FoldAverage() {
 void ParameterServer::CountRejection(const std::string& agent_id, v1::RejectReason reason) {
   absl::MutexLock lock(&stats_mu_);
   ++rejections_[reason];
-  if (!agent_id.empty()) ++TouchAgent(agent_id).rejected;
+  if (!agent_id.empty()) agents_.Refused(agent_id);
 }
 
 void ParameterServer::CountBytes(uint64_t in, uint64_t out) {
@@ -459,7 +415,7 @@ void ParameterServer::CountBytes(uint64_t in, uint64_t out) {
 void ParameterServer::CountPull(const std::string& agent_id, bool not_newer) {
   absl::MutexLock lock(&stats_mu_);
   ++(not_newer ? counters_.pulls_not_newer : counters_.pulls_served);
-  if (!agent_id.empty()) TouchAgent(agent_id);
+  if (!agent_id.empty()) agents_.Seen(agent_id);
 }
 
 v1::StatusResponse ParameterServer::Status() const {
@@ -482,7 +438,7 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_uptime_seconds(absl::ToDoubleSeconds(now - started_));
   status.set_updates_applied(counters_.updates_applied);
   status.set_applied_minibatches(counters_.applied_minibatches);
-  status.set_target_version(counters_.target_version);
+  status.set_target_version(target_.version());
   status.set_epsilon(counters_.epsilon);
   status.set_pulls_served(counters_.pulls_served);
   status.set_pulls_not_newer(counters_.pulls_not_newer);
@@ -494,15 +450,7 @@ v1::StatusResponse ParameterServer::Status() const {
     (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
   }
   status.set_pushes_per_second(apply_rate_.PerSecond(now));
-  for (const auto& [id, record] : agents_) {
-    v1::AgentStatus* agent = status.add_agents();
-    agent->set_agent_id(id);
-    agent->set_hostname(record.hostname);
-    agent->set_last_seen_unix_ms(absl::ToUnixMillis(record.last_seen));
-    agent->set_last_staleness(record.last_staleness);
-    agent->set_pushes_accepted(record.accepted);
-    agent->set_pushes_rejected(record.rejected);
-  }
+  agents_.AddTo(status);
   return status;
 }
 
@@ -526,22 +474,17 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   {
     // A consistent cut: weights, optimizer state and counters of one version.
     absl::MutexLock lock(&apply_mu_);
-    if (version_ == checkpointed_version_) return checkpointed_path_;  // Nothing new since.
     data.weights = store_->Snapshot();
+    if (data.weights->version == checkpointed_version_) return checkpointed_path_;  // Nothing new.
     absl::StatusOr<std::string> optimizer_state = optimizer_->SaveState();
     if (!optimizer_state.ok()) return optimizer_state.status();
     data.optimizer_state = *std::move(optimizer_state);
-    {
-      absl::MutexLock t(&target_mu_);
-      data.target = target_;
-    }
-    m.set_version(version_);
+    target_.SaveTo(data);
+    m.set_version(data.weights->version);
     m.set_epsilon(exploration_->global_epsilon());
     absl::MutexLock stats(&stats_mu_);
     m.set_updates_applied(counters_.updates_applied);
     m.set_applied_minibatches(counters_.applied_minibatches);
-    m.set_minibatches_at_target(counters_.minibatches_at_target);
-    m.set_target_version(counters_.target_version);
     for (const auto& [reason, count] : rejections_) {
       (*m.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
     }
@@ -560,10 +503,7 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
     checkpointed_path_ = *path;
     status_checkpoint_version_.store(m.version());
     status_checkpoint_unix_ms_.store(m.created_unix_ms());
-    if (apply_log_ != nullptr) {
-      apply_log_->Append(
-          absl::StrCat("checkpoint incarnation=", incarnation_, " version=", m.version()));
-    }
+    for (ApplyHook* hook : hooks_) hook->Checkpointed(incarnation_, m.version());
   }
   absl::MutexLock stats(&stats_mu_);
   if (path.ok()) {

@@ -16,18 +16,23 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/exploration.h"
-#include "common/rates.h"
 #include "common/model_registry.h"
 #include "common/periodic_task.h"
+#include "common/rates.h"
 #include "common/run_defaults.h"
 #include "common/run_settings.h"
-#include "convoy/v1/parameter_server.pb.h"
 #include "common/shard_map.h"
+#include "convoy/v1/parameter_server.pb.h"
+#include "param_server/agent_registry.h"
+#include "param_server/apply_hooks.h"
 #include "param_server/apply_log.h"
 #include "param_server/checkpointer.h"
 #include "param_server/optimizer.h"
 #include "param_server/push_assembler.h"
+#include "param_server/push_deduplicator.h"
+#include "param_server/push_outcome.h"
 #include "param_server/staleness_policy.h"
+#include "param_server/target_network.h"
 #include "param_server/weight_average.h"
 #include "param_server/weight_store.h"
 
@@ -64,17 +69,6 @@ struct ParameterServerOptions : RunSettings {
   // exactly-once records and checkpoints of its own. 1 shard: the whole model.
   uint32_t num_shards = 1;
   uint32_t shard_index = 0;
-};
-
-// The result of a push that passed validation.
-struct PushOutcome {
-  bool accepted = false;
-  v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
-  uint64_t version = 0;
-  uint64_t staleness = 0;
-  uint64_t target_version = 0;
-  double epsilon = 0;
-  bool repeated = false;  // A retry of a push already answered: this is that answer, nothing applied.
 };
 
 // Thread-safe. Applies are serialised (one writer); snapshots and status never wait for an apply.
@@ -146,20 +140,10 @@ class ParameterServer {
   v1::RunConfig RunConfigFor(uint32_t agent_index) const;
 
  private:
-  struct AgentRecord {
-    std::string hostname;
-    uint32_t index = 0;
-    absl::Time last_seen = absl::InfinitePast();
-    uint64_t last_staleness = 0;
-    uint64_t accepted = 0;
-    uint64_t rejected = 0;
-  };
   // Scalars read by Status() without touching apply_mu_.
   struct Counters {
     uint64_t updates_applied = 0;
     uint64_t applied_minibatches = 0;
-    uint64_t minibatches_at_target = 0;
-    uint64_t target_version = 0;
     double epsilon = 1.0;
     uint64_t pulls_served = 0;
     uint64_t pulls_not_newer = 0;
@@ -167,16 +151,8 @@ class ParameterServer {
     uint64_t checkpoint_failures = 0;
     uint64_t repeated_pushes = 0;
   };
-  // The newest push answered for an agent, for repeat detection.
-  struct LastPush {
-    uint64_t push_session = 0;
-    uint64_t sequence = 0;
-    PushOutcome outcome;
-  };
-
   ParameterServer(const ParameterServerOptions& options, ModelInfo full_model, ShardMap map);
   absl::Status Initialise();
-  AgentRecord& TouchAgent(const std::string& agent_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stats_mu_);
   // The periodic checkpoint task's callback: a checkpoint when one of the triggers is due.
   void PeriodicCheckpoint();
 
@@ -191,21 +167,25 @@ class ParameterServer {
   std::unique_ptr<WeightStore> store_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<ApplyLog> apply_log_;  // Null without options.apply_log.
+  // Told of every applied update and checkpoint (apply_hooks.h); fixed once Initialise returns.
+  std::vector<ApplyHook*> hooks_;
 
-  // The single writer: optimizer steps, target refreshes and checkpoint captures.
+  // The single writer: optimizer steps, target refreshes and checkpoint captures. The version is
+  // the store's: only this writer publishes, so under apply_mu_ it is the version of the master
+  // weights.
   mutable absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(stats_mu_);
   std::unique_ptr<FlatOptimizer> optimizer_ ABSL_GUARDED_BY(apply_mu_);
   std::unique_ptr<ExplorationSchedule> exploration_ ABSL_GUARDED_BY(apply_mu_);
-  uint64_t version_ ABSL_GUARDED_BY(apply_mu_) = 0;
-  std::map<std::string, LastPush> last_push_ ABSL_GUARDED_BY(apply_mu_);
+  PushDeduplicator dedup_ ABSL_GUARDED_BY(apply_mu_);
 
-  mutable absl::Mutex target_mu_;
-  std::shared_ptr<const WeightSnapshot> target_ ABSL_GUARDED_BY(target_mu_);
+  // The target is refreshed and the agents' answers counted under stats_mu_ (their own locks nest
+  // inside it), so Status sees them together with the counters.
+  TargetNetwork target_;
+  AgentRegistry agents_;
 
   mutable absl::Mutex stats_mu_;
   Counters counters_ ABSL_GUARDED_BY(stats_mu_);
   std::map<v1::RejectReason, uint64_t> rejections_ ABSL_GUARDED_BY(stats_mu_);
-  std::map<std::string, AgentRecord> agents_ ABSL_GUARDED_BY(stats_mu_);
   // Accepted pushes; mutable because reading the rate drops the events that left its window.
   mutable RateMeter apply_rate_ ABSL_GUARDED_BY(stats_mu_);
   std::atomic<uint64_t> bytes_in_{0};

@@ -1,0 +1,48 @@
+// PushDeduplicator: exactly-once pushes. It remembers, per agent, the newest push answered (its
+// push_session and sequence) and that answer, so a retry is answered again instead of applied
+// again. A new push_session of an agent (a new client, a restarted process) starts its sequence
+// space afresh. Sequence 0 is a client without exactly-once: always new, never remembered. Joins do
+// not touch it, so a push retried across a rejoin is still recognised.
+//
+// Not thread-safe: the server checks, applies and records under its writer's lock, so that two
+// attempts of one push that arrive together still apply once.
+#ifndef CONVOY_PARAM_SERVER_PUSH_DEDUPLICATOR_H_
+#define CONVOY_PARAM_SERVER_PUSH_DEDUPLICATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "param_server/push_outcome.h"
+
+namespace convoy {
+
+class PushDeduplicator {
+ public:
+  enum class Verdict {
+    kNew,         // Not seen: apply it, then Record the answer.
+    kRepeat,      // The push last answered: answer it again (Seen::answer).
+    kSuperseded,  // Older than the push last answered: refuse it, apply nothing.
+  };
+  struct Seen {
+    Verdict verdict = Verdict::kNew;
+    PushOutcome answer;  // For kRepeat: the answer first given.
+  };
+
+  Seen Check(const std::string& agent_id, uint64_t push_session, uint64_t sequence);
+  // Remembers the answer to a push Check found new. Does nothing for sequence 0.
+  void Record(const std::string& agent_id, uint64_t push_session, uint64_t sequence,
+              const PushOutcome& answer);
+
+ private:
+  struct LastPush {
+    uint64_t push_session = 0;
+    uint64_t sequence = 0;
+    PushOutcome answer;
+  };
+  std::map<std::string, LastPush> last_push_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_PARAM_SERVER_PUSH_DEDUPLICATOR_H_

@@ -1,0 +1,24 @@
+// PushOutcome: the parameter server's answer to a push that passed validation.
+#ifndef CONVOY_PARAM_SERVER_PUSH_OUTCOME_H_
+#define CONVOY_PARAM_SERVER_PUSH_OUTCOME_H_
+
+#include <cstdint>
+
+#include "convoy/v1/parameter_server.pb.h"
+
+namespace convoy {
+
+struct PushOutcome {
+  bool accepted = false;
+  v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
+  uint64_t version = 0;
+  uint64_t staleness = 0;
+  uint64_t target_version = 0;
+  double epsilon = 0;
+  bool repeated =
+      false;  // A retry of a push already answered: this is that answer, nothing applied.
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_PARAM_SERVER_PUSH_OUTCOME_H_

@@ -1,0 +1,41 @@
+#include "param_server/apply_log.h"
+
+#include <memory>
+#include <string>
+
+#include "tests/catch.h"
+#include "tests/support/subprocess.h"
+
+namespace convoy {
+namespace {
+
+TEST_CASE("The apply log writes one line per typed record, in the format chaos_check.py reads",
+          "[apply_log]") {
+  const std::string path = testing::MakeTempDir("apply_log_unit") + "/apply.log";
+  {
+    absl::StatusOr<std::unique_ptr<ApplyLog>> log = ApplyLog::Open(path);
+    REQUIRE(log.ok());
+    (*log)->Started(11, 0);
+    (*log)->Applied({11, 1, "agent-0", 5, 2, 4, 3});
+    (*log)->Checkpointed(11, 1);
+  }
+  CHECK(testing::ReadWholeFile(path) ==
+        "start incarnation=11 version=0\n"
+        "apply incarnation=11 version=1 agent=agent-0 session=5 sequence=2 minibatches=4 "
+        "staleness=3\n"
+        "checkpoint incarnation=11 version=1\n");
+}
+
+TEST_CASE("A reopened apply log appends after the lines already there", "[apply_log]") {
+  const std::string path = testing::MakeTempDir("apply_log_unit") + "/apply.log";
+  for (uint64_t incarnation : {1, 2}) {
+    absl::StatusOr<std::unique_ptr<ApplyLog>> log = ApplyLog::Open(path);
+    REQUIRE(log.ok());
+    (*log)->Started(incarnation, 0);
+  }
+  CHECK(testing::ReadWholeFile(path) ==
+        "start incarnation=1 version=0\nstart incarnation=2 version=0\n");
+}
+
+}  // namespace
+}  // namespace convoy

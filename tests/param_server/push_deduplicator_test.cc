@@ -1,0 +1,57 @@
+#include "param_server/push_deduplicator.h"
+
+#include "tests/catch.h"
+
+namespace convoy {
+namespace {
+
+using Verdict = PushDeduplicator::Verdict;
+
+PushOutcome Accepted(uint64_t version) {
+  PushOutcome outcome;
+  outcome.accepted = true;
+  outcome.version = version;
+  return outcome;
+}
+
+TEST_CASE("A push not seen before is new, and its retry is answered with the recorded answer",
+          "[push_deduplicator]") {
+  PushDeduplicator dedup;
+  REQUIRE(dedup.Check("a", 7, 1).verdict == Verdict::kNew);
+  dedup.Record("a", 7, 1, Accepted(3));
+  const PushDeduplicator::Seen again = dedup.Check("a", 7, 1);
+  CHECK(again.verdict == Verdict::kRepeat);
+  CHECK(again.answer.accepted);
+  CHECK(again.answer.version == 3);
+}
+
+TEST_CASE("A push older than the one last answered is superseded", "[push_deduplicator]") {
+  PushDeduplicator dedup;
+  dedup.Record("a", 7, 5, Accepted(1));
+  CHECK(dedup.Check("a", 7, 4).verdict == Verdict::kSuperseded);
+  CHECK(dedup.Check("a", 7, 6).verdict == Verdict::kNew);
+}
+
+TEST_CASE("A new push session starts the agent's sequence space afresh", "[push_deduplicator]") {
+  PushDeduplicator dedup;
+  dedup.Record("a", 7, 5, Accepted(1));
+  CHECK(dedup.Check("a", 8, 1).verdict == Verdict::kNew);
+}
+
+TEST_CASE("Agents' sequences are independent of each other", "[push_deduplicator]") {
+  PushDeduplicator dedup;
+  dedup.Record("a", 7, 5, Accepted(1));
+  CHECK(dedup.Check("b", 7, 5).verdict == Verdict::kNew);
+  CHECK(dedup.Check("b", 7, 1).verdict == Verdict::kNew);
+}
+
+TEST_CASE("Sequence 0 is a client without exactly-once: always new, never remembered",
+          "[push_deduplicator]") {
+  PushDeduplicator dedup;
+  dedup.Record("a", 0, 0, Accepted(1));
+  CHECK(dedup.Check("a", 0, 0).verdict == Verdict::kNew);
+  CHECK(dedup.Check("a", 0, 0).verdict == Verdict::kNew);
+}
+
+}  // namespace
+}  // namespace convoy
