@@ -24,6 +24,7 @@
 #include "common/gpu_monitor.h"
 #include "common/metrics.h"
 #include "common/model_registry.h"
+#include "common/progress_record.h"
 #include "common/weights_file.h"
 
 namespace convoy {
@@ -719,14 +720,19 @@ void Agent::Impl::Report(bool final) {
           : "",
       left.c_str());
   if (options_.machine_progress) {
-    std::printf(
-        "PROGRESS agent=%s episodes=%llu env_steps=%llu train_steps=%llu avg_return=%.3f "
-        "env_sps=%.1f train_sps=%.2f epsilon=%.3f loss=%.5f version=%llu connected=%d\n",
-        options_.agent_id.c_str(), static_cast<unsigned long long>(s.episodes),
-        static_cast<unsigned long long>(s.env_steps),
-        static_cast<unsigned long long>(s.train_steps), s.average_return, env_sps, train_sps,
-        epsilon_, loss, static_cast<unsigned long long>(ps_version_),
-        ps_ == nullptr || (ps_connected_ && in_step_) ? 1 : 0);
+    ProgressRecord progress;
+    progress.agent = options_.agent_id;
+    progress.episodes = s.episodes;
+    progress.env_steps = s.env_steps;
+    progress.train_steps = s.train_steps;
+    progress.avg_return = s.average_return;
+    progress.env_sps = env_sps;
+    progress.train_sps = train_sps;
+    progress.epsilon = epsilon_;
+    progress.loss = loss;
+    progress.version = ps_version_;
+    progress.connected = ps_ == nullptr || (ps_connected_ && in_step_);
+    std::printf("%s\n", FormatProgress(progress).c_str());
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {
