@@ -343,7 +343,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     const int action = ChooseAction();
     absl::StatusOr<StepResult> step = environment_->env->Step(action, env_frame_.data());
     if (!step.ok()) {
-      if (options_.environment.sim == "embedded") return step.status();
+      if (options_.environment.sim.kind == SimKind::kEmbedded) return step.status();
       LOG(WARNING) << options_.agent_id << ": simulator call failed (" << step.status()
                    << "); reconnecting";
       if (absl::Status s = ReconnectSimulator(); !s.ok()) return s;
@@ -365,7 +365,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     if (step->done) {
       EndEpisode(*step);
       if (absl::Status s = ResetEpisode(); !s.ok()) {
-        if (options_.environment.sim == "embedded") return s;
+        if (options_.environment.sim.kind == SimKind::kEmbedded) return s;
         if (absl::Status r = ReconnectSimulator(); !r.ok()) return r;
       }
     }

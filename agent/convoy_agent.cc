@@ -36,7 +36,7 @@ ABSL_FLAG(std::string, ps, "",
           "Parameter server host:port, or for a sharded one (convoy_ps --num_shards) every shard's "
           "host:port,host:port,... in shard order, or @FILE listing them one per line in shard order; "
           "empty trains alone with a local optimizer.");
-ABSL_FLAG(std::string, sim, Defaults().environment.sim,
+ABSL_FLAG(convoy::SimTarget, sim, Defaults().environment.sim,
           "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
 ABSL_FLAG(std::string, map_dir, "",
           "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
