@@ -9,7 +9,7 @@
 namespace convoy {
 namespace {
 
-TEST_CASE("--sim=embedded names the in-process simulator", "[environment]") {
+TEST_CASE("The simulator value embedded names the in-process simulator", "[environment]") {
   absl::StatusOr<SimTarget> target = ParseSimTarget("embedded");
   REQUIRE(target.ok());
   CHECK(target->kind == SimKind::kEmbedded);
@@ -18,7 +18,8 @@ TEST_CASE("--sim=embedded names the in-process simulator", "[environment]") {
   CHECK(spec.sim.kind == SimKind::kEmbedded);
 }
 
-TEST_CASE("--sim=airsim://host:port names an AirSim server and its port", "[environment]") {
+TEST_CASE("The simulator value airsim://host:port names an AirSim server and its port",
+          "[environment]") {
   absl::StatusOr<SimTarget> target = ParseSimTarget("airsim://convoy-sim:41460");
   REQUIRE(target.ok());
   CHECK(target->kind == SimKind::kAirSim);
@@ -27,14 +28,15 @@ TEST_CASE("--sim=airsim://host:port names an AirSim server and its port", "[envi
   CHECK(SimTargetName(*target) == "airsim://convoy-sim:41460");
 }
 
-TEST_CASE("--sim=airsim://host without a port means AirSim's own port", "[environment]") {
+TEST_CASE("The simulator value airsim://host without a port means AirSim's own port",
+          "[environment]") {
   absl::StatusOr<SimTarget> target = ParseSimTarget("airsim://127.0.0.1");
   REQUIRE(target.ok());
   CHECK(target->host == "127.0.0.1");
   CHECK(target->port == 41451);
 }
 
-TEST_CASE("An unknown --sim is refused, naming the values it takes", "[environment]") {
+TEST_CASE("An unknown simulator value is refused, naming the values it takes", "[environment]") {
   for (const char* value : {"", "Embedded", "airsim:/host:1", "carla://host:2000"}) {
     INFO(value);
     absl::StatusOr<SimTarget> target = ParseSimTarget(value);
@@ -45,13 +47,13 @@ TEST_CASE("An unknown --sim is refused, naming the values it takes", "[environme
   }
 }
 
-TEST_CASE("A --sim with a port that is not a number is refused", "[environment]") {
+TEST_CASE("A simulator value whose port is not a number is refused", "[environment]") {
   absl::StatusOr<SimTarget> target = ParseSimTarget("airsim://host:port");
   REQUIRE_FALSE(target.ok());
   CHECK(target.status().message() == "bad port in --sim=airsim://host:port");
 }
 
-TEST_CASE("--sim as a flag parses at start-up and prints back as given", "[environment]") {
+TEST_CASE("The simulator flag parses at start-up and prints back as given", "[environment]") {
   SimTarget target;
   std::string error;
   REQUIRE(absl::ParseFlag("airsim://10.0.0.2:41452", &target, &error));
