@@ -24,6 +24,7 @@
 #include "common/gpu_monitor.h"
 #include "common/metrics.h"
 #include "common/model_registry.h"
+#include "common/progress_record.h"
 #include "common/status_macros.h"
 #include "common/weights_file.h"
 
@@ -337,7 +338,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     const int action = ChooseAction();
     absl::StatusOr<StepResult> step = environment_->env->Step(action, env_frame_.data());
     if (!step.ok()) {
-      if (options_.environment.sim == "embedded") return step.status();
+      if (options_.environment.sim.kind == SimKind::kEmbedded) return step.status();
       LOG(WARNING) << options_.agent_id << ": simulator call failed (" << step.status()
                    << "); reconnecting";
       if (absl::Status s = ReconnectSimulator(); !s.ok()) return s;
@@ -359,7 +360,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     if (step->done) {
       EndEpisode(*step);
       if (absl::Status s = ResetEpisode(); !s.ok()) {
-        if (options_.environment.sim == "embedded") return s;
+        if (options_.environment.sim.kind == SimKind::kEmbedded) return s;
         if (absl::Status r = ReconnectSimulator(); !r.ok()) return r;
       }
     }
@@ -519,14 +520,19 @@ void Agent::Impl::Report(bool final) {
                loss, epsilon_,
                sync_ != nullptr ? absl::StrCat(", ", sync_->Describe()).c_str() : "", left.c_str());
   if (options_.machine_progress) {
-    std::printf(
-        "PROGRESS agent=%s episodes=%llu env_steps=%llu train_steps=%llu avg_return=%.3f "
-        "env_sps=%.1f train_sps=%.2f epsilon=%.3f loss=%.5f version=%llu connected=%d\n",
-        options_.agent_id.c_str(), static_cast<unsigned long long>(s.episodes),
-        static_cast<unsigned long long>(s.env_steps),
-        static_cast<unsigned long long>(s.train_steps), s.average_return, env_sps, train_sps,
-        epsilon_, loss, static_cast<unsigned long long>(ps_version),
-        sync_ == nullptr || sync_->state() == SyncState::kInStep ? 1 : 0);
+    ProgressRecord progress;
+    progress.agent = options_.agent_id;
+    progress.episodes = s.episodes;
+    progress.env_steps = s.env_steps;
+    progress.train_steps = s.train_steps;
+    progress.avg_return = s.average_return;
+    progress.env_sps = env_sps;
+    progress.train_sps = train_sps;
+    progress.epsilon = epsilon_;
+    progress.loss = loss;
+    progress.version = ps_version;
+    progress.connected = sync_ == nullptr || sync_->state() == SyncState::kInStep;
+    std::printf("%s\n", FormatProgress(progress).c_str());
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {

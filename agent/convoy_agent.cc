@@ -43,7 +43,7 @@ ABSL_FLAG(std::string, ps, "",
           "Parameter server host:port, or for a sharded one (convoy_ps --num_shards) every shard's "
           "host:port,host:port,... in shard order, or @FILE listing them one per line in shard order; "
           "empty trains alone with a local optimizer.");
-ABSL_FLAG(std::string, sim, Defaults().environment.sim,
+ABSL_FLAG(convoy::SimTarget, sim, Defaults().environment.sim,
           "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
 ABSL_FLAG(std::string, map_dir, "",
           "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
@@ -179,8 +179,9 @@ AgentOptions OptionsFromFlags(PushMode push) {
   TakeSetting(FLAGS_min_epsilon, &o.min_epsilon, &o.pinned);
   TakeSetting(FLAGS_per_iter_epsilon_reduction, &o.per_iter_epsilon_reduction, &o.pinned);
   o.push = push;
+  // Run() has refused an unknown value before the options are built.
   o.push_encoding =
-      absl::GetFlag(FLAGS_push_encoding) == "bf16" ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
+      ParseTensorEncoding("push_encoding", absl::GetFlag(FLAGS_push_encoding)).value();
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.max_time = absl::Seconds(absl::GetFlag(FLAGS_max_minutes) * 60);
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
@@ -192,9 +193,10 @@ AgentOptions OptionsFromFlags(PushMode push) {
 
 int Run() {
   if (!NumericFlagsInRange()) return kExitUsage;
-  const std::string encoding = absl::GetFlag(FLAGS_push_encoding);
-  if (encoding != "fp32" && encoding != "bf16") {
-    std::fprintf(stderr, "--push_encoding must be fp32 or bf16, got '%s'\n", encoding.c_str());
+  if (absl::StatusOr<TensorEncoding> encoding =
+          ParseTensorEncoding("push_encoding", absl::GetFlag(FLAGS_push_encoding));
+      !encoding.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(encoding.status().message()).c_str());
     return 2;
   }
   const absl::StatusOr<PushMode> push = ParsePushMode(absl::GetFlag(FLAGS_push));

@@ -13,14 +13,22 @@
 #include "common/run_defaults.h"
 #include "common/weights_file.h"
 
+namespace {
+// The defaults the flags below show. One object rather than a temporary per flag: GCC 12 takes the
+// temporaries' SimTarget::host for uninitialised (-Wmaybe-uninitialized).
+const convoy::EnvironmentSpec& DefaultSpec() {
+  static const convoy::EnvironmentSpec* const spec = new convoy::EnvironmentSpec();
+  return *spec;
+}
+}  // namespace
+
 ABSL_FLAG(std::string, checkpoint, "", "A checkpoint directory (its weights.pt) or a weights.pt file.");
 ABSL_FLAG(std::string, model, convoy::run_defaults::kLocalModel, "The model the weights belong to.");
 ABSL_FLAG(int, episodes, 20, "Evaluation episodes (fixed seeds).");
-ABSL_FLAG(std::string, sim, convoy::EnvironmentSpec{}.sim, "embedded, or airsim://host:port.");
-ABSL_FLAG(double, max_epoch_runtime_sec, convoy::EnvironmentSpec{}.env.max_epoch_runtime_sec,
+ABSL_FLAG(convoy::SimTarget, sim, DefaultSpec().sim, "embedded, or airsim://host:port.");
+ABSL_FLAG(double, max_epoch_runtime_sec, DefaultSpec().env.max_epoch_runtime_sec,
           "Episode time limit, simulation seconds.");
-ABSL_FLAG(int, parked_cars, convoy::EnvironmentSpec{}.parked_cars,
-          "Parked cars in the embedded simulator.");
+ABSL_FLAG(int, parked_cars, DefaultSpec().parked_cars, "Parked cars in the embedded simulator.");
 ABSL_FLAG(std::string, map_png, "", "Write a top-down map of every episode's path here (PNG).");
 ABSL_FLAG(
     std::string, trace, "",

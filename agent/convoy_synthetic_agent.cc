@@ -68,6 +68,14 @@ int Run() {
            DurationRange("retry_for", absl::GetFlag(FLAGS_retry_for), absl::ZeroDuration())})) {
     return kExitUsage;
   }
+  // An unknown encoding is a usage error, as an out-of-range number is.
+  absl::StatusOr<TensorEncoding> encoding =
+      ParseTensorEncoding("encoding", absl::GetFlag(FLAGS_encoding));
+  if (!encoding.ok()) {
+    std::fprintf(stderr, "convoy_synthetic_agent: %s\n",
+                 std::string(encoding.status().message()).c_str());
+    return kExitUsage;
+  }
   absl::StatusOr<ModelInfo> model = DescribeModel(absl::GetFlag(FLAGS_model));
   if (!model.ok()) {
     LOG(ERROR) << model.status();
@@ -90,8 +98,7 @@ int Run() {
   options.model_fingerprint = model->fingerprint;
   options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
   options.retry_for = absl::GetFlag(FLAGS_retry_for);
-  options.push_encoding =
-      absl::GetFlag(FLAGS_encoding) == "bf16" ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
+  options.push_encoding = *encoding;
   absl::StatusOr<std::unique_ptr<PsClient>> created = PsClient::Create(options);
   if (!created.ok()) {
     LOG(ERROR) << created.status();

@@ -11,6 +11,45 @@
 
 namespace convoy {
 
+absl::StatusOr<SimTarget> ParseSimTarget(absl::string_view value) {
+  SimTarget target;
+  if (value == "embedded") return target;
+  absl::string_view address = value;
+  if (!absl::ConsumePrefix(&address, "airsim://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sim must be 'embedded' or 'airsim://host:port', got '", value, "'"));
+  }
+  target.kind = SimKind::kAirSim;
+  const size_t colon = address.rfind(':');
+  target.host = std::string(address.substr(0, colon));
+  if (colon != absl::string_view::npos &&
+      !absl::SimpleAtoi(address.substr(colon + 1), &target.port)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad port in --sim=", value));
+  }
+  return target;
+}
+
+std::string SimTargetName(const SimTarget& target) {
+  if (target.kind == SimKind::kEmbedded) return "embedded";
+  return absl::StrCat("airsim://", target.host, ":", target.port);
+}
+
+std::ostream& operator<<(std::ostream& out, const SimTarget& target) {
+  return out << SimTargetName(target);
+}
+
+bool AbslParseFlag(absl::string_view text, SimTarget* target, std::string* error) {
+  absl::StatusOr<SimTarget> parsed = ParseSimTarget(text);
+  if (!parsed.ok()) {
+    *error = std::string(parsed.status().message());
+    return false;
+  }
+  *target = *std::move(parsed);
+  return true;
+}
+
+std::string AbslUnparseFlag(const SimTarget& target) { return SimTargetName(target); }
+
 absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSpec& spec) {
   std::string map_dir = spec.map_dir;
   if (map_dir.empty()) {
@@ -21,7 +60,7 @@ absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSp
   absl::StatusOr<RoadMap> map = RoadMap::Load(map_dir);
   if (!map.ok()) return map.status();
   auto environment = std::make_unique<Environment>();
-  if (spec.sim == "embedded") {
+  if (spec.sim.kind == SimKind::kEmbedded) {
     absl::StatusOr<std::shared_ptr<const World>> world = World::Create(*map);
     if (!world.ok()) return world.status();
     EmbeddedSimOptions options;
@@ -33,18 +72,9 @@ absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSp
     environment->env = *std::move(env);
     return environment;
   }
-  absl::string_view address = spec.sim;
-  if (!absl::ConsumePrefix(&address, "airsim://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sim must be 'embedded' or 'airsim://host:port', got '", spec.sim, "'"));
-  }
   AirSimClientOptions options;
-  const size_t colon = address.rfind(':');
-  options.host = std::string(address.substr(0, colon));
-  if (colon != absl::string_view::npos &&
-      !absl::SimpleAtoi(address.substr(colon + 1), &options.port)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad port in --sim=", spec.sim));
-  }
+  options.host = spec.sim.host;
+  options.port = spec.sim.port;
   absl::StatusOr<std::unique_ptr<AirSimClient>> client = AirSimClient::Connect(options);
   if (!client.ok()) return client.status();
   environment->sim = *std::move(client);

@@ -5,16 +5,40 @@
 #define CONVOY_AGENT_ENVIRONMENT_H_
 
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "simulator_bridge/car_sim.h"
 #include "simulator_bridge/driving_env.h"
 
 namespace convoy {
 
+// The simulators an agent can drive in.
+enum class SimKind {
+  kEmbedded,  // EmbeddedSim, in the agent's process.
+  kAirSim,    // An AirSim-protocol server: AirSim, Colosseum or convoy_sim.
+};
+
+// The value of --sim, parsed once where the flag is read: "embedded" or "airsim://host[:port]".
+struct SimTarget {
+  SimKind kind = SimKind::kEmbedded;
+  std::string host;  // kAirSim only.
+  int port = 41451;  // kAirSim only; AirSim's own port when the value names none.
+};
+
+// Errors: INVALID_ARGUMENT naming --sim and the values it takes, or the bad port.
+absl::StatusOr<SimTarget> ParseSimTarget(absl::string_view value);
+// The value ParseSimTarget reads back: "embedded" or "airsim://host:port".
+std::string SimTargetName(const SimTarget& target);
+std::ostream& operator<<(std::ostream& out, const SimTarget& target);
+// --sim as a typed flag (Abseil's flag marshalling), so that a bad value fails at start-up.
+bool AbslParseFlag(absl::string_view text, SimTarget* target, std::string* error);
+std::string AbslUnparseFlag(const SimTarget& target);
+
 struct EnvironmentSpec {
-  std::string sim = "embedded";  // or "airsim://host:port"
+  SimTarget sim;
   std::string map_dir;           // empty: the bundled Neighborhood
   int parked_cars = 0;           // embedded only
   uint64_t world_seed = 0;       // parked-car placement
@@ -26,8 +50,7 @@ struct Environment {
   std::unique_ptr<DrivingEnv> env;
 };
 
-// Errors: INVALID_ARGUMENT for an unknown --sim; UNAVAILABLE when an AirSim server cannot be
-// reached.
+// Errors: UNAVAILABLE when an AirSim server cannot be reached.
 absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSpec& spec);
 
 }  // namespace convoy

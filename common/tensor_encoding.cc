@@ -13,6 +13,18 @@ namespace convoy {
 
 static_assert(sizeof(c10::BFloat16) == 2, "bf16 is two bytes on the wire");
 
+absl::StatusOr<TensorEncoding> ParseTensorEncoding(absl::string_view flag,
+                                                   absl::string_view value) {
+  if (value == "fp32") return TensorEncoding::kFp32;
+  if (value == "bf16") return TensorEncoding::kBf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be fp32 or bf16, got '", value, "'"));
+}
+
+absl::string_view TensorEncodingName(TensorEncoding encoding) {
+  return encoding == TensorEncoding::kBf16 ? "bf16" : "fp32";
+}
+
 size_t BytesPerElement(TensorEncoding encoding) {
   return encoding == TensorEncoding::kBf16 ? sizeof(c10::BFloat16) : sizeof(float);
 }

@@ -5,15 +5,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace convoy {
 
 enum class TensorEncoding { kFp32, kBf16 };
+
+// The encoding a flag names: "fp32" or "bf16", parsed once where the flag is read. Errors:
+// INVALID_ARGUMENT naming the flag (`flag`, without its dashes) and the values it takes.
+absl::StatusOr<TensorEncoding> ParseTensorEncoding(absl::string_view flag, absl::string_view value);
+
+// "fp32" or "bf16": what ParseTensorEncoding reads.
+absl::string_view TensorEncodingName(TensorEncoding encoding);
 
 // Chunks carry at most this many payload bytes, so a whole message stays within 1 MiB.
 inline constexpr size_t kMaxChunkPayloadBytes = (1 << 20) - 1024;

@@ -37,6 +37,8 @@
 #include "common/init.h"
 #include "common/line_plot.h"
 #include "common/shell_line.h"
+#include "common/status_macros.h"
+#include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
 
 ABSL_FLAG(std::string, agents, "1,2,4", "Agent counts to measure, comma-separated, one run each.");
@@ -155,6 +157,34 @@ bool AllClosed(const LocalCluster& cluster) {
   return true;
 }
 
+// The bench's hand-over: the averaged network is evaluated beside the best validated weights, not
+// chosen, and the validations during the run decide (no settling), each on the shared evaluator.
+struct BenchHandOver {
+  HandOverResult result;
+  double last_eval_seconds = 0;  // The last weights' evaluation.
+};
+absl::StatusOr<BenchHandOver> HandOverOfBench(BestPolicy& best, const RunEnd& end,
+                                              GreedyEvaluator& evaluator) {
+  HandOverOptions options;
+  options.average_competes = false;
+  options.settle_episodes = 0;
+  BenchHandOver handed;
+  const int episodes = absl::GetFlag(FLAGS_final_eval_episodes);
+  CONVOY_ASSIGN_OR_RETURN(
+      handed.result,
+      HandOver(&best, end, options,
+               [&](HandOverCandidate which,
+                   const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
+                 const absl::Time start = absl::Now();
+                 absl::StatusOr<EvalSummary> summary = evaluator.Greedy(weights, episodes);
+                 if (which == HandOverCandidate::kLast) {
+                   handed.last_eval_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+                 }
+                 return summary;
+               }));
+  return handed;
+}
+
 absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_dir,
                                            GreedyEvaluator& evaluator) {
   LocalClusterOptions options;
@@ -212,29 +242,36 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   result.env_steps = totals.env_steps;
   result.train_steps = totals.train_steps;
   const int final_episodes = absl::GetFlag(FLAGS_final_eval_episodes);
-  absl::StatusOr<EvalPoint> final_point =
-      EvaluateNow(**cluster, evaluator, nullptr, start, final_episodes);
-  // The last weights take part in the choice too.
-  std::vector<float> last_weights, averaged;
-  absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&last_weights);
+  RunEnd end;
+  absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&end.last_weights);
   std::optional<absl::StatusOr<PullResult>> pulled_average;
   if (options.average_horizon > 0) {
-    pulled_average = (*cluster)->PullWeights(&averaged, v1::NETWORK_AVERAGE);
+    pulled_average = (*cluster)->PullWeights(&end.averaged, v1::NETWORK_AVERAGE);
   }
   (*cluster)->Stop();
   if (interrupted) return absl::CancelledError("interrupted");
-  if (!final_point.ok()) return final_point.status();
   if (!pulled.ok()) return pulled.status();
+  end.last_version = pulled->version;
   if (pulled_average.has_value()) {
     if (!pulled_average->ok()) return pulled_average->status();
-    absl::StatusOr<EvalSummary> summary = evaluator.Greedy(averaged, final_episodes);
-    if (!summary.ok()) return summary.status();
-    EvalPoint average;
-    average.wall_seconds = result.training_seconds;
-    average.env_steps = result.env_steps;
-    average.train_steps = result.train_steps;
-    average.version = (*pulled_average)->version;
-    average.summary = *std::move(summary);
+    end.average_version = (*pulled_average)->version;
+  }
+  // The last weights take part in the choice too.
+  CONVOY_RETURN_IF_ERROR((*best)->Consider(end.last_version, end.last_weights).status());
+  CONVOY_ASSIGN_OR_RETURN(BenchHandOver handed, HandOverOfBench(**best, end, evaluator));
+  // The final weights are those at the end of training, not at the end of the evaluation.
+  EvalPoint final_point;
+  final_point.wall_seconds = result.training_seconds;
+  final_point.env_steps = result.env_steps;
+  final_point.train_steps = result.train_steps;
+  final_point.version = end.last_version;
+  final_point.eval_seconds = handed.last_eval_seconds;
+  final_point.summary = handed.result.last;
+  if (handed.result.average.has_value()) {
+    EvalPoint average = final_point;
+    average.eval_seconds = 0;
+    average.version = *end.average_version;
+    average.summary = *handed.result.average;
     std::fprintf(stderr,
                  "[%d agents] the averaged network as of v%llu, on the %d evaluation seeds: return "
                  "%.1f, full %d\n",
@@ -242,24 +279,15 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
                  average.summary.mean_return, average.summary.full_episodes);
     result.average = std::move(average);
   }
-  if (absl::StatusOr<bool> last = (*best)->Consider(pulled->version, last_weights); !last.ok()) {
-    return last.status();
-  }
-  // The final weights are those at the end of training, not at the end of the evaluation.
-  final_point->wall_seconds = result.training_seconds;
-  PrintPoint(agents, *final_point);
-  result.best = *final_point;
-  if ((*best)->version() != final_point->version) {
-    absl::StatusOr<EvalSummary> summary = evaluator.Greedy((*best)->weights(), final_episodes);
-    if (!summary.ok()) return summary.status();
-    result.best.version = (*best)->version();
-    result.best.summary = *std::move(summary);
-    for (const EvalPoint& p : result.points) {
-      if (p.version == result.best.version) {
-        result.best.wall_seconds = p.wall_seconds;
-        result.best.env_steps = p.env_steps;
-        result.best.train_steps = p.train_steps;
-      }
+  PrintPoint(agents, final_point);
+  result.best = final_point;
+  result.best.version = handed.result.choice.version;
+  result.best.summary = handed.result.handed_over;
+  for (const EvalPoint& p : result.points) {
+    if (handed.result.choice.chose_earlier() && p.version == result.best.version) {
+      result.best.wall_seconds = p.wall_seconds;
+      result.best.env_steps = p.env_steps;
+      result.best.train_steps = p.train_steps;
     }
   }
   std::fprintf(stderr,
@@ -267,7 +295,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
                "full %d\n",
                agents, static_cast<unsigned long long>(result.best.version), final_episodes,
                result.best.summary.mean_return, result.best.summary.full_episodes);
-  result.points.push_back(*std::move(final_point));
+  result.points.push_back(std::move(final_point));
   return result;
 }
 

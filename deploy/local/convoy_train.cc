@@ -24,7 +24,6 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
@@ -34,7 +33,9 @@
 #include "common/line_plot.h"
 #include "common/model_registry.h"
 #include "common/shell_line.h"
+#include "common/status_macros.h"
 #include "common/weights_file.h"
+#include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
 
 ABSL_FLAG(double, minutes, 10, "Training time.");
@@ -206,28 +207,48 @@ bool NumericFlagsInRange() {
   return FlagsInRange("convoy_train", ranges);
 }
 
-int Run() {
-  if (!NumericFlagsInRange()) return kExitUsage;
-  std::string name = absl::GetFlag(FLAGS_name);
-  if (name.empty())
-    name = absl::FormatTime("train-%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
-  const std::string run = absl::StrCat(absl::GetFlag(FLAGS_runs_dir), "/", name);
-  std::filesystem::create_directories(run);
+// A training run as its steps share it: the directory, the cluster, the validations.
+struct TrainingRun {
+  std::string name;
+  std::string run;  // The run directory.
+  ModelInfo info;
+  LocalClusterOptions options;
+  std::unique_ptr<LocalCluster> cluster;
+  absl::Time start;
+  EnvironmentSpec spec;
+  std::unique_ptr<BestPolicy> best;  // Null when validation is off.
+  std::vector<CurvePoint> curve;
+  bool interrupted = false;
+};
+
+// The run's directory and model, announced; or the exit code.
+std::optional<int> PrepareRun(TrainingRun& t) {
+  t.name = absl::GetFlag(FLAGS_name);
+  if (t.name.empty())
+    t.name = absl::FormatTime("train-%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
+  t.run = absl::StrCat(absl::GetFlag(FLAGS_runs_dir), "/", t.name);
+  std::filesystem::create_directories(t.run);
   const std::string model = absl::GetFlag(FLAGS_model);
   absl::StatusOr<ModelInfo> info = DescribeModel(model);
   if (!info.ok()) {
     LOG(ERROR) << info.status();
     return 2;
   }
-  const int num_agents = absl::GetFlag(FLAGS_agents);
-  const absl::Duration total = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
+  t.info = *std::move(info);
   std::fprintf(stderr,
                "convoy_train: run %s, model %s (%zu parameters), %d agents, %d parameter-server "
                "shard%s, %.1f minutes\n",
-               run.c_str(), model.c_str(), info->parameter_count, num_agents,
+               t.run.c_str(), model.c_str(), t.info.parameter_count, absl::GetFlag(FLAGS_agents),
                absl::GetFlag(FLAGS_ps_shards), absl::GetFlag(FLAGS_ps_shards) == 1 ? "" : "s",
-               absl::ToDoubleMinutes(total));
+               absl::GetFlag(FLAGS_minutes));
+  return std::nullopt;
+}
 
+// The cluster's options: the flags, the run directory.
+LocalClusterOptions ClusterOptions(const std::string& run) {
+  const std::string model = absl::GetFlag(FLAGS_model);
+  const int num_agents = absl::GetFlag(FLAGS_agents);
+  const absl::Duration total = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
   LocalClusterOptions options;
   options.run_dir = run;
   options.agents = num_agents;
@@ -251,215 +272,223 @@ int Run() {
   options.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
   options.resume = absl::GetFlag(FLAGS_resume);
   options.ps_shards = absl::GetFlag(FLAGS_ps_shards);
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  return options;
+}
+
+// Starts convoy_ps and the agents, and the validation that keeps the run's best policy; or the exit
+// code.
+std::optional<int> StartRun(TrainingRun& t) {
+  t.options = ClusterOptions(t.run);
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(t.options);
   if (!cluster.ok()) {
     if (cluster.status().code() == absl::StatusCode::kFailedPrecondition) {
       std::fprintf(stderr, "convoy_train: %s\n", std::string(cluster.status().message()).c_str());
-      if (!options.resume) {
+      if (!t.options.resume) {
         std::fprintf(stderr,
                      "convoy_train: pass --resume to continue run %s, or choose another --name\n",
-                     name.c_str());
+                     t.name.c_str());
       }
       return 2;
     }
     LOG(ERROR) << cluster.status();
     return 1;
   }
-  const absl::Time start = absl::Now();
+  t.cluster = *std::move(cluster);
+  t.start = absl::Now();
   std::fprintf(stderr, "convoy_train: watch it live: %s\n",
-               ShellLine({"./convoy", "status", run, "--watch"}).c_str());
+               ShellLine({"./convoy", "status", t.run, "--watch"}).c_str());
   std::fprintf(stderr, "convoy_train: TensorBoard: %s (each agent's scalars, agent-<i>/)\n",
-               ShellLine({"tensorboard", "--logdir", run}).c_str());
-
-  EnvironmentSpec spec;
-  spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
-  const absl::Duration validate_every = absl::Seconds(absl::GetFlag(FLAGS_validate_every_seconds));
-  std::unique_ptr<BestPolicy> best;
-  if (validate_every > absl::ZeroDuration()) {
-    absl::StatusOr<std::unique_ptr<BestPolicy>> created = BestPolicy::Create(
-        model, spec, absl::GetFlag(FLAGS_validation_episodes), run + "/best/weights.pt");
+               ShellLine({"tensorboard", "--logdir", t.run}).c_str());
+  t.spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  if (absl::GetFlag(FLAGS_validate_every_seconds) > 0) {
+    absl::StatusOr<std::unique_ptr<BestPolicy>> created =
+        BestPolicy::Create(t.options.model, t.spec, absl::GetFlag(FLAGS_validation_episodes),
+                           t.run + "/best/weights.pt");
     if (!created.ok()) {
       LOG(ERROR) << created.status();
       return 1;
     }
-    best = *std::move(created);
+    t.best = *std::move(created);
   }
-  std::filesystem::create_directories(run + "/best");
-  std::vector<CurvePoint> curve;
-  // Drives the greedy policy of `weights` over the validation seeds and keeps it when it is the
-  // best yet.
-  auto validate = [&](uint64_t version, const std::vector<float>& weights) {
-    if (best == nullptr) return;
-    CurvePoint point;
-    point.minutes = absl::ToDoubleMinutes(absl::Now() - start);
-    point.env_steps = (*cluster)->Totals().env_steps;
-    absl::StatusOr<bool> better = best->Consider(version, weights);
-    if (!better.ok()) {
-      LOG(WARNING) << "validation of version " << version << " failed: " << better.status();
-      return;
-    }
-    point.version = version;
-    point.mean_return = best->last().mean_return;
-    point.full_episodes = best->last().full_episodes;
-    point.episodes = static_cast<int>(best->last().episodes.size());
-    curve.push_back(point);
-    std::fprintf(
-        stderr,
-        "convoy_train: validation of v%llu: %d/%zu full, return %.1f%s (best v%llu: %d full, "
-        "return %.1f)\n",
-        static_cast<unsigned long long>(version), best->last().full_episodes,
-        best->last().episodes.size(), best->last().mean_return, *better ? ", the best yet" : "",
-        static_cast<unsigned long long>(best->version()), best->summary().full_episodes,
-        best->summary().mean_return);
-  };
+  std::filesystem::create_directories(t.run + "/best");
+  return std::nullopt;
+}
 
-  absl::Time next_report = start + options.report_every;
-  absl::Time next_validation = start + validate_every;
-  bool interrupted = false;
+// Drives the greedy policy of `weights` over the validation seeds and keeps it when it is the best
+// yet: a point of the learning curve.
+void Validate(TrainingRun& t, uint64_t version, const std::vector<float>& weights) {
+  if (t.best == nullptr) return;
+  BestPolicy& best = *t.best;
+  CurvePoint point;
+  point.minutes = absl::ToDoubleMinutes(absl::Now() - t.start);
+  point.env_steps = t.cluster->Totals().env_steps;
+  absl::StatusOr<bool> better = best.Consider(version, weights);
+  if (!better.ok()) {
+    LOG(WARNING) << "validation of version " << version << " failed: " << better.status();
+    return;
+  }
+  point.version = version;
+  point.mean_return = best.last().mean_return;
+  point.full_episodes = best.last().full_episodes;
+  point.episodes = static_cast<int>(best.last().episodes.size());
+  t.curve.push_back(point);
+  std::fprintf(stderr,
+               "convoy_train: validation of v%llu: %d/%zu full, return %.1f%s (best v%llu: %d "
+               "full, return %.1f)\n",
+               static_cast<unsigned long long>(version), best.last().full_episodes,
+               best.last().episodes.size(), best.last().mean_return,
+               *better ? ", the best yet" : "", static_cast<unsigned long long>(best.version()),
+               best.summary().full_episodes, best.summary().mean_return);
+}
+
+// Polls the agents until they stop, printing the merged progress and validating the server's
+// weights along the way; the first stop signal stops every process cleanly.
+void Train(TrainingRun& t) {
+  const absl::Duration total = t.options.max_time;
+  const absl::Duration validate_every = absl::Seconds(absl::GetFlag(FLAGS_validate_every_seconds));
+  absl::Time next_report = t.start + t.options.report_every;
+  absl::Time next_validation = t.start + validate_every;
   std::vector<float> weights;
   while (true) {
-    if ((*cluster)->Poll(absl::Milliseconds(200)) == 0) break;
-    if (g_stop.load() && !interrupted) {
-      interrupted = true;
+    if (t.cluster->Poll(absl::Milliseconds(200)) == 0) break;
+    if (g_stop.load() && !t.interrupted) {
+      t.interrupted = true;
       std::fprintf(stderr, "convoy_train: stopping every process cleanly\n");
-      (*cluster)->SignalAgents(SIGTERM);
+      t.cluster->SignalAgents(SIGTERM);
     }
     if (absl::Now() >= next_report) {
-      PrintMerged((*cluster)->Totals(), (*cluster)->progress().size(), absl::Now() - start, total,
-                  (*cluster)->PsVersion());
-      next_report += options.report_every;
+      PrintMerged(t.cluster->Totals(), t.cluster->progress().size(), absl::Now() - t.start, total,
+                  t.cluster->PsVersion());
+      next_report += t.options.report_every;
     }
-    if (best != nullptr && !interrupted && absl::Now() >= next_validation) {
+    if (t.best != nullptr && !t.interrupted && absl::Now() >= next_validation) {
       // Validation runs here, between polls: the agents' output waits in their pipes meanwhile.
-      if (absl::StatusOr<PullResult> now = (*cluster)->PullWeights(&weights); now.ok()) {
-        validate(now->version, weights);
+      if (absl::StatusOr<PullResult> now = t.cluster->PullWeights(&weights); now.ok()) {
+        Validate(t, now->version, weights);
       }
       next_validation = absl::Now() + validate_every;
     }
   }
-  const int failed_agents = (*cluster)->WaitForAgents(absl::Seconds(5));
-  absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&weights);
-  std::vector<float> averaged;
-  std::optional<PullResult> averaged_at;
-  if (options.average_horizon > 0) {
+}
+
+// Once the agents have stopped: the server's last weights and averaged network, then convoy_ps
+// stopped with its final checkpoint. Errors: the last weights' pull.
+absl::StatusOr<RunEnd> FinishTraining(TrainingRun& t) {
+  RunEnd end;
+  absl::StatusOr<PullResult> pulled = t.cluster->PullWeights(&end.last_weights);
+  if (t.options.average_horizon > 0) {
     absl::StatusOr<PullResult> pulled_average =
-        (*cluster)->PullWeights(&averaged, v1::NETWORK_AVERAGE);
+        t.cluster->PullWeights(&end.averaged, v1::NETWORK_AVERAGE);
     if (pulled_average.ok()) {
-      averaged_at = *pulled_average;
+      end.average_version = pulled_average->version;
     } else {
       LOG(WARNING) << "cannot fetch the averaged network: " << pulled_average.status();
     }
   }
-  const std::optional<int> ps_code = (*cluster)->Stop(absl::Seconds(60));
+  const std::optional<int> ps_code = t.cluster->Stop(absl::Seconds(60));
   std::fprintf(stderr, "convoy_train: convoy_ps stopped (%s); checkpoints in %s/checkpoints\n",
-               ps_code == 0 ? "final checkpoint written" : "see convoy_ps.log", run.c_str());
-  if (!pulled.ok()) {
-    LOG(ERROR) << "cannot fetch the trained weights: " << pulled.status();
-    return 1;
-  }
-  if (interrupted) return 130;
+               ps_code == 0 ? "final checkpoint written" : "see convoy_ps.log", t.run.c_str());
+  if (!pulled.ok()) return pulled.status();
+  end.last_version = pulled->version;
+  return end;
+}
 
-  const int episodes = absl::GetFlag(FLAGS_eval_episodes);
-  // The run hands over the best validated policy (the last weights when they validate best, or when
-  // validation is off); both are evaluated on the evaluation seeds, which no choice was made on.
-  validate(pulled->version, weights);
-  if (best != nullptr && averaged_at.has_value()) {
-    if (absl::StatusOr<bool> better = best->ConsiderAverage(averaged_at->version, averaged);
-        !better.ok()) {
-      LOG(WARNING) << "validation of the averaged network failed: " << better.status();
-    } else {
-      std::fprintf(stderr, "convoy_train: validation of %s: %d/%zu full, return %.1f%s\n",
-                   BestPolicy::NameOf(averaged_at->version, true).c_str(),
-                   best->last().full_episodes, best->last().episodes.size(),
-                   best->last().mean_return, *better ? ", the best yet" : "");
-    }
-  }
-  if (const int more = absl::GetFlag(FLAGS_final_validation_episodes);
-      best != nullptr && more > 0) {
-    const std::vector<std::string> names = best->candidate_names();
-    const std::string before = BestPolicy::NameOf(best->version(), best->averaged());
-    if (absl::StatusOr<bool> changed = best->Settle(more); !changed.ok()) {
-      LOG(WARNING) << "the final validation failed: " << changed.status();
-    } else if (names.size() > 1) {
-      const std::string chosen = BestPolicy::NameOf(best->version(), best->averaged());
-      std::fprintf(stderr,
-                   "convoy_train: final validation of %s on %d more seeds: %s, %d/%zu full, "
-                   "return %.1f%s\n",
-                   absl::StrJoin(names, ", ").c_str(), more, chosen.c_str(),
-                   best->summary().full_episodes, best->summary().episodes.size(),
-                   best->summary().mean_return, chosen != before ? " (chosen anew)" : "");
-    }
-  }
-  const bool chose_earlier = best != nullptr && best->has_best() &&
-                             (best->averaged() || best->version() != pulled->version);
-  std::optional<EvalSummary> last;
-  if (chose_earlier) {
-    absl::StatusOr<Comparison> last_result = CompareWithRandom(model, weights, spec, episodes);
-    if (!last_result.ok()) {
-      LOG(ERROR) << "evaluation failed: " << last_result.status();
-      return 1;
-    }
-    last = last_result->greedy;
-    weights = best->weights();
-  } else if (best == nullptr || !best->has_best()) {  // No validation: the last weights it is.
-    if (absl::Status s = WriteWeightsFile(run + "/best/weights.pt", weights.data(), info->layout);
-        !s.ok()) {
-      LOG(WARNING) << s;
-    }
-  }
-  const bool chose_average = chose_earlier && best->averaged();
-  // The averaged network is evaluated too, when it is not the policy handed over.
-  std::optional<EvalSummary> average;
-  if (averaged_at.has_value() && !chose_average) {
-    absl::StatusOr<Comparison> average_result = CompareWithRandom(model, averaged, spec, episodes);
-    if (!average_result.ok()) {
-      LOG(ERROR) << "evaluation failed: " << average_result.status();
-      return 1;
-    }
-    average = average_result->greedy;
-  }
-  const uint64_t chosen = chose_earlier ? best->version() : pulled->version;
-  std::fprintf(stderr,
-               "convoy_train: evaluating the greedy policy of %s (%s) on %d episodes; its "
-               "weights: %s/best/weights.pt\n",
-               BestPolicy::NameOf(chosen, chose_average).c_str(),
-               chose_average   ? "the averaged network"
-               : chose_earlier ? "the best validated, not the last"
-                               : "the last",
-               episodes, run.c_str());
-  absl::StatusOr<Comparison> result = CompareWithRandom(model, weights, spec, episodes);
-  if (!result.ok()) {
-    LOG(ERROR) << "evaluation failed: " << result.status();
-    return 1;
-  }
-  std::string table = FormatComparison(result->greedy, result->random);
-  const EvalSummary& last_summary = last.has_value() ? *last : result->greedy;
+// The hand-over's evaluation: each policy against a random one on the evaluation seeds, in a fresh
+// environment. `random` keeps the random policy's summary for the table.
+EvaluatePolicy EvaluateAgainstRandom(const TrainingRun& t, EvalSummary* random) {
+  return [&t, random](HandOverCandidate,
+                      const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
+    const int episodes = absl::GetFlag(FLAGS_eval_episodes);
+    CONVOY_ASSIGN_OR_RETURN(Comparison comparison,
+                            CompareWithRandom(t.options.model, weights, t.spec, episodes));
+    *random = comparison.random;
+    return comparison.greedy;
+  };
+}
+
+// The table and RESULT lines of the hand-over, as evaluation.txt has them too.
+std::string ResultTable(const HandOverResult& handed, const RunEnd& end,
+                        const EvalSummary& random) {
+  std::string table = FormatComparison(handed.handed_over, random);
   absl::StrAppendFormat(&table,
                         "RESULT policy_version=%llu\nRESULT policy_averaged=%d\n"
                         "RESULT last_version=%llu\n"
                         "RESULT last_mean_return=%.3f\nRESULT last_full_episodes=%d\n",
-                        static_cast<unsigned long long>(chosen), chose_average ? 1 : 0,
-                        static_cast<unsigned long long>(pulled->version), last_summary.mean_return,
-                        last_summary.full_episodes);
-  if (averaged_at.has_value()) {
-    const EvalSummary& average_summary = average.has_value() ? *average : result->greedy;
+                        static_cast<unsigned long long>(handed.choice.version),
+                        handed.choice.averaged() ? 1 : 0,
+                        static_cast<unsigned long long>(end.last_version), handed.last.mean_return,
+                        handed.last.full_episodes);
+  if (end.average_version.has_value()) {
     absl::StrAppendFormat(&table,
                           "RESULT average_version=%llu\nRESULT average_mean_return=%.3f\n"
                           "RESULT average_full_episodes=%d\n",
-                          static_cast<unsigned long long>(averaged_at->version),
-                          average_summary.mean_return, average_summary.full_episodes);
+                          static_cast<unsigned long long>(*end.average_version),
+                          handed.average->mean_return, handed.average->full_episodes);
   }
+  return table;
+}
+
+// Hands over the best validated policy (the last weights when they validate best, or when
+// validation is off) and prints its evaluation, on the evaluation seeds no choice was made on.
+// Returns false when an evaluation failed.
+bool HandOverAndReport(TrainingRun& t, RunEnd end) {
+  Validate(t, end.last_version, end.last_weights);
+  HandOverOptions options;
+  options.average_competes = true;
+  options.settle_episodes = absl::GetFlag(FLAGS_final_validation_episodes);
+  options.log_prefix = "convoy_train: ";
+  EvalSummary random;
+  absl::StatusOr<HandOverResult> handed =
+      HandOver(t.best.get(), end, options, EvaluateAgainstRandom(t, &random));
+  if (!handed.ok()) {
+    LOG(ERROR) << "evaluation failed: " << handed.status();
+    return false;
+  }
+  const HandOverChoice& choice = handed->choice;
+  if (!choice.chose_earlier() && (t.best == nullptr || !t.best->has_best())) {
+    // No validation kept a file: the last weights it is.
+    if (absl::Status s =
+            WriteWeightsFile(t.run + "/best/weights.pt", handed->weights.data(), t.info.layout);
+        !s.ok()) {
+      LOG(WARNING) << s;
+    }
+  }
+  std::fprintf(stderr,
+               "convoy_train: evaluating the greedy policy of %s (%s) on %d episodes; its "
+               "weights: %s/best/weights.pt\n",
+               BestPolicy::NameOf(choice.version, choice.averaged()).c_str(),
+               choice.averaged()        ? "the averaged network"
+               : choice.chose_earlier() ? "the best validated, not the last"
+                                        : "the last",
+               absl::GetFlag(FLAGS_eval_episodes), t.run.c_str());
+  const std::string table = ResultTable(*handed, end, random);
   std::printf("%s", table.c_str());
-  std::ofstream(run + "/evaluation.txt") << table;
-  absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment(spec);
-  if (env.ok()) {
-    const std::string png = run + "/evaluation_map.png";
-    if (WriteEpisodeMap(png, (*env)->env->map(), result->greedy).ok()) {
+  std::ofstream(t.run + "/evaluation.txt") << table;
+  if (absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment(t.spec); env.ok()) {
+    const std::string png = t.run + "/evaluation_map.png";
+    if (WriteEpisodeMap(png, (*env)->env->map(), handed->handed_over).ok()) {
       std::printf("map of the greedy episodes: %s\n", png.c_str());
     }
   }
-  if (best != nullptr) {
-    std::printf("%s\n", LeaveLearningCurve(run, name, curve, *best).c_str());
+  return true;
+}
+
+int Run() {
+  if (!NumericFlagsInRange()) return kExitUsage;
+  TrainingRun t;
+  if (std::optional<int> code = PrepareRun(t); code.has_value()) return *code;
+  if (std::optional<int> code = StartRun(t); code.has_value()) return *code;
+  Train(t);
+  const int failed_agents = t.cluster->WaitForAgents(absl::Seconds(5));
+  absl::StatusOr<RunEnd> end = FinishTraining(t);
+  if (!end.ok()) {
+    LOG(ERROR) << "cannot fetch the trained weights: " << end.status();
+    return 1;
+  }
+  if (t.interrupted) return 130;
+  if (!HandOverAndReport(t, *std::move(end))) return 1;
+  if (t.best != nullptr) {
+    std::printf("%s\n", LeaveLearningCurve(t.run, t.name, t.curve, *t.best).c_str());
   } else {
     std::printf("learning curve: none, validation is off (--validate_every_seconds=0)\n");
   }

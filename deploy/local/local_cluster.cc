@@ -11,10 +11,8 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/local_run_files.h"
 #include "common/model_registry.h"
@@ -52,13 +50,6 @@ std::string AgentLogDir(const LocalClusterOptions& options, int index) {
 }
 
 }  // namespace
-
-double AgentProgress::Get(const std::string& key) const {
-  double v = 0;
-  auto it = fields.find(key);
-  if (it != fields.end() && absl::SimpleAtod(it->second, &v)) return v;
-  return 0;
-}
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
@@ -232,10 +223,12 @@ int LocalCluster::Poll(absl::Duration timeout) {
       while ((newline = p.partial.find('\n')) != std::string::npos) {
         const std::string line = p.partial.substr(0, newline);
         p.partial.erase(0, newline + 1);
-        if (line.rfind("PROGRESS ", 0) != 0) continue;
-        for (absl::string_view field : absl::StrSplit(line.substr(9), ' ', absl::SkipEmpty())) {
-          std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
-          p.fields[kv.first] = kv.second;
+        if (!IsProgressLine(line)) continue;
+        // A malformed line is said and skipped: the agent's previous report stands.
+        if (absl::StatusOr<ProgressRecord> record = ParseProgress(line); record.ok()) {
+          p.latest = *std::move(record);
+        } else {
+          LOG(WARNING) << "agent-" << i << ": " << record.status();
         }
       }
     }
@@ -248,15 +241,16 @@ int LocalCluster::Poll(absl::Duration timeout) {
 ClusterTotals LocalCluster::Totals() const {
   ClusterTotals t;
   for (const AgentProgress& p : progress_) {
-    if (p.fields.empty()) continue;
+    if (!p.latest.has_value()) continue;
+    const ProgressRecord& r = *p.latest;
     ++t.reporting;
-    t.episodes += p.Get("episodes");
-    t.env_steps += p.Get("env_steps");
-    t.train_steps += p.Get("train_steps");
-    t.env_steps_per_s += p.Get("env_sps");
-    t.train_steps_per_s += p.Get("train_sps");
-    t.avg_return += p.Get("avg_return");
-    t.epsilon += p.Get("epsilon");
+    t.episodes += static_cast<double>(r.episodes);
+    t.env_steps += static_cast<double>(r.env_steps);
+    t.train_steps += static_cast<double>(r.train_steps);
+    t.env_steps_per_s += r.env_sps;
+    t.train_steps_per_s += r.train_sps;
+    t.avg_return += r.avg_return;
+    t.epsilon += r.epsilon;
   }
   if (t.reporting > 0) {
     t.avg_return /= t.reporting;

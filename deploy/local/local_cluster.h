@@ -22,6 +22,7 @@
 #include "agent/ps_client.h"
 #include "common/child_process.h"
 #include "common/model_registry.h"
+#include "common/progress_record.h"
 #include "common/run_defaults.h"
 #include "common/run_settings.h"
 
@@ -64,15 +65,11 @@ struct LocalClusterOptions : RunSettings {
   int ps_shards = 1;
 };
 
-// The newest PROGRESS fields of one agent (agent=, episodes=, env_steps=, train_steps=,
-// avg_return=, env_sps=, train_sps=, epsilon=, loss=, version=, connected=).
+// What one agent has reported on its stdout.
 struct AgentProgress {
-  std::map<std::string, std::string> fields;
-  std::string partial;  // An incomplete line read so far.
-  bool closed = false;  // The agent's stdout reached end of file.
-
-  // The field as a number; 0 when absent or not a number.
-  double Get(const std::string& key) const;
+  std::optional<ProgressRecord> latest;  // Its newest PROGRESS line; none before the first.
+  std::string partial;                   // An incomplete line read so far.
+  bool closed = false;                   // The agent's stdout reached end of file.
 };
 
 // Sums over the agents that have reported; avg_return and epsilon are their means.

@@ -2,6 +2,7 @@
 add_executable(agent_tests
   ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/environment_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/evaluation_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/learner_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/preprocess_test.cc

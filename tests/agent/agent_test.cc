@@ -573,7 +573,7 @@ TEST_CASE("An agent rides out its AirSim-protocol simulator restarting", "[agent
   };
   auto [sim, port] = start_sim(0);
   AgentOptions o = SmallAgent("");
-  o.environment.sim = absl::StrCat("airsim://127.0.0.1:", port);
+  o.environment.sim = {SimKind::kAirSim, "127.0.0.1", port};
   o.max_steps = 0;
   BackgroundAgent background(o);
   Agent& agent = background.agent();

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/catch.h"
 
 namespace convoy {
@@ -82,6 +83,25 @@ TEST_CASE("AllFinite finds NaN and Inf", "[encoding]") {
   CHECK_FALSE(AllFinite(v.data(), v.size()));
   v[1] = -std::numeric_limits<float>::infinity();
   CHECK_FALSE(AllFinite(v.data(), v.size()));
+}
+
+TEST_CASE("An encoding flag's value names fp32 or bf16", "[encoding]") {
+  CHECK(ParseTensorEncoding("push_encoding", "fp32").value() == TensorEncoding::kFp32);
+  CHECK(ParseTensorEncoding("push_encoding", "bf16").value() == TensorEncoding::kBf16);
+  for (TensorEncoding e : {TensorEncoding::kFp32, TensorEncoding::kBf16}) {
+    CHECK(ParseTensorEncoding("encoding", TensorEncodingName(e)).value() == e);
+  }
+}
+
+TEST_CASE("An unknown encoding is refused, naming the flag and the values it takes", "[encoding]") {
+  for (const char* value : {"fp16", "", "FP32", "bf16 "}) {
+    INFO(value);
+    absl::StatusOr<TensorEncoding> parsed = ParseTensorEncoding("encoding", value);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(parsed.status().message() ==
+          absl::StrCat("--encoding must be fp32 or bf16, got '", value, "'"));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,104 @@
+// The hand-over's choice and its evaluations, without training: the validations' outcome is given,
+// and the evaluation is a fake that records what it was asked to drive.
+#include "deploy/local/hand_over.h"
+
+#include <optional>
+#include <vector>
+
+#include "tests/catch.h"
+
+namespace convoy {
+namespace {
+
+TEST_CASE("Without validation the run hands over its last weights", "[hand_over]") {
+  const HandOverChoice choice = ChooseHandOver(std::nullopt, 40);
+  CHECK(choice.candidate == HandOverCandidate::kLast);
+  CHECK(choice.version == 40);
+  CHECK_FALSE(choice.chose_earlier());
+  CHECK_FALSE(choice.averaged());
+}
+
+TEST_CASE("When the last weights validate best they are handed over", "[hand_over]") {
+  const HandOverChoice choice = ChooseHandOver(ValidatedBest{40, false}, 40);
+  CHECK(choice.candidate == HandOverCandidate::kLast);
+  CHECK(choice.version == 40);
+}
+
+TEST_CASE("An earlier version that validated better than the last is handed over", "[hand_over]") {
+  const HandOverChoice choice = ChooseHandOver(ValidatedBest{12, false}, 40);
+  CHECK(choice.candidate == HandOverCandidate::kValidated);
+  CHECK(choice.version == 12);
+  CHECK(choice.chose_earlier());
+  CHECK_FALSE(choice.averaged());
+}
+
+TEST_CASE("The averaged network is handed over when it validated best, even as of the last version",
+          "[hand_over]") {
+  const HandOverChoice choice = ChooseHandOver(ValidatedBest{40, true}, 40);
+  CHECK(choice.candidate == HandOverCandidate::kAverage);
+  CHECK(choice.version == 40);
+  CHECK(choice.chose_earlier());
+  CHECK(choice.averaged());
+}
+
+// Summaries told apart by their mean return: the weights' first value.
+EvaluatePolicy Recording(std::vector<HandOverCandidate>* asked) {
+  return [asked](HandOverCandidate which,
+                 const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
+    asked->push_back(which);
+    EvalSummary summary;
+    summary.mean_return = weights.at(0);
+    return summary;
+  };
+}
+
+RunEnd EndWithAverage() {
+  RunEnd end;
+  end.last_version = 40;
+  end.last_weights = {1};
+  end.average_version = 40;
+  end.averaged = {2};
+  return end;
+}
+
+TEST_CASE("Without validation the last weights are evaluated once, the average beside them",
+          "[hand_over]") {
+  std::vector<HandOverCandidate> asked;
+  absl::StatusOr<HandOverResult> handed =
+      HandOver(nullptr, EndWithAverage(), HandOverOptions{}, Recording(&asked));
+  REQUIRE(handed.ok());
+  CHECK(asked ==
+        std::vector<HandOverCandidate>{HandOverCandidate::kAverage, HandOverCandidate::kLast});
+  CHECK(handed->choice.candidate == HandOverCandidate::kLast);
+  CHECK(handed->weights == std::vector<float>{1});
+  CHECK(handed->handed_over.mean_return == 1);
+  CHECK(handed->last.mean_return == 1);
+  REQUIRE(handed->average.has_value());
+  CHECK(handed->average->mean_return == 2);
+}
+
+TEST_CASE("A run without an averaged network evaluates only what it hands over", "[hand_over]") {
+  RunEnd end;
+  end.last_version = 7;
+  end.last_weights = {3};
+  std::vector<HandOverCandidate> asked;
+  absl::StatusOr<HandOverResult> handed =
+      HandOver(nullptr, end, HandOverOptions{}, Recording(&asked));
+  REQUIRE(handed.ok());
+  CHECK(asked == std::vector<HandOverCandidate>{HandOverCandidate::kLast});
+  CHECK_FALSE(handed->average.has_value());
+  CHECK(handed->choice.version == 7);
+}
+
+TEST_CASE("A failed evaluation fails the hand-over with its error", "[hand_over]") {
+  absl::StatusOr<HandOverResult> handed =
+      HandOver(nullptr, EndWithAverage(), HandOverOptions{},
+               [](HandOverCandidate, const std::vector<float>&) -> absl::StatusOr<EvalSummary> {
+                 return absl::InternalError("the simulator went away");
+               });
+  REQUIRE_FALSE(handed.ok());
+  CHECK(handed.status().message() == "the simulator went away");
+}
+
+}  // namespace
+}  // namespace convoy
