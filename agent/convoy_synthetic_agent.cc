@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "common/init.h"
 #include "common/model_registry.h"
 #include "common/run_defaults.h"
+#include "common/status_macros.h"
 #include "common/tensor_encoding.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:50051", "Parameter server address host:port.");
@@ -52,22 +54,256 @@ ABSL_FLAG(int, stall_after_chunks, 0,
 namespace convoy {
 namespace {
 
-int Run() {
-  // Every numeric flag but --target_seed, which takes any value.
-  if (!FlagsInRange(
-          "convoy_synthetic_agent",
-          {UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
-           RealRange("seconds", absl::GetFlag(FLAGS_seconds), 0, kNoRealMax),
-           RealRange("noise", absl::GetFlag(FLAGS_noise), 0, kNoRealMax),
-           RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
-                     Ends::kOpenMin),
-           IntRange("stall_after_chunks", absl::GetFlag(FLAGS_stall_after_chunks), 0, 1 << 20),
-           DurationRange("push_every", absl::GetFlag(FLAGS_push_every), absl::ZeroDuration()),
-           DurationRange("call_timeout", absl::GetFlag(FLAGS_call_timeout), absl::ZeroDuration(),
-                         absl::InfiniteDuration(), Ends::kOpenMin),
-           DurationRange("retry_for", absl::GetFlag(FLAGS_retry_for), absl::ZeroDuration())})) {
-    return kExitUsage;
+// Every numeric flag but --target_seed, which takes any value.
+bool FlagsValid() {
+  return FlagsInRange(
+      "convoy_synthetic_agent",
+      {UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
+       RealRange("seconds", absl::GetFlag(FLAGS_seconds), 0, kNoRealMax),
+       RealRange("noise", absl::GetFlag(FLAGS_noise), 0, kNoRealMax),
+       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
+                 Ends::kOpenMin),
+       IntRange("stall_after_chunks", absl::GetFlag(FLAGS_stall_after_chunks), 0, 1 << 20),
+       DurationRange("push_every", absl::GetFlag(FLAGS_push_every), absl::ZeroDuration()),
+       DurationRange("call_timeout", absl::GetFlag(FLAGS_call_timeout), absl::ZeroDuration(),
+                     absl::InfiniteDuration(), Ends::kOpenMin),
+       DurationRange("retry_for", absl::GetFlag(FLAGS_retry_for), absl::ZeroDuration())});
+}
+
+// The client's options from the flags. Errors: the model's and the credentials'.
+absl::StatusOr<PsClientOptions> ClientOptionsFromFlags(TensorEncoding encoding) {
+  CONVOY_ASSIGN_OR_RETURN(ModelInfo model, DescribeModel(absl::GetFlag(FLAGS_model)));
+  CONVOY_ASSIGN_OR_RETURN(ClientSecurity security, ClientSecurityFromFlags());
+  PsClientOptions options;
+  options.security = std::move(security);
+  options.address = absl::GetFlag(FLAGS_ps);
+  options.agent_id = absl::GetFlag(FLAGS_agent_id);
+  if (options.agent_id.empty()) options.agent_id = absl::StrCat("synthetic-", getpid());
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  options.hostname = host;
+  options.agent_index = absl::GetFlag(FLAGS_agent_index);
+  options.model_fingerprint = model.fingerprint;
+  options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
+  options.retry_for = absl::GetFlag(FLAGS_retry_for);
+  options.push_encoding = encoding;
+  return options;
+}
+
+// --stall_after_chunks: sends the first `stall` chunks of an n-element push on a stream of its own,
+// prints STALLED and hangs with the stream open. Never returns.
+[[noreturn]] void StallMidPush(const PsClientOptions& options, size_t n, int stall) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(options.security);
+  CHECK(credentials.ok()) << credentials.status();  // Checked by ClientSecurityFromFlags.
+  grpc::ChannelArguments arguments;
+  if (!options.security.tls_server_name.empty()) {
+    arguments.SetSslTargetNameOverride(options.security.tls_server_name);
   }
+  auto stub = v1::ParameterServer::NewStub(
+      grpc::CreateCustomChannel(options.address, *credentials, arguments));
+  grpc::ClientContext context;
+  AddAuthToken(&context, options.security.auth_token);
+  v1::PushResponse response;
+  auto writer = stub->PushGradients(&context, &response);
+  const std::vector<float> values(n, 0.01f);
+  const size_t per_chunk = ElementsPerChunk(TensorEncoding::kFp32);
+  for (int i = 0; i < stall && static_cast<size_t>(i) * per_chunk < n; ++i) {
+    v1::GradientChunk chunk;
+    if (i == 0) {
+      chunk.set_agent_id(options.agent_id);
+      chunk.set_encoding(v1::ENCODING_FP32);
+      chunk.set_minibatch_count(1);
+      chunk.set_model_fingerprint(options.model_fingerprint);
+      chunk.set_total_elements(n);
+    }
+    chunk.set_offset(i * per_chunk);
+    EncodeTensor(values.data() + i * per_chunk, std::min(per_chunk, n - i * per_chunk),
+                 TensorEncoding::kFp32, chunk.mutable_data());
+    writer->Write(chunk);
+  }
+  std::printf("STALLED\n");
+  std::fflush(stdout);
+  while (true) absl::SleepFor(absl::Hours(1));
+}
+
+// --push_log: one line per answered push, flushed, so a killed agent leaves every answer it saw.
+class PushLog {
+ public:
+  // Errors: INVALID_ARGUMENT naming the path when it cannot be opened for appending.
+  static absl::StatusOr<std::unique_ptr<PushLog>> Open(const std::string& path) {
+    FILE* file = std::fopen(path.c_str(), "a");
+    if (file == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot open ", path));
+    return std::unique_ptr<PushLog>(new PushLog(file));
+  }
+  ~PushLog() { std::fclose(file_); }
+  PushLog(const PushLog&) = delete;
+  PushLog& operator=(const PushLog&) = delete;
+
+  void Answered(const PsClient& client, const std::string& agent_id, uint64_t sequence,
+                const PushResult& r) {
+    std::fprintf(file_,
+                 "push agent=%s session=%llu sequence=%llu accepted=%d repeated=%d reason=%s "
+                 "incarnation=%llu version=%llu\n",
+                 agent_id.c_str(), static_cast<unsigned long long>(client.push_session()),
+                 static_cast<unsigned long long>(sequence), r.accepted ? 1 : 0, r.repeated ? 1 : 0,
+                 v1::RejectReason_Name(r.reason).c_str(),
+                 static_cast<unsigned long long>(r.incarnation),
+                 static_cast<unsigned long long>(r.version));
+    std::fflush(file_);
+  }
+
+ private:
+  explicit PushLog(FILE* file) : file_(file) {}
+  FILE* const file_;
+};
+
+// One agent's descent: pull, compute a gradient, push, until --seconds run out.
+class SyntheticDescent {
+ public:
+  SyntheticDescent(PsClient* client, std::string agent_id, size_t n, PushLog* push_log)
+      : client_(*client),
+        agent_id_(std::move(agent_id)),
+        n_(n),
+        push_log_(push_log),
+        optimum_(n),
+        gradient_(n),
+        noise_rng_(std::hash<std::string>()(agent_id_)),
+        end_(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_seconds))) {
+    std::mt19937 target_rng(absl::GetFlag(FLAGS_target_seed));
+    for (float& v : optimum_) v = 0.1f * unit_(target_rng);
+  }
+
+  // The process's exit code: 0 when the time ran out (an outage that outlasted it, or a rejoin
+  // refused, included), 1 when a pull or push failed in a way waiting does not cure.
+  int Run() {
+    const absl::Duration push_every = absl::GetFlag(FLAGS_push_every);
+    next_report_ = start_ = absl::Now();
+    while (absl::Now() < end_) {
+      const Next next = Cycle();
+      if (next == Next::kFail) return 1;
+      if (next == Next::kStop) break;
+      if (next == Next::kAgain) continue;
+      if (push_every > absl::ZeroDuration()) absl::SleepFor(push_every);
+    }
+    std::printf(
+        "%s  done: %llu pushes (%llu rejected), %llu outages ridden out, final loss %.4f at "
+        "version %llu\n",
+        agent_id_.c_str(), static_cast<unsigned long long>(pushes_),
+        static_cast<unsigned long long>(rejected_), static_cast<unsigned long long>(outages_),
+        loss_, static_cast<unsigned long long>(version_));
+    return 0;
+  }
+
+ private:
+  enum class Next {
+    kGoOn,   // Cycle again, after --push_every.
+    kAgain,  // Cycle again at once: the server is back after an outage.
+    kStop,   // An outage outlasted the run, or a rejoin was refused: report and end.
+    kFail,   // A pull or push failed in a way waiting does not cure (logged).
+  };
+
+  // One pull and push.
+  Next Cycle() {
+    absl::StatusOr<PullResult> pulled =
+        client_.Pull(version_, incarnation_, v1::NETWORK_ONLINE, &weights_);
+    if (!pulled.ok()) {
+      if (absl::IsUnavailable(pulled.status()) || absl::IsDeadlineExceeded(pulled.status())) {
+        return RideOut(pulled.status());
+      }
+      LOG(ERROR) << "pull failed: " << pulled.status();
+      return Next::kFail;
+    }
+    version_ = pulled->version;
+    incarnation_ = pulled->incarnation;
+    const uint64_t sequence = client_.next_sequence();
+    ComputeGradient(sequence);
+    const bool replayable = absl::GetFlag(FLAGS_replayable);
+    absl::StatusOr<PushResult> pushed =
+        client_.Push(gradient_.data(), n_, version_, 1, replayable ? incarnation_ : 0);
+    if (!pushed.ok()) {
+      if (client_.has_pending_push()) {
+        pending_sequence_ = sequence;
+        return RideOut(pushed.status());
+      }
+      LOG(ERROR) << "push failed: " << pushed.status();
+      return Next::kFail;
+    }
+    LogAnswer(sequence, *pushed);
+    ++pushes_;
+    if (!pushed->accepted) ++rejected_;
+    if (absl::Now() >= next_report_) Report(*pushed);
+    return Next::kGoOn;
+  }
+
+  void ComputeGradient(uint64_t sequence) {
+    loss_ = 0;
+    if (absl::GetFlag(FLAGS_replayable)) {
+      ReplayableGradient(client_.push_session(), sequence, n_, gradient_.data());
+      return;
+    }
+    const float noise = static_cast<float>(absl::GetFlag(FLAGS_noise));
+    for (size_t i = 0; i < n_; ++i) {
+      const float d = weights_[i] - optimum_[i];
+      loss_ += 0.5 * d * d;
+      gradient_[i] = d + noise * unit_(noise_rng_);
+    }
+  }
+
+  // The server is away (down, restarting, cut off): join again until it answers, and resend the
+  // push that got no answer under its number, so it is applied once either way. kStop when the
+  // run's time ran out first, or on a join error that waiting does not cure.
+  Next RideOut(const absl::Status& why) {
+    ++outages_;
+    LOG(WARNING) << agent_id_ << ": parameter server away (" << why << "); rejoining";
+    while (absl::Now() < end_) {
+      absl::StatusOr<v1::JoinResponse> joined = client_.Join();
+      if (!joined.ok()) {
+        if (!absl::IsUnavailable(joined.status()) && !absl::IsDeadlineExceeded(joined.status())) {
+          LOG(ERROR) << "join failed: " << joined.status();
+          return Next::kStop;
+        }
+        continue;  // Join retried for --retry_for already.
+      }
+      if (!client_.has_pending_push()) return Next::kAgain;
+      absl::StatusOr<PushResult> resent = client_.ResendPendingPush();
+      if (resent.ok()) LogAnswer(pending_sequence_, *resent);
+      if (!client_.has_pending_push()) return Next::kAgain;
+    }
+    return Next::kStop;
+  }
+
+  void LogAnswer(uint64_t sequence, const PushResult& r) {
+    if (push_log_ != nullptr) push_log_->Answered(client_, agent_id_, sequence, r);
+  }
+
+  void Report(const PushResult& pushed) {
+    std::printf(
+        "%s  t=%5.1fs  version=%-7llu  loss=%.4f  pushes=%llu  rejected=%llu  epsilon=%.3f\n",
+        agent_id_.c_str(), absl::ToDoubleSeconds(absl::Now() - start_),
+        static_cast<unsigned long long>(pushed.version), loss_,
+        static_cast<unsigned long long>(pushes_), static_cast<unsigned long long>(rejected_),
+        pushed.epsilon);
+    std::fflush(stdout);
+    next_report_ += absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
+  }
+
+  PsClient& client_;
+  const std::string agent_id_;
+  const size_t n_;
+  PushLog* const push_log_;  // Null without --push_log.
+  std::vector<float> optimum_, weights_, gradient_;
+  std::normal_distribution<float> unit_{0.f, 1.f};
+  std::mt19937 noise_rng_;
+  const absl::Time end_;
+  absl::Time start_, next_report_;
+  uint64_t version_ = 0, incarnation_ = 0, pushes_ = 0, rejected_ = 0, outages_ = 0;
+  uint64_t pending_sequence_ = 0;
+  double loss_ = 0;
+};
+
+int Run() {
+  if (!FlagsValid()) return kExitUsage;
   // An unknown encoding is a usage error, as an out-of-range number is.
   absl::StatusOr<TensorEncoding> encoding =
       ParseTensorEncoding("encoding", absl::GetFlag(FLAGS_encoding));
@@ -76,191 +312,36 @@ int Run() {
                  std::string(encoding.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<ModelInfo> model = DescribeModel(absl::GetFlag(FLAGS_model));
-  if (!model.ok()) {
-    LOG(ERROR) << model.status();
+  absl::StatusOr<PsClientOptions> options = ClientOptionsFromFlags(*encoding);
+  if (!options.ok()) {
+    LOG(ERROR) << options.status();
     return 2;
   }
-  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
-  if (!security.ok()) {
-    LOG(ERROR) << security.status();
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(*options);
+  if (!client.ok()) {
+    LOG(ERROR) << client.status();
     return 2;
   }
-  PsClientOptions options;
-  options.security = *security;
-  options.address = absl::GetFlag(FLAGS_ps);
-  options.agent_id = absl::GetFlag(FLAGS_agent_id);
-  if (options.agent_id.empty()) options.agent_id = absl::StrCat("synthetic-", getpid());
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  options.hostname = host;
-  options.agent_index = absl::GetFlag(FLAGS_agent_index);
-  options.model_fingerprint = model->fingerprint;
-  options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
-  options.retry_for = absl::GetFlag(FLAGS_retry_for);
-  options.push_encoding = *encoding;
-  absl::StatusOr<std::unique_ptr<PsClient>> created = PsClient::Create(options);
-  if (!created.ok()) {
-    LOG(ERROR) << created.status();
-    return 2;
-  }
-  PsClient& client = **created;
-  absl::StatusOr<v1::JoinResponse> joined = client.Join();
+  absl::StatusOr<v1::JoinResponse> joined = (*client)->Join();
   if (!joined.ok()) {
     LOG(ERROR) << "join failed: " << joined.status();
     return 1;
   }
   const size_t n = joined->parameter_count();
   if (const int stall = absl::GetFlag(FLAGS_stall_after_chunks); stall > 0) {
-    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-        MakeChannelCredentials(options.security);
-    CHECK(credentials.ok()) << credentials.status();  // Checked by ClientSecurityFromFlags.
-    grpc::ChannelArguments arguments;
-    if (!options.security.tls_server_name.empty()) {
-      arguments.SetSslTargetNameOverride(options.security.tls_server_name);
-    }
-    auto stub = v1::ParameterServer::NewStub(
-        grpc::CreateCustomChannel(options.address, *credentials, arguments));
-    grpc::ClientContext context;
-    AddAuthToken(&context, options.security.auth_token);
-    v1::PushResponse response;
-    auto writer = stub->PushGradients(&context, &response);
-    const std::vector<float> values(n, 0.01f);
-    const size_t per_chunk = ElementsPerChunk(TensorEncoding::kFp32);
-    for (int i = 0; i < stall && static_cast<size_t>(i) * per_chunk < n; ++i) {
-      v1::GradientChunk chunk;
-      if (i == 0) {
-        chunk.set_agent_id(options.agent_id);
-        chunk.set_encoding(v1::ENCODING_FP32);
-        chunk.set_minibatch_count(1);
-        chunk.set_model_fingerprint(options.model_fingerprint);
-        chunk.set_total_elements(n);
-      }
-      chunk.set_offset(i * per_chunk);
-      EncodeTensor(values.data() + i * per_chunk, std::min(per_chunk, n - i * per_chunk),
-                   TensorEncoding::kFp32, chunk.mutable_data());
-      writer->Write(chunk);
-    }
-    std::printf("STALLED\n");
-    std::fflush(stdout);
-    while (true) absl::SleepFor(absl::Hours(1));
+    StallMidPush(*options, n, stall);
   }
-  std::mt19937 target_rng(absl::GetFlag(FLAGS_target_seed));
-  std::normal_distribution<float> unit(0.f, 1.f);
-  std::vector<float> optimum(n);
-  for (float& v : optimum) v = 0.1f * unit(target_rng);
-  std::mt19937 noise_rng(std::hash<std::string>()(options.agent_id));
-  const float noise = static_cast<float>(absl::GetFlag(FLAGS_noise));
-  const bool replayable = absl::GetFlag(FLAGS_replayable);
-  const absl::Duration push_every = absl::GetFlag(FLAGS_push_every);
-  FILE* push_log = nullptr;
+  std::unique_ptr<PushLog> push_log;
   if (const std::string path = absl::GetFlag(FLAGS_push_log); !path.empty()) {
-    push_log = std::fopen(path.c_str(), "a");
-    if (push_log == nullptr) {
-      LOG(ERROR) << "--push_log: cannot open " << path;
+    absl::StatusOr<std::unique_ptr<PushLog>> opened = PushLog::Open(path);
+    if (!opened.ok()) {
+      LOG(ERROR) << "--push_log: " << opened.status().message();
       return 2;
     }
+    push_log = *std::move(opened);
   }
-  // One line per answered push; flushed, so a killed agent leaves every answer it saw.
-  auto log_answer = [&](uint64_t sequence, const PushResult& r) {
-    if (push_log == nullptr) return;
-    std::fprintf(push_log,
-                 "push agent=%s session=%llu sequence=%llu accepted=%d repeated=%d reason=%s "
-                 "incarnation=%llu version=%llu\n",
-                 options.agent_id.c_str(), static_cast<unsigned long long>(client.push_session()),
-                 static_cast<unsigned long long>(sequence), r.accepted ? 1 : 0, r.repeated ? 1 : 0,
-                 v1::RejectReason_Name(r.reason).c_str(),
-                 static_cast<unsigned long long>(r.incarnation),
-                 static_cast<unsigned long long>(r.version));
-    std::fflush(push_log);
-  };
-
-  std::vector<float> weights, gradient(n);
-  uint64_t version = 0, incarnation = 0, pushes = 0, rejected = 0, outages = 0;
-  uint64_t pending_sequence = 0;
-  const absl::Time end = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_seconds));
-  // The server is away (down, restarting, cut off): join again until it answers, and resend the
-  // push that got no answer under its number, so it is applied once either way. False when the run's
-  // time ran out first, or on an error that waiting does not cure.
-  auto ride_out = [&](const absl::Status& why) {
-    ++outages;
-    LOG(WARNING) << options.agent_id << ": parameter server away (" << why << "); rejoining";
-    while (absl::Now() < end) {
-      absl::StatusOr<v1::JoinResponse> joined = client.Join();
-      if (!joined.ok()) {
-        if (!absl::IsUnavailable(joined.status()) && !absl::IsDeadlineExceeded(joined.status())) {
-          LOG(ERROR) << "join failed: " << joined.status();
-          return false;
-        }
-        continue;  // Join retried for --retry_for already.
-      }
-      if (!client.has_pending_push()) return true;
-      absl::StatusOr<PushResult> resent = client.ResendPendingPush();
-      if (resent.ok()) log_answer(pending_sequence, *resent);
-      if (!client.has_pending_push()) return true;
-    }
-    return false;
-  };
-  absl::Time next_report = absl::Now();
-  const absl::Time start = absl::Now();
-  double loss = 0;
-  while (absl::Now() < end) {
-    absl::StatusOr<PullResult> pulled =
-        client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
-    if (!pulled.ok()) {
-      if (absl::IsUnavailable(pulled.status()) || absl::IsDeadlineExceeded(pulled.status())) {
-        if (!ride_out(pulled.status())) break;
-        continue;
-      }
-      LOG(ERROR) << "pull failed: " << pulled.status();
-      return 1;
-    }
-    version = pulled->version;
-    incarnation = pulled->incarnation;
-    const uint64_t sequence = client.next_sequence();
-    loss = 0;
-    if (replayable) {
-      ReplayableGradient(client.push_session(), sequence, n, gradient.data());
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        const float d = weights[i] - optimum[i];
-        loss += 0.5 * d * d;
-        gradient[i] = d + noise * unit(noise_rng);
-      }
-    }
-    absl::StatusOr<PushResult> pushed =
-        client.Push(gradient.data(), n, version, 1, replayable ? incarnation : 0);
-    if (!pushed.ok()) {
-      if (client.has_pending_push()) {
-        pending_sequence = sequence;
-        if (!ride_out(pushed.status())) break;
-        continue;
-      }
-      LOG(ERROR) << "push failed: " << pushed.status();
-      return 1;
-    }
-    log_answer(sequence, *pushed);
-    ++pushes;
-    if (!pushed->accepted) ++rejected;
-    if (absl::Now() >= next_report) {
-      std::printf(
-          "%s  t=%5.1fs  version=%-7llu  loss=%.4f  pushes=%llu  rejected=%llu  epsilon=%.3f\n",
-          options.agent_id.c_str(), absl::ToDoubleSeconds(absl::Now() - start),
-          static_cast<unsigned long long>(pushed->version), loss,
-          static_cast<unsigned long long>(pushes), static_cast<unsigned long long>(rejected),
-          pushed->epsilon);
-      std::fflush(stdout);
-      next_report += absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
-    }
-    if (push_every > absl::ZeroDuration()) absl::SleepFor(push_every);
-  }
-  std::printf("%s  done: %llu pushes (%llu rejected), %llu outages ridden out, final loss %.4f at "
-              "version %llu\n",
-              options.agent_id.c_str(), static_cast<unsigned long long>(pushes),
-              static_cast<unsigned long long>(rejected), static_cast<unsigned long long>(outages),
-              loss, static_cast<unsigned long long>(version));
-  if (push_log != nullptr) std::fclose(push_log);
-  return 0;
+  SyntheticDescent descent(client->get(), options->agent_id, n, push_log.get());
+  return descent.Run();
 }
 
 }  // namespace
