@@ -110,7 +110,8 @@ class Agent::Impl {
   int ChooseAction();
   absl::Status TrainOne();
   // Trains while the replay ratio's credit lasts and training need not wait for the server, at most
-  // twice what one environment step owes (rounded up); with `drain`, all of it, waiting for answers.
+  // twice what one environment step owes (rounded up); with `drain`, all of it, waiting for
+  // answers.
   absl::Status TrainOnCredit(const std::atomic<bool>& stop, bool drain);
   // Alone, at a sync point: the local target refresh and epsilon the server would run.
   void SyncAlone();
@@ -162,23 +163,18 @@ class Agent::Impl {
 };
 
 absl::Status Agent::Impl::Init() {
-  if (options_.batch_size < 1 || options_.batch_update_frequency < 1 || options_.replay_ratio <= 0) {
+  if (options_.batch_size < 1 || options_.batch_update_frequency < 1 ||
+      options_.replay_ratio <= 0) {
     return absl::InvalidArgumentError(
         "--batch_size, --batch_update_frequency and --replay_ratio must be positive");
   }
-  absl::StatusOr<torch::Device> device = ResolveDevice(options_.device);
-  if (!device.ok()) return device.status();
-  device_ = *device;
+  CONVOY_ASSIGN_OR_RETURN(device_, ResolveDevice(options_.device));
   if (options_.torch_threads > 0) torch::set_num_threads(options_.torch_threads);
 
-  absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);
-  if (!environment.ok()) return environment.status();
-  environment_ = *std::move(environment);
+  CONVOY_ASSIGN_OR_RETURN(environment_, MakeEnvironment(options_.environment));
   if (!options_.ps_address.empty()) {
     // Joins and adopts the server's run settings before anything depends on them.
-    absl::StatusOr<std::unique_ptr<ParameterServerSession>> session = CreateSession(options_);
-    if (!session.ok()) return session.status();
-    ps_ = *std::move(session);
+    CONVOY_ASSIGN_OR_RETURN(ps_, CreateSession(options_));
     CONVOY_ASSIGN_OR_RETURN(const JoinResult joined,
                             ps_->Join(environment_->env->num_actions(), options_));
     CONVOY_RETURN_IF_ERROR(AdoptRunConfig(joined.config, &options_));
@@ -190,19 +186,16 @@ absl::Status Agent::Impl::Init() {
     local_exploration_.emplace(exploration);
     epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
   }
-  absl::StatusOr<ModelSpec> spec = ResolveModel(options_.model);
-  if (!spec.ok()) return spec.status();
+  CONVOY_ASSIGN_OR_RETURN(const ModelSpec spec, ResolveModel(options_.model));
   const std::array<int, 3> env_shape = environment_->env->observation_shape();
-  if (spec->channels % env_shape[0] != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model ", spec->name, " takes ", spec->channels, " channels, not a stack of ", env_shape[0],
-        "-channel frames"));
+  if (spec.channels % env_shape[0] != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", spec.name, " takes ", spec.channels,
+                                                   " channels, not a stack of ", env_shape[0],
+                                                   "-channel frames"));
   }
-  const int frame_stack = spec->channels / env_shape[0];
-  absl::StatusOr<Preprocess> preprocess =
-      Preprocess::Create(env_shape, {env_shape[0], spec->height, spec->width});
-  if (!preprocess.ok()) return preprocess.status();
-  preprocess_ = *preprocess;
+  const int frame_stack = spec.channels / env_shape[0];
+  CONVOY_ASSIGN_OR_RETURN(preprocess_,
+                          Preprocess::Create(env_shape, {env_shape[0], spec.height, spec.width}));
 
   LearnerOptions learner;
   learner.model = options_.model;
@@ -222,9 +215,7 @@ absl::Status Agent::Impl::Init() {
     }
     learner.mirror_actions = *std::move(mirror);
   }
-  absl::StatusOr<std::unique_ptr<DqnLearner>> created = DqnLearner::Create(learner);
-  if (!created.ok()) return created.status();
-  learner_ = *std::move(created);
+  CONVOY_ASSIGN_OR_RETURN(learner_, DqnLearner::Create(learner));
   learner_->CopyOnlineToTarget();
 
   ReplayOptions replay;
@@ -236,9 +227,7 @@ absl::Status Agent::Impl::Init() {
   replay.prioritized = options_.prioritized;
   replay.alpha = options_.priority_exponent;
   replay.seed = options_.seed;
-  absl::StatusOr<std::unique_ptr<ReplayMemory>> memory = ReplayMemory::Create(replay);
-  if (!memory.ok()) return memory.status();
-  replay_ = *std::move(memory);
+  CONVOY_ASSIGN_OR_RETURN(replay_, ReplayMemory::Create(replay));
   sampler_ = std::make_unique<BatchSampler>(
       replay_.get(), options_.batch_size,
       std::max<size_t>(options_.min_replay_size, options_.batch_size), device_);
@@ -246,7 +235,7 @@ absl::Status Agent::Impl::Init() {
   env_frame_.resize(environment_->env->observation_size());
   model_frame_.resize(preprocess_->output_size());
   observation_.resize(preprocess_->output_size() * frame_stack);
-  LOG(INFO) << options_.agent_id << ": model " << spec->name << " ("
+  LOG(INFO) << options_.agent_id << ": model " << spec.name << " ("
             << learner_->model().parameter_count << " parameters) on " << DescribeDevice(device_)
             << "; replay " << options_.replay_memory_size << " transitions, "
             << replay_->bytes_per_transition() << " bytes per transition; sim "
@@ -254,7 +243,7 @@ absl::Status Agent::Impl::Init() {
 
   if (device_.is_cuda()) gpu_ = GpuMonitor::Open(device_.index() < 0 ? 0 : device_.index());
   if (!options_.log_dir.empty()) {
-    if (absl::Status s = OpenLogs(); !s.ok()) return s;
+    CONVOY_RETURN_IF_ERROR(OpenLogs());
   }
 
   if (ps_ != nullptr) {
@@ -266,27 +255,24 @@ absl::Status Agent::Impl::Init() {
 }
 
 absl::Status Agent::Impl::OpenLogs() {
-  absl::StatusOr<std::unique_ptr<MetricsLog>> log = MetricsLog::Open(options_.log_dir);
-  if (!log.ok()) return log.status();
-  metrics_ = *std::move(log);
-  absl::Status s = metrics_->DeclareTable(
+  CONVOY_ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(options_.log_dir));
+  CONVOY_RETURN_IF_ERROR(metrics_->DeclareTable(
       "episodes",
       {"episode", "env_steps", "return", "length", "distance_m", "collision", "time_limit",
        "epsilon", "wall_s", "steps_corner", "steps_intersection", "end_place"},
-      "env_steps");
-  if (!s.ok()) return s;
+      "env_steps"));
   return metrics_->DeclareTable(
       "intervals",
-      {"wall_s", "env_steps", "train_steps", "episodes", "loss", "mean_q", "epsilon", "env_steps_per_s",
-       "train_steps_per_s", "push_ms", "pull_ms", "staleness", "ps_version", "sampler_wait_s",
-       "gpu_util_percent", "gpu_memory_mb"},
+      {"wall_s", "env_steps", "train_steps", "episodes", "loss", "mean_q", "epsilon",
+       "env_steps_per_s", "train_steps_per_s", "push_ms", "pull_ms", "staleness", "ps_version",
+       "sampler_wait_s", "gpu_util_percent", "gpu_memory_mb"},
       "env_steps");
 }
 
 absl::Status Agent::Impl::ResetEpisode() {
-  absl::StatusOr<StepResult> first = environment_->env->Reset(
-      options_.seed * 1000003 + episode_seed_++, env_frame_.data());
-  if (!first.ok()) return first.status();
+  CONVOY_RETURN_IF_ERROR(
+      environment_->env->Reset(options_.seed * 1000003 + episode_seed_++, env_frame_.data())
+          .status());
   preprocess_->Apply(env_frame_.data(), model_frame_.data());
   replay_->StartEpisode(model_frame_.data());
   episode_return_ = 0;
@@ -302,7 +288,8 @@ absl::Status Agent::Impl::ReconnectSimulator() {
   }
   Backoff backoff;
   while (true) {
-    absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(options_.environment);
+    absl::StatusOr<std::unique_ptr<Environment>> environment =
+        MakeEnvironment(options_.environment);
     if (environment.ok()) {
       environment_ = *std::move(environment);
       LOG(INFO) << options_.agent_id << ": simulator reconnected; restarting the episode";
@@ -315,7 +302,8 @@ absl::Status Agent::Impl::ReconnectSimulator() {
 
 int Agent::Impl::ChooseAction() {
   const int actions = environment_->env->num_actions();
-  const bool filling = options_.fill_with_random_actions && replay_->size() < options_.min_replay_size;
+  const bool filling =
+      options_.fill_with_random_actions && replay_->size() < options_.min_replay_size;
   if (filling || std::uniform_real_distribution<double>(0, 1)(rng_) < epsilon_) {
     return std::uniform_int_distribution<int>(0, actions - 1)(rng_);
   }
@@ -333,7 +321,8 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     const AgentStats now = stats();
     if (options_.max_steps > 0 && now.env_steps >= options_.max_steps) break;
-    if (options_.max_time > absl::ZeroDuration() && absl::Now() - started_ >= options_.max_time) break;
+    if (options_.max_time > absl::ZeroDuration() && absl::Now() - started_ >= options_.max_time)
+      break;
 
     const int action = ChooseAction();
     absl::StatusOr<StepResult> step = environment_->env->Step(action, env_frame_.data());
@@ -505,7 +494,8 @@ void Agent::Impl::Report(bool final) {
   }
   std::string left;
   if (options_.max_time > absl::ZeroDuration()) {
-    const absl::Duration remaining = std::max(absl::ZeroDuration(), options_.max_time - (now - started_));
+    const absl::Duration remaining =
+        std::max(absl::ZeroDuration(), options_.max_time - (now - started_));
     left = absl::StrFormat(", %.0fs left", absl::ToDoubleSeconds(remaining));
   } else if (options_.max_steps > 0) {
     left = absl::StrFormat(", %d steps left",

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "common/status_macros.h"
 
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA certificate the parameter server's certificate must chain to.");
@@ -39,9 +40,7 @@ absl::StatusOr<ClientSecurity> ClientSecurityFromFlags(const ClientSecurityDefau
   }
   std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
   if (token_file.empty()) token_file = defaults.auth_token_file;
-  absl::StatusOr<std::string> token = ReadAuthToken(token_file);
-  if (!token.ok()) return token.status();
-  security.auth_token = *std::move(token);
+  CONVOY_ASSIGN_OR_RETURN(security.auth_token, ReadAuthToken(token_file));
   return security;
 }
 

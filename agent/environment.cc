@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 #include "simulator_bridge/airsim_client.h"
 #include "simulator_bridge/embedded_sim.h"
 #include "simulator_bridge/road_map.h"
@@ -53,35 +54,24 @@ std::string AbslUnparseFlag(const SimTarget& target) { return SimTargetName(targ
 absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSpec& spec) {
   std::string map_dir = spec.map_dir;
   if (map_dir.empty()) {
-    absl::StatusOr<std::string> found = FindDefaultMapDir();
-    if (!found.ok()) return found.status();
-    map_dir = *found;
+    CONVOY_ASSIGN_OR_RETURN(map_dir, FindDefaultMapDir());
   }
-  absl::StatusOr<RoadMap> map = RoadMap::Load(map_dir);
-  if (!map.ok()) return map.status();
+  CONVOY_ASSIGN_OR_RETURN(RoadMap map, RoadMap::Load(map_dir));
   auto environment = std::make_unique<Environment>();
   if (spec.sim.kind == SimKind::kEmbedded) {
-    absl::StatusOr<std::shared_ptr<const World>> world = World::Create(*map);
-    if (!world.ok()) return world.status();
     EmbeddedSimOptions options;
-    options.world = *world;
+    CONVOY_ASSIGN_OR_RETURN(options.world, World::Create(map));
     options.num_parked_cars = spec.parked_cars;
     options.seed = spec.world_seed;
-    absl::StatusOr<std::unique_ptr<DrivingEnv>> env = DrivingEnv::CreateEmbedded(options, spec.env);
-    if (!env.ok()) return env.status();
-    environment->env = *std::move(env);
+    CONVOY_ASSIGN_OR_RETURN(environment->env, DrivingEnv::CreateEmbedded(options, spec.env));
     return environment;
   }
   AirSimClientOptions options;
   options.host = spec.sim.host;
   options.port = spec.sim.port;
-  absl::StatusOr<std::unique_ptr<AirSimClient>> client = AirSimClient::Connect(options);
-  if (!client.ok()) return client.status();
-  environment->sim = *std::move(client);
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
-      DrivingEnv::Create(environment->sim.get(), *std::move(map), spec.env);
-  if (!env.ok()) return env.status();
-  environment->env = *std::move(env);
+  CONVOY_ASSIGN_OR_RETURN(environment->sim, AirSimClient::Connect(options));
+  CONVOY_ASSIGN_OR_RETURN(environment->env,
+                          DrivingEnv::Create(environment->sim.get(), std::move(map), spec.env));
   return environment;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/learner.h"
+#include "common/status_macros.h"
 #include "common/weights_file.h"
 #include "simulator_bridge/frame_stack.h"
 
@@ -105,20 +106,18 @@ Policy RandomPolicy(int num_actions, uint64_t seed) {
 
 absl::StatusOr<std::unique_ptr<GreedyEvaluator>> GreedyEvaluator::Create(
     const std::string& model, const EnvironmentSpec& spec) {
-  absl::StatusOr<std::unique_ptr<Environment>> environment = MakeEnvironment(spec);
-  if (!environment.ok()) return environment.status();
-  DrivingEnv& env = *(*environment)->env;
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<Environment> environment, MakeEnvironment(spec));
+  DrivingEnv& env = *environment->env;
   LearnerOptions options;
   options.model = model;
   options.num_actions = env.num_actions();
-  absl::StatusOr<std::unique_ptr<DqnLearner>> learner = DqnLearner::Create(options);
-  if (!learner.ok()) return learner.status();
-  const ModelSpec& m = (*learner)->model().spec;
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<DqnLearner> learner, DqnLearner::Create(options));
+  const ModelSpec& m = learner->model().spec;
   const std::array<int, 3> shape = env.observation_shape();
-  absl::StatusOr<Preprocess> preprocess = Preprocess::Create(shape, {shape[0], m.height, m.width});
-  if (!preprocess.ok()) return preprocess.status();
+  CONVOY_ASSIGN_OR_RETURN(Preprocess preprocess,
+                          Preprocess::Create(shape, {shape[0], m.height, m.width}));
   return std::unique_ptr<GreedyEvaluator>(new GreedyEvaluator(
-      *std::move(environment), *std::move(learner), *std::move(preprocess), m.channels / shape[0]));
+      std::move(environment), std::move(learner), std::move(preprocess), m.channels / shape[0]));
 }
 
 GreedyEvaluator::GreedyEvaluator(std::unique_ptr<Environment> environment,
@@ -164,12 +163,11 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Random(const std::vector<uint64_t>&
 absl::StatusOr<std::unique_ptr<BestPolicy>> BestPolicy::Create(const std::string& model,
                                                                const EnvironmentSpec& spec,
                                                                int episodes, std::string path) {
-  absl::StatusOr<ModelInfo> info = DescribeModel(model);
-  if (!info.ok()) return info.status();
-  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator = GreedyEvaluator::Create(model, spec);
-  if (!evaluator.ok()) return evaluator.status();
-  return std::unique_ptr<BestPolicy>(new BestPolicy(
-      *std::move(evaluator), ValidationSeeds(episodes), std::move(path), info->layout));
+  CONVOY_ASSIGN_OR_RETURN(ModelInfo info, DescribeModel(model));
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<GreedyEvaluator> evaluator,
+                          GreedyEvaluator::Create(model, spec));
+  return std::unique_ptr<BestPolicy>(new BestPolicy(std::move(evaluator), ValidationSeeds(episodes),
+                                                    std::move(path), std::move(info.layout)));
 }
 
 BestPolicy::BestPolicy(std::unique_ptr<GreedyEvaluator> evaluator, std::vector<uint64_t> seeds,
@@ -182,11 +180,10 @@ BestPolicy::BestPolicy(std::unique_ptr<GreedyEvaluator> evaluator, std::vector<u
 absl::StatusOr<EvalSummary> BestPolicy::RandomBaseline() { return evaluator_->Random(seeds_); }
 
 absl::StatusOr<bool> BestPolicy::Consider(uint64_t version, const std::vector<float>& weights) {
-  absl::StatusOr<EvalSummary> summary = evaluator_->Greedy(weights, seeds_);
-  if (!summary.ok()) return summary.status();
+  CONVOY_ASSIGN_OR_RETURN(EvalSummary summary, evaluator_->Greedy(weights, seeds_));
   ++considered_;
-  last_ = *summary;
-  Candidate candidate{version, *std::move(summary), weights};
+  last_ = summary;
+  Candidate candidate{version, std::move(summary), weights};
   // Among the leaders, after those it does not beat (an equal one does not displace an earlier
   // one).
   auto at = std::find_if(leaders_.begin(), leaders_.end(), [&](const Candidate& c) {
@@ -201,18 +198,17 @@ absl::StatusOr<bool> BestPolicy::Consider(uint64_t version, const std::vector<fl
     latest_ = std::move(candidate);
   }
   if (!best) return false;
-  if (absl::Status s = Keep(leaders_.front()); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(Keep(leaders_.front()));
   return true;
 }
 
 absl::StatusOr<bool> BestPolicy::ConsiderAverage(uint64_t version,
                                                  const std::vector<float>& weights) {
-  absl::StatusOr<EvalSummary> summary = evaluator_->Greedy(weights, seeds_);
-  if (!summary.ok()) return summary.status();
-  last_ = *summary;
-  average_ = Candidate{version, *std::move(summary), weights, /*averaged=*/true};
+  CONVOY_ASSIGN_OR_RETURN(EvalSummary summary, evaluator_->Greedy(weights, seeds_));
+  last_ = summary;
+  average_ = Candidate{version, std::move(summary), weights, /*averaged=*/true};
   if (has_best_ && !BetterPolicy(average_->summary, summary_)) return false;
-  if (absl::Status s = Keep(*average_); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(Keep(*average_));
   return true;
 }
 
@@ -249,28 +245,25 @@ absl::StatusOr<bool> BestPolicy::Settle(int extra_episodes) {
   const std::vector<uint64_t> more(all.begin() + seeds_.size(), all.end());
   Candidate* chosen = nullptr;
   for (Candidate* c : candidates) {
-    absl::StatusOr<EvalSummary> extra = evaluator_->Greedy(c->weights, more);
-    if (!extra.ok()) return extra.status();
+    CONVOY_ASSIGN_OR_RETURN(EvalSummary extra, evaluator_->Greedy(c->weights, more));
     std::vector<EpisodeRecord> episodes = std::move(c->summary.episodes);
-    for (EpisodeRecord& e : extra->episodes) episodes.push_back(std::move(e));
+    for (EpisodeRecord& e : extra.episodes) episodes.push_back(std::move(e));
     c->summary = SummaryOf(std::move(episodes));
     if (chosen == nullptr || BetterPolicy(c->summary, chosen->summary)) chosen = c;
   }
   const bool changed = chosen->version != version_ || chosen->averaged != averaged_;
-  if (absl::Status s = Keep(*chosen); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(Keep(*chosen));
   return changed;
 }
 
 absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
                                              const std::vector<float>& weights,
                                              const EnvironmentSpec& spec, int episodes) {
-  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator = GreedyEvaluator::Create(model, spec);
-  if (!evaluator.ok()) return evaluator.status();
-  absl::StatusOr<EvalSummary> greedy = (*evaluator)->Greedy(weights, episodes);
-  if (!greedy.ok()) return greedy.status();
-  absl::StatusOr<EvalSummary> random = (*evaluator)->Random(episodes);
-  if (!random.ok()) return random.status();
-  return Comparison{*std::move(greedy), *std::move(random)};
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<GreedyEvaluator> evaluator,
+                          GreedyEvaluator::Create(model, spec));
+  CONVOY_ASSIGN_OR_RETURN(EvalSummary greedy, evaluator->Greedy(weights, episodes));
+  CONVOY_ASSIGN_OR_RETURN(EvalSummary random, evaluator->Random(episodes));
+  return Comparison{std::move(greedy), std::move(random)};
 }
 
 std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random) {
@@ -283,9 +276,11 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
   };
   row("greedy (learned)", greedy);
   row("random", random);
-  absl::StrAppendFormat(&out, "\nepisodes that did not reach the time limit, by where they ended (%.0f m of "
-                              "a junction counts as it)\n%-16s %12s %12s %14s\n",
-                        RoadMap::kJunctionRadiusM, "policy", "straight", "corner", "intersection");
+  absl::StrAppendFormat(
+      &out,
+      "\nepisodes that did not reach the time limit, by where they ended (%.0f m of "
+      "a junction counts as it)\n%-16s %12s %12s %14s\n",
+      RoadMap::kJunctionRadiusM, "policy", "straight", "corner", "intersection");
   auto ends = [&](const char* name, const EvalSummary& s) {
     absl::StrAppendFormat(&out, "%-16s %12d %12d %14d\n", name, s.ended_at[0], s.ended_at[1],
                           s.ended_at[2]);

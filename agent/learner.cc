@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/torch_compat.h"
 
 namespace convoy {
@@ -55,15 +56,12 @@ absl::StatusOr<std::unique_ptr<DqnLearner>> DqnLearner::Create(const LearnerOpti
       }
     }
   }
-  absl::StatusOr<ModelSpec> spec = ResolveModel(options.model, options.num_actions);
-  if (!spec.ok()) return spec.status();
-  absl::StatusOr<QNetwork> online = BuildQNetwork(*spec, options.seed);
-  if (!online.ok()) return online.status();
-  absl::StatusOr<QNetwork> target = BuildQNetwork(*spec, options.seed);
-  if (!target.ok()) return target.status();
-  ModelInfo model = ModelInfoOf(*spec, **online);
+  CONVOY_ASSIGN_OR_RETURN(ModelSpec spec, ResolveModel(options.model, options.num_actions));
+  CONVOY_ASSIGN_OR_RETURN(QNetwork online, BuildQNetwork(spec, options.seed));
+  CONVOY_ASSIGN_OR_RETURN(QNetwork target, BuildQNetwork(spec, options.seed));
+  ModelInfo model = ModelInfoOf(spec, *online);
   return std::unique_ptr<DqnLearner>(
-      new DqnLearner(options, std::move(model), *std::move(online), *std::move(target)));
+      new DqnLearner(options, std::move(model), std::move(online), std::move(target)));
 }
 
 DqnLearner::DqnLearner(const LearnerOptions& options, ModelInfo model, QNetwork online,
@@ -150,10 +148,11 @@ TrainStats DqnLearner::AccumulateTransitions(const torch::Tensor& observations,
     q = online_->forward(ToFloatImages(observations)).to(torch::kFloat32);
   }
   const torch::Tensor q_taken = q.gather(1, actions.unsqueeze(1)).squeeze(1);
-  const torch::Tensor per_sample = torch::nn::functional::huber_loss(
-      q_taken, target,
-      torch::nn::functional::HuberLossFuncOptions().reduction(torch::kNone).delta(
-          options_.huber_delta));
+  const torch::Tensor per_sample =
+      torch::nn::functional::huber_loss(q_taken, target,
+                                        torch::nn::functional::HuberLossFuncOptions()
+                                            .reduction(torch::kNone)
+                                            .delta(options_.huber_delta));
   const torch::Tensor loss = (weights * per_sample).mean();
   (loss * loss_scale_).backward();
   ++accumulated_;

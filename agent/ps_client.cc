@@ -10,15 +10,12 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/tensor_chunk.h"
+#include "common/wire_encoding.h"
 
 namespace convoy {
 namespace {
 
 constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkPayloadBytes) + 1024;
-
-v1::Encoding ToWire(TensorEncoding encoding) {
-  return encoding == TensorEncoding::kBf16 ? v1::ENCODING_BF16 : v1::ENCODING_FP32;
-}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,
@@ -26,9 +23,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  // Reconnect quickly after a server restart; the call-level retry loop adds jittered backoff on top.
-  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left alone: gRPC takes it as the least time a connection
-  // attempt may take, and at 100 ms a TLS handshake on a busy machine never finished in time.
+  // Reconnect quickly after a server restart; the call-level retry loop adds jittered backoff on
+  // top. GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left alone: gRPC takes it as the least time a
+  // connection attempt may take, and at 100 ms a TLS handshake on a busy machine never finished in
+  // time.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
@@ -40,8 +38,8 @@ uint64_t NewPushSession() {
   return absl::Uniform<uint64_t>(absl::IntervalClosed, rng, 1, UINT64_MAX);
 }
 
-// "/convoy.v1.ParameterServer/<method>" of the two tensor streams, as the generated stub names them;
-// made once, since gRPC keeps the pointers.
+// "/convoy.v1.ParameterServer/<method>" of the two tensor streams, as the generated stub names
+// them; made once, since gRPC keeps the pointers.
 struct TensorMethodNames {
   std::string pull = absl::StrCat("/", v1::ParameterServer::service_full_name(), "/PullWeights");
   std::string push = absl::StrCat("/", v1::ParameterServer::service_full_name(), "/PushGradients");
@@ -138,8 +136,8 @@ absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uin
   absl::StatusOr<PushResult> result =
       SendPush(values, count, base_version, minibatch_count, base_incarnation, sequence);
   if (!result.ok() && Unanswered(result.status())) {
-    pending_ = PendingPush{std::vector<float>(values, values + count), base_version, minibatch_count,
-                           base_incarnation, sequence};
+    pending_ = PendingPush{std::vector<float>(values, values + count), base_version,
+                           minibatch_count, base_incarnation, sequence};
   }
   return result;
 }
@@ -169,7 +167,7 @@ absl::StatusOr<PushResult> PsClient::SendPush(const float* values, size_t count,
     v1::GradientChunk& header = chunk.header;
     header.set_agent_id(options_.agent_id);
     header.set_base_version(base_version);
-    header.set_encoding(ToWire(options_.push_encoding));
+    header.set_encoding(ToWireEncoding(options_.push_encoding));
     header.set_minibatch_count(minibatch_count);
     header.set_model_fingerprint(options_.model_fingerprint);
     header.set_total_elements(count);
@@ -209,7 +207,7 @@ absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_i
   request.set_have_version(have_version);
   request.set_have_incarnation(have_incarnation);
   request.set_network(network);
-  request.set_encoding(ToWire(options_.pull_encoding));
+  request.set_encoding(ToWireEncoding(options_.pull_encoding));
   request.set_agent_id(options_.agent_id);
   PullResult result;
   absl::Status status = WithRetries("Pull", [&]() -> absl::Status {
@@ -235,13 +233,18 @@ absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_i
       }
       if (!bad.ok()) continue;
       if (chunk.version() != result.version || chunk.offset() != received) {
-        bad = absl::DataLossError(absl::StrCat("pull stream out of order at offset ", chunk.offset()));
+        bad = absl::DataLossError(
+            absl::StrCat("pull stream out of order at offset ", chunk.offset()));
         continue;
       }
-      const TensorEncoding encoding =
-          chunk.encoding() == v1::ENCODING_BF16 ? TensorEncoding::kBf16 : TensorEncoding::kFp32;
+      const absl::StatusOr<TensorEncoding> encoding =
+          FromWireEncoding(chunk.encoding(), UnspecifiedEncoding::kFp32);
+      if (!encoding.ok()) {
+        bad = encoding.status();
+        continue;
+      }
       size_t decoded = 0;
-      bad = incoming.data().Decode(encoding, pull_buffer_.data() + received, total - received,
+      bad = incoming.data().Decode(*encoding, pull_buffer_.data() + received, total - received,
                                    &decoded);
       received += decoded;
     }

@@ -101,9 +101,8 @@ absl::StatusOr<std::unique_ptr<PsSession>> PsSession::Create(const PsSessionOpti
   ps.push_encoding = options.push_encoding;
   ps.retry_for = options.join_for;  // Joining at start waits for a server that is still starting.
   ps.security = options.security;
-  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(ps);
-  if (!client.ok()) return client.status();
-  return std::unique_ptr<PsSession>(new PsSession(options, *std::move(client)));
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(ps));
+  return std::unique_ptr<PsSession>(new PsSession(options, std::move(client)));
 }
 
 PsSession::PsSession(const PsSessionOptions& options, std::unique_ptr<PsClient> client)

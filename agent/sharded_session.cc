@@ -49,58 +49,57 @@ absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps) {
       for (absl::string_view address : absl::StrSplit(line, absl::ByAnyChar(", \t\r"))) {
         if (address.empty()) continue;
         if (!absl::StrContains(address, ':')) {
-          return absl::InvalidArgumentError(absl::StrCat("--ps=@", path, " line ", line_number, ": '",
-                                                         address, "' is not host:port"));
+          return absl::InvalidArgumentError(absl::StrCat("--ps=@", path, " line ", line_number,
+                                                         ": '", address, "' is not host:port"));
         }
         servers.emplace_back(address);
       }
     }
     if (servers.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--ps=@", path, " lists no server: give one host:port per line, in shard order"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ps=@", path, " lists no server: give one host:port per line, in shard order"));
     }
     return servers;
   }
   std::vector<std::string> servers = absl::StrSplit(ps, ',');
   for (const std::string& s : servers) {
     if (s.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--ps '", ps, "' has an empty address: give host:port, or host:port,host:port,... in "
-                        "shard order for a sharded server, or @FILE"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ps '", ps,
+                       "' has an empty address: give host:port, or host:port,host:port,... in "
+                       "shard order for a sharded server, or @FILE"));
     }
   }
   return servers;
 }
 
 absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const AgentOptions& agent) {
-  absl::StatusOr<std::vector<std::string>> servers = ParseServerList(agent.ps_address);
-  if (!servers.ok()) return servers.status();
+  CONVOY_ASSIGN_OR_RETURN(const std::vector<std::string> servers,
+                          ParseServerList(agent.ps_address));
   const PsSessionOptions common = PsSession::OptionsFor(agent);
-  if (servers->size() == 1) {
-    absl::StatusOr<std::unique_ptr<PsSession>> one = PsSession::Create(common);
-    if (!one.ok()) return one.status();
-    return std::unique_ptr<ParameterServerSession>(*std::move(one));
+  if (servers.size() == 1) {
+    CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsSession> one, PsSession::Create(common));
+    return std::unique_ptr<ParameterServerSession>(std::move(one));
   }
   std::vector<PsSessionOptions> shards;
-  for (size_t i = 0; i < servers->size(); ++i) {
+  for (size_t i = 0; i < servers.size(); ++i) {
     PsSessionOptions o = common;
-    o.address = (*servers)[i];
-    o.num_shards = static_cast<uint32_t>(servers->size());
+    o.address = servers[i];
+    o.num_shards = static_cast<uint32_t>(servers.size());
     o.shard_index = static_cast<uint32_t>(i);
     shards.push_back(o);
   }
-  absl::StatusOr<std::unique_ptr<ShardedSession>> sharded = ShardedSession::Create(shards, agent.push);
-  if (!sharded.ok()) return sharded.status();
-  return std::unique_ptr<ParameterServerSession>(*std::move(sharded));
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<ShardedSession> sharded,
+                          ShardedSession::Create(shards, agent.push));
+  return std::unique_ptr<ParameterServerSession>(std::move(sharded));
 }
 
 absl::StatusOr<std::unique_ptr<ShardedSession>> ShardedSession::Create(
     const std::vector<PsSessionOptions>& shards, PushMode push) {
   std::vector<std::unique_ptr<PsSession>> sessions;
   for (const PsSessionOptions& o : shards) {
-    absl::StatusOr<std::unique_ptr<PsSession>> session = PsSession::Create(o);
-    if (!session.ok()) return session.status();
-    sessions.push_back(*std::move(session));
+    CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsSession> session, PsSession::Create(o));
+    sessions.push_back(std::move(session));
   }
   return std::unique_ptr<ShardedSession>(new ShardedSession(std::move(sessions), push));
 }
@@ -116,11 +115,12 @@ absl::Status ShardedSession::PushBacklog(size_t shard) {
   std::vector<float> owed;
   const uint32_t minibatches =
       static_cast<uint32_t>(std::min<uint64_t>(backlog_[shard].Take(&owed), UINT32_MAX));
-  // Once sent it is the shard's: answered, or kept by its session under its number and resent on the
-  // next rejoin.
+  // Once sent it is the shard's: answered, or kept by its session under its number and resent on
+  // the next rejoin.
   absl::StatusOr<PushResult> pushed = shards_[shard]->Push(owed, minibatches);
   if (!pushed.ok()) {
-    if (!shards_[shard]->rejoining()) return pushed.status();  // Away again; its session resends it.
+    if (!shards_[shard]->rejoining())
+      return pushed.status();  // Away again; its session resends it.
     LOG(ERROR) << "shard " << shard << " refused the " << minibatches
                << " minibatches it missed: " << pushed.status();
     return absl::OkStatus();
@@ -152,9 +152,8 @@ void ShardedSession::StartTraining() {
 absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
                                                 uint32_t minibatch_count) {
   if (values.size() != model_parameter_count_) {
-    return absl::InvalidArgumentError(absl::StrCat("a push of ", values.size(),
-                                                   " values to a model of ",
-                                                   model_parameter_count_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a push of ", values.size(), " values to a model of ", model_parameter_count_));
   }
   auto range = [&](size_t i) {
     const PsSession& s = *shards_[i];
@@ -173,8 +172,9 @@ absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
       backlog_[i].Add(range(i), minibatch_count);
     }
   }
-  std::vector<absl::StatusOr<PushResult>> pushed = ForEachShard(
-      live.size(), [&](size_t k) { return shards_[live[k]]->Push(range(live[k]), minibatch_count); });
+  std::vector<absl::StatusOr<PushResult>> pushed = ForEachShard(live.size(), [&](size_t k) {
+    return shards_[live[k]]->Push(range(live[k]), minibatch_count);
+  });
   // A shard whose push got no answer keeps it and is away from now on; one that refused it (an
   // answer) lost it. Shard 0 speaks for the run (epsilon, target version) when it answered; a push
   // counts as accepted when every shard that answered applied its range.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/wire_encoding.h"
 
 namespace convoy {
 
@@ -31,19 +32,10 @@ absl::Status PushAssembler::ReadHeader(const v1::GradientChunk& chunk) {
                     chunk.model_fingerprint().empty() ? "(none)" : chunk.model_fingerprint(),
                     "', server has '", fingerprint_, "'")));
   }
-  switch (chunk.encoding()) {
-    case v1::ENCODING_FP32:
-      encoding_ = TensorEncoding::kFp32;
-      break;
-    case v1::ENCODING_BF16:
-      encoding_ = TensorEncoding::kBf16;
-      break;
-    default:
-      return Fail(v1::REJECT_REASON_UNKNOWN_ENCODING,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "unknown encoding ", static_cast<int>(chunk.encoding()),
-                      "; expected ENCODING_FP32 or ENCODING_BF16")));
-  }
+  absl::StatusOr<TensorEncoding> encoding =
+      FromWireEncoding(chunk.encoding(), UnspecifiedEncoding::kRefused);
+  if (!encoding.ok()) return Fail(v1::REJECT_REASON_UNKNOWN_ENCODING, encoding.status());
+  encoding_ = *encoding;
   if (chunk.total_elements() != parameter_count_) {
     return Fail(v1::REJECT_REASON_WRONG_SIZE,
                 absl::InvalidArgumentError(absl::StrCat("push declares ", chunk.total_elements(),

@@ -11,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "common/security.h"
 #include "common/tensor_encoding.h"
+#include "common/wire_encoding.h"
 #include "convoy/v1/parameter_server.grpc.pb.h"
 #include "param_server/push_assembler.h"
 
@@ -147,19 +148,10 @@ grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
                                                  const v1::PullRequest* request,
                                                  grpc::ServerWriter<OutgoingChunk<v1::WeightChunk>>* writer) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  TensorEncoding encoding;
-  switch (request->encoding()) {
-    case v1::ENCODING_UNSPECIFIED:
-    case v1::ENCODING_FP32:
-      encoding = TensorEncoding::kFp32;
-      break;
-    case v1::ENCODING_BF16:
-      encoding = TensorEncoding::kBf16;
-      break;
-    default:
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("unknown encoding ", static_cast<int>(request->encoding())));
-  }
+  const absl::StatusOr<TensorEncoding> requested =
+      FromWireEncoding(request->encoding(), UnspecifiedEncoding::kFp32);
+  if (!requested.ok()) return ToGrpcStatus(requested.status());
+  const TensorEncoding encoding = *requested;
   if (request->network() != v1::NETWORK_ONLINE && request->network() != v1::NETWORK_TARGET &&
       request->network() != v1::NETWORK_AVERAGE) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -177,7 +169,7 @@ grpc::Status ParameterServerService::PullWeights(grpc::ServerContext* context,
   v1::WeightChunk& header = chunk.header;
   header.set_version(snapshot->version);
   header.set_total_elements(snapshot->values.size());
-  header.set_encoding(encoding == TensorEncoding::kBf16 ? v1::ENCODING_BF16 : v1::ENCODING_FP32);
+  header.set_encoding(ToWireEncoding(encoding));
   header.set_network(request->network());
   header.set_incarnation(server_->incarnation());
   if (request->have_version() == snapshot->version &&

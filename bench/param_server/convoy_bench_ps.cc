@@ -262,8 +262,9 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
   const std::string tag = absl::StrCat(encoding == TensorEncoding::kBf16 ? "bf16" : "fp32", "-",
                                        clients, "-", absl::ToUnixMicros(absl::Now()));
 
-  // A sharded server (several addresses, in shard order): each client has one PsClient per shard and
-  // a cycle pushes and pulls every shard's range, all shards at once, as an agent's session does.
+  // A sharded server (several addresses, in shard order): each client has one PsClient per shard
+  // and a cycle pushes and pulls every shard's range, all shards at once, as an agent's session
+  // does.
   const std::vector<std::string> shards = absl::StrSplit(address, ',');
   CONVOY_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(model, static_cast<uint32_t>(shards.size())));
 
@@ -400,14 +401,8 @@ absl::StatusOr<std::vector<int>> ParseClientCounts(const std::vector<std::string
 absl::StatusOr<std::vector<TensorEncoding>> ParseEncodings(const std::vector<std::string>& values) {
   std::vector<TensorEncoding> encodings;
   for (const std::string& value : values) {
-    if (value == "fp32") {
-      encodings.push_back(TensorEncoding::kFp32);
-    } else if (value == "bf16") {
-      encodings.push_back(TensorEncoding::kBf16);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--encodings: unknown encoding '", value, "'; expected fp32 or bf16"));
-    }
+    CONVOY_ASSIGN_OR_RETURN(const TensorEncoding encoding, ParseTensorEncoding("encodings", value));
+    encodings.push_back(encoding);
   }
   if (encodings.empty()) return absl::InvalidArgumentError("--encodings is empty");
   return encodings;
@@ -503,7 +498,8 @@ int Run() {
               tcp_bytes_per_s / 1e9, absl::StrJoin(tcp_runs, ", ").c_str(),
               absl::GetFlag(FLAGS_tcp_bytes) / 1e9);
   std::printf("  %-8s apply        %8.1f /s     (%.2f ms)\n",
-              std::string(OptimizerName(absl::GetFlag(FLAGS_optimizer))).c_str(), apply->apply_per_s, 1e3 / apply->apply_per_s);
+              std::string(OptimizerName(absl::GetFlag(FLAGS_optimizer))).c_str(),
+              apply->apply_per_s, 1e3 / apply->apply_per_s);
   std::printf("  apply + publish copy  %8.1f /s     (%.2f ms)\n", apply->apply_publish_per_s,
               1e3 / apply->apply_publish_per_s);
   for (TensorEncoding push : *encodings) {

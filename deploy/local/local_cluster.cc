@@ -16,9 +16,10 @@
 #include "absl/time/clock.h"
 #include "common/local_run_files.h"
 #include "common/model_registry.h"
-#include "common/shard_map.h"
 #include "common/secret_file.h"
 #include "common/security.h"
+#include "common/shard_map.h"
+#include "common/status_macros.h"
 #include "param_server/checkpointer.h"
 
 namespace convoy {
@@ -53,8 +54,7 @@ std::string AgentLogDir(const LocalClusterOptions& options, int index) {
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
-  absl::StatusOr<ModelInfo> info = DescribeModel(options.model);
-  if (!info.ok()) return info.status();
+  CONVOY_ASSIGN_OR_RETURN(const ModelInfo info, DescribeModel(options.model));
   if (options.ps_shards < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--ps_shards must be at least 1, got ", options.ps_shards));
@@ -64,11 +64,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const bool was_sharded = std::filesystem::exists(checkpoints + "/shard-0");
   const bool was_whole = !Checkpointer::CheckUnused(checkpoints).ok();
   if ((options.ps_shards > 1 && was_whole) || (options.ps_shards == 1 && was_sharded)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "run directory ", options.run_dir, " holds the checkpoints of a run with ",
-        was_whole ? "one server" : "a sharded server", ", not ", options.ps_shards,
-        options.ps_shards == 1 ? " server" : " shards",
-        ": resume it as it was started, or start a new run"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("run directory ", options.run_dir, " holds the checkpoints of a run with ",
+                     was_whole ? "one server" : "a sharded server", ", not ", options.ps_shards,
+                     options.ps_shards == 1 ? " server" : " shards",
+                     ": resume it as it was started, or start a new run"));
   }
   if (!options.resume) {
     for (int i = 0; i < options.ps_shards; ++i) {
@@ -87,25 +87,20 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   credentials.key = LocalRunKey(options.run_dir);
   credentials.token_file = LocalRunTokenFile(options.run_dir);
   std::filesystem::create_directories(std::filesystem::path(credentials.cert).parent_path());
-  if (absl::Status s = WriteSelfSignedCertificate(credentials.cert, credentials.key); !s.ok()) {
-    return s;
-  }
+  CONVOY_RETURN_IF_ERROR(WriteSelfSignedCertificate(credentials.cert, credentials.key));
   credentials.token = GenerateAuthToken();
-  if (absl::Status s = WriteSecretFile(credentials.token_file, credentials.token + "\n"); !s.ok()) {
-    return s;
-  }
+  CONVOY_RETURN_IF_ERROR(WriteSecretFile(credentials.token_file, credentials.token + "\n"));
   std::unique_ptr<LocalCluster> cluster(new LocalCluster(options, std::move(credentials)));
   // On an error the destructor stops whatever was started.
-  if (absl::Status s = cluster->StartServers(bin, *info); !s.ok()) return s;
-  if (absl::Status s = cluster->StartAgents(); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(cluster->StartServers(bin, info));
+  CONVOY_RETURN_IF_ERROR(cluster->StartAgents());
   return cluster;
 }
 
 absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo& model) {
   const LocalClusterOptions& options = options_;
   const int shards = options.ps_shards;
-  absl::StatusOr<ShardMap> map = MakeShardMap(model, static_cast<uint32_t>(shards));
-  if (!map.ok()) return map.status();
+  CONVOY_ASSIGN_OR_RETURN(const ShardMap map, MakeShardMap(model, static_cast<uint32_t>(shards)));
   std::vector<std::string> addresses;
   for (int i = 0; i < shards; ++i) {
     const std::string suffix = shards == 1 ? "" : absl::StrCat("-", i);
@@ -114,24 +109,29 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
     ChildProcess::Options ps_options;
     ps_options.log_path = absl::StrCat(options.run_dir, "/convoy_ps", suffix, ".log");
     if (i == 0) ps_log_ = ps_options.log_path;
-    std::vector<std::string> args = {bin + "/convoy_ps", "--port=0", absl::StrCat("--bind=", kLocalRunHost),
-         "--port_file=" + port_file,
-         "--checkpoint_dir=" + CheckpointDir(options, i),
-         absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
-         "--model=" + options.model, absl::StrCat("--seed=", options.seed),
-         absl::StrCat("--learning_rate=", options.learning_rate),
-         absl::StrCat("--average_horizon=", options.average_horizon),
-         absl::StrCat("--min_epsilon=", options.min_epsilon),
-         absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
-         absl::StrCat("--resume=", options.resume),
-         absl::StrCat("--apex_num_agents=", options.agents),
-         absl::StrCat("--num_shards=", shards), absl::StrCat("--shard_index=", i),
-         "--tls_cert=" + credentials_.cert, "--tls_key=" + credentials_.key,
-         "--auth_token_file=" + credentials_.token_file};
+    std::vector<std::string> args = {
+        bin + "/convoy_ps",
+        "--port=0",
+        absl::StrCat("--bind=", kLocalRunHost),
+        "--port_file=" + port_file,
+        "--checkpoint_dir=" + CheckpointDir(options, i),
+        absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
+        "--model=" + options.model,
+        absl::StrCat("--seed=", options.seed),
+        absl::StrCat("--learning_rate=", options.learning_rate),
+        absl::StrCat("--average_horizon=", options.average_horizon),
+        absl::StrCat("--min_epsilon=", options.min_epsilon),
+        absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
+        absl::StrCat("--resume=", options.resume),
+        absl::StrCat("--apex_num_agents=", options.agents),
+        absl::StrCat("--num_shards=", shards),
+        absl::StrCat("--shard_index=", i),
+        "--tls_cert=" + credentials_.cert,
+        "--tls_key=" + credentials_.key,
+        "--auth_token_file=" + credentials_.token_file};
     for (std::string& arg : RunSettingArgs(options)) args.push_back(std::move(arg));
-    absl::StatusOr<ChildProcess> ps = ChildProcess::Start(args, ps_options);
-    if (!ps.ok()) return ps.status();
-    ps_.push_back(*std::move(ps));
+    CONVOY_ASSIGN_OR_RETURN(ChildProcess ps, ChildProcess::Start(args, ps_options));
+    ps_.push_back(std::move(ps));
     absl::StatusOr<int> port = WaitForPort(port_file, ps_.back(), options.ps_start_timeout);
     if (!port.ok()) {
       return absl::Status(port.status().code(),
@@ -145,16 +145,15 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
     if (shards > 1) {
       client_options.num_shards = static_cast<uint32_t>(shards);
       client_options.shard_index = static_cast<uint32_t>(i);
-      client_options.shard_map_digest = map->digest;
+      client_options.shard_map_digest = map.digest;
     }
     client_options.retry_for = kPsClientRetryFor;
     client_options.security.insecure = false;
     client_options.security.tls_ca_file = credentials_.cert;
     client_options.security.auth_token = credentials_.token;
-    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(client_options);
-    if (!client.ok()) return client.status();
-    clients_.push_back(*std::move(client));
-    shard_begins_.push_back(map->ranges[i].begin);
+    CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(client_options));
+    clients_.push_back(std::move(client));
+    shard_begins_.push_back(map.ranges[i].begin);
   }
   address_ = absl::StrJoin(addresses, ",");
   return absl::OkStatus();
@@ -177,28 +176,23 @@ absl::Status LocalCluster::StartAgents() {
     ChildProcess::Options child;
     child.log_path = log_dir + "/agent.log";
     child.pipe_stdout = true;
-    absl::StatusOr<ChildProcess> agent = ChildProcess::Start(
-        {bin + "/convoy_agent",
-         "--ps=" + address_,
-         absl::StrCat("--agent_id=agent-", i),
-         absl::StrCat("--agent_index=", i),
-         absl::StrCat("--seed=", options_.seed + i),
-         "--device=" + options_.device,
-         absl::StrCat("--torch_threads=", torch_threads),
-         absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
-         absl::StrCat("--max_steps=", options_.max_steps_per_agent),
-         "--log_dir=" + log_dir,
-         "--machine_progress",
-         absl::StrCat("--replay_memory_size=", options_.replay_memory_size),
-         absl::StrCat("--min_replay_size=", options_.min_replay_size),
-         absl::StrCat("--replay_ratio=", options_.replay_ratio),
-         absl::StrCat("--max_epoch_runtime_sec=", options_.max_epoch_runtime_sec),
-         absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
-         "--tls_ca=" + credentials_.cert,
-         "--auth_token_file=" + credentials_.token_file},
-        child);
-    if (!agent.ok()) return agent.status();
-    agents_.push_back(*std::move(agent));
+    CONVOY_ASSIGN_OR_RETURN(
+        ChildProcess agent,
+        ChildProcess::Start(
+            {bin + "/convoy_agent", "--ps=" + address_, absl::StrCat("--agent_id=agent-", i),
+             absl::StrCat("--agent_index=", i), absl::StrCat("--seed=", options_.seed + i),
+             "--device=" + options_.device, absl::StrCat("--torch_threads=", torch_threads),
+             absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
+             absl::StrCat("--max_steps=", options_.max_steps_per_agent), "--log_dir=" + log_dir,
+             "--machine_progress",
+             absl::StrCat("--replay_memory_size=", options_.replay_memory_size),
+             absl::StrCat("--min_replay_size=", options_.min_replay_size),
+             absl::StrCat("--replay_ratio=", options_.replay_ratio),
+             absl::StrCat("--max_epoch_runtime_sec=", options_.max_epoch_runtime_sec),
+             absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
+             "--tls_ca=" + credentials_.cert, "--auth_token_file=" + credentials_.token_file},
+            child));
+    agents_.push_back(std::move(agent));
   }
   progress_.resize(agents_.size());
   return absl::OkStatus();
@@ -283,12 +277,11 @@ absl::StatusOr<PullResult> LocalCluster::PullWeights(std::vector<float>* weights
   assembled.updated = true;
   std::vector<float> slice;
   for (size_t i = 0; i < clients_.size(); ++i) {
-    absl::StatusOr<PullResult> pulled = clients_[i]->Pull(0, 0, network, &slice);
-    if (!pulled.ok()) return pulled.status();
+    CONVOY_ASSIGN_OR_RETURN(const PullResult pulled, clients_[i]->Pull(0, 0, network, &slice));
     weights->resize(shard_begins_[i]);
     weights->insert(weights->end(), slice.begin(), slice.end());
-    assembled.version += pulled->version;
-    if (i == 0) assembled.incarnation = pulled->incarnation;
+    assembled.version += pulled.version;
+    if (i == 0) assembled.incarnation = pulled.incarnation;
   }
   return assembled;
 }
