@@ -8,6 +8,7 @@
 
 #include "absl/random/random.h"
 #include "common/init.h"
+#include "common/status_macros.h"
 #include "common/tensor_encoding.h"
 #include "absl/strings/str_cat.h"
 
@@ -45,7 +46,47 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
   return hyperparameters;
 }
 
+// The optimizer's state in a checkpoint: its bytes and the optimizer that wrote them.
+absl::Status SaveOptimizerTo(const FlatOptimizer& optimizer, Optimizer kind, CheckpointData& data) {
+  CONVOY_ASSIGN_OR_RETURN(data.optimizer_state, optimizer.SaveState());
+  data.manifest.set_optimizer(std::string(OptimizerName(kind)));
+  return absl::OkStatus();
+}
+
+// Continues the optimizer state `checkpoint` holds; state of another optimizer is dropped with a
+// warning, and the optimizer starts fresh. Errors: DATA_LOSS when the state does not fit.
+absl::Status RestoreOptimizer(const LoadedCheckpoint& checkpoint, Optimizer kind,
+                              FlatOptimizer& optimizer) {
+  if (checkpoint.manifest.optimizer() != OptimizerName(kind)) {
+    LOG(WARNING) << "checkpoint " << checkpoint.path << " was written with optimizer '"
+                 << checkpoint.manifest.optimizer() << "'; starting '" << OptimizerName(kind)
+                 << "' with fresh state";
+    return absl::OkStatus();
+  }
+  if (absl::Status s = optimizer.RestoreState(checkpoint.optimizer_state); !s.ok()) {
+    return absl::DataLossError(absl::StrCat(checkpoint.path, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+void ParameterServer::Counters::SaveTo(v1::CheckpointManifest& manifest) const {
+  manifest.set_updates_applied(updates_applied);
+  manifest.set_applied_minibatches(applied_minibatches);
+  for (const auto& [reason, count] : rejections) {
+    (*manifest.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
+  }
+}
+
+void ParameterServer::Counters::Restore(const v1::CheckpointManifest& manifest) {
+  updates_applied = manifest.updates_applied();
+  applied_minibatches = manifest.applied_minibatches();
+  for (const auto& [name, count] : manifest.rejections()) {
+    v1::RejectReason reason;
+    if (v1::RejectReason_Parse(name, &reason)) rejections[reason] = count;
+  }
+}
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
     const ParameterServerOptions& options) {
@@ -178,22 +219,10 @@ absl::Status ParameterServer::Initialise() {
 
   absl::MutexLock stats(&stats_mu_);
   if (resumed) {
-    const v1::CheckpointManifest& m = resumed->manifest;
-    if (m.optimizer() != OptimizerName(options_.optimizer.kind)) {
-      LOG(WARNING) << "checkpoint " << resumed->path << " was written with optimizer '"
-                   << m.optimizer() << "'; starting '" << OptimizerName(options_.optimizer.kind)
-                   << "' with fresh state";
-    } else if (absl::Status s = optimizer_->RestoreState(resumed->optimizer_state); !s.ok()) {
-      return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
-    }
-    exploration_->set_global_epsilon(m.epsilon());
-    target_.Restore(m, std::move(resumed->target));
-    counters_.updates_applied = m.updates_applied();
-    counters_.applied_minibatches = m.applied_minibatches();
-    for (const auto& [name, count] : m.rejections()) {
-      v1::RejectReason reason;
-      if (v1::RejectReason_Parse(name, &reason)) rejections_[reason] = count;
-    }
+    CONVOY_RETURN_IF_ERROR(RestoreOptimizer(*resumed, options_.optimizer.kind, *optimizer_));
+    exploration_->set_global_epsilon(resumed->manifest.epsilon());
+    target_.Restore(resumed->manifest, std::move(resumed->target));
+    counters_.Restore(resumed->manifest);
     // "resumed from ... at version N" ends the line: scripts and tests read the version there.
     LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version " << version;
   } else {
@@ -205,9 +234,7 @@ absl::Status ParameterServer::Initialise() {
   average_ = std::make_unique<WeightAverage>(options_.average_horizon, store_->Snapshot()->values,
                                              version, counters_.applied_minibatches);
   if (resumed && !resumed->average.empty()) {
-    const v1::CheckpointManifest& m = resumed->manifest;
-    if (absl::Status s = average_->Restore(std::move(resumed->average), m.average_version(),
-                                           m.average_minibatches(), m.minibatches_at_average());
+    if (absl::Status s = average_->Restore(resumed->manifest, std::move(resumed->average));
         !s.ok()) {
       return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
     }
@@ -319,7 +346,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       again.repeated = true;
       absl::MutexLock stats(&stats_mu_);
       ++counters_.repeated_pushes;
-      if (!again.accepted) ++rejections_[again.reason];
+      if (!again.accepted) ++counters_.rejections[again.reason];
       again.target_version = target_.version();
       return again;
     }
@@ -358,7 +385,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       target_.OnApplied(counters_.applied_minibatches, *store_);
       apply_rate_.Record(1);
     } else {
-      ++rejections_[outcome.reason];
+      ++counters_.rejections[outcome.reason];
     }
     outcome.target_version = target_.version();
   }
@@ -403,7 +430,7 @@ bool ParameterServer::FoldAverage() {
 
 void ParameterServer::CountRejection(const std::string& agent_id, v1::RejectReason reason) {
   absl::MutexLock lock(&stats_mu_);
-  ++rejections_[reason];
+  ++counters_.rejections[reason];
   if (!agent_id.empty()) agents_.Refused(agent_id);
 }
 
@@ -446,7 +473,7 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_checkpoint_failures(counters_.checkpoint_failures);
   status.set_repeated_pushes(counters_.repeated_pushes);
   status.set_run_id(run_id_);
-  for (const auto& [reason, count] : rejections_) {
+  for (const auto& [reason, count] : counters_.rejections) {
     (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
   }
   status.set_pushes_per_second(apply_rate_.PerSecond(now));
@@ -464,36 +491,24 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   FoldAverage();
   {
     absl::MutexLock lock(&average_mu_);
-    if (average_ != nullptr) {
-      data.average = average_->Snapshot();
-      m.set_average_version(data.average->version);
-      m.set_average_minibatches(average_->covered());
-      m.set_minibatches_at_average(average_->minibatches_at_fold());
-    }
+    if (average_ != nullptr) average_->SaveTo(data);
   }
   {
     // A consistent cut: weights, optimizer state and counters of one version.
     absl::MutexLock lock(&apply_mu_);
     data.weights = store_->Snapshot();
     if (data.weights->version == checkpointed_version_) return checkpointed_path_;  // Nothing new.
-    absl::StatusOr<std::string> optimizer_state = optimizer_->SaveState();
-    if (!optimizer_state.ok()) return optimizer_state.status();
-    data.optimizer_state = *std::move(optimizer_state);
+    CONVOY_RETURN_IF_ERROR(SaveOptimizerTo(*optimizer_, options_.optimizer.kind, data));
     target_.SaveTo(data);
     m.set_version(data.weights->version);
     m.set_epsilon(exploration_->global_epsilon());
     absl::MutexLock stats(&stats_mu_);
-    m.set_updates_applied(counters_.updates_applied);
-    m.set_applied_minibatches(counters_.applied_minibatches);
-    for (const auto& [reason, count] : rejections_) {
-      (*m.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
-    }
+    counters_.SaveTo(m);
   }
   m.set_model_name(model_.spec.name);
   m.set_model_fingerprint(model_.fingerprint);
   m.set_parameter_count(model_.parameter_count);
   *m.mutable_shard() = shard_info();
-  m.set_optimizer(std::string(OptimizerName(options_.optimizer.kind)));
   for (const auto& [key, value] : HyperparametersOf(options_)) (*m.mutable_hyperparameters())[key] = value;
   m.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
 

@@ -140,7 +140,7 @@ class ParameterServer {
   v1::RunConfig RunConfigFor(uint32_t agent_index) const;
 
  private:
-  // Scalars read by Status() without touching apply_mu_.
+  // Counts read by Status() without touching apply_mu_.
   struct Counters {
     uint64_t updates_applied = 0;
     uint64_t applied_minibatches = 0;
@@ -150,6 +150,12 @@ class ParameterServer {
     uint64_t checkpoints_written = 0;
     uint64_t checkpoint_failures = 0;
     uint64_t repeated_pushes = 0;
+    std::map<v1::RejectReason, uint64_t> rejections;
+
+    // A checkpoint carries the applied updates and minibatches and the rejections over to a
+    // resumed run; the other counts are this process's and start at 0.
+    void SaveTo(v1::CheckpointManifest& manifest) const;
+    void Restore(const v1::CheckpointManifest& manifest);
   };
   ParameterServer(const ParameterServerOptions& options, ModelInfo full_model, ShardMap map);
   absl::Status Initialise();
@@ -185,7 +191,6 @@ class ParameterServer {
 
   mutable absl::Mutex stats_mu_;
   Counters counters_ ABSL_GUARDED_BY(stats_mu_);
-  std::map<v1::RejectReason, uint64_t> rejections_ ABSL_GUARDED_BY(stats_mu_);
   // Accepted pushes; mutable because reading the rate drops the events that left its window.
   mutable RateMeter apply_rate_ ABSL_GUARDED_BY(stats_mu_);
   std::atomic<uint64_t> bytes_in_{0};
