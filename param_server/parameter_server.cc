@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "common/init.h"
 #include "common/status_macros.h"
 #include "common/tensor_encoding.h"
-#include "absl/strings/str_cat.h"
 
 namespace convoy {
 namespace {
@@ -137,19 +137,18 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       started_(absl::Now()),
       staleness_(options.max_staleness, options.staleness_lr_scaling),
       target_(options.target_update_frequency),
-      apply_rate_(kRateWindow, started_) {}
+      apply_rate_(kRateWindow, started_),
+      checkpoint_trigger_(options.checkpoint_every_updates, options.checkpoint_every) {}
 
 ParameterServer::~ParameterServer() {
-  std::unique_ptr<PeriodicTask> task, average_task;
+  std::unique_ptr<PeriodicTask> average_task;
   {
     absl::MutexLock lock(&loop_mu_);
-    task = std::move(checkpoint_task_);
     average_task = std::move(average_task_);
   }
-  // Outside loop_mu_, which the checkpoint callback takes: stopping waits for a checkpoint in
-  // progress.
   average_task.reset();
-  task.reset();
+  // Before any member the checkpoint reads goes: stopping waits for a checkpoint in progress.
+  checkpoint_trigger_.Stop();
 }
 
 absl::Status ParameterServer::Initialise() {
@@ -201,6 +200,7 @@ absl::Status ParameterServer::Initialise() {
     apply_log_->Started(incarnation_, version);
     hooks_.push_back(apply_log_.get());
   }
+  if (checkpointer_ != nullptr) hooks_.push_back(&checkpoint_trigger_);
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
   if (resumed) {
     absl::MutexLock writer(&checkpoint_mu_);
@@ -329,6 +329,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
   const std::string& agent_id = header.agent_id;
   const uint32_t minibatch_count = header.minibatch_count;
   PushOutcome outcome;
+  std::optional<AppliedPush> applied;
   const uint32_t agent_index = agents_.Seen(agent_id);
   {
     absl::MutexLock lock(&apply_mu_);
@@ -359,10 +360,10 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       if (decision.kind == StalenessDecision::Kind::kApply) {
         optimizer_->Apply(values.data(), decision.lr_scale);
         const uint64_t version = store_->version() + 1;
-        const AppliedPush applied{incarnation_,        version,         agent_id,
-                                  header.push_session, header.sequence, minibatch_count,
-                                  decision.staleness};
-        for (ApplyHook* hook : hooks_) hook->Applied(applied);
+        applied =
+            AppliedPush{incarnation_,    version,         agent_id,          header.push_session,
+                        header.sequence, minibatch_count, decision.staleness};
+        for (ApplyHook* hook : hooks_) hook->Applied(*applied);
         exploration_->OnUpdateApplied();
         store_->Publish(version);
         outcome.accepted = true;
@@ -389,13 +390,8 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
     }
     outcome.target_version = target_.version();
   }
-  if (outcome.accepted) {
-    absl::MutexLock lock(&loop_mu_);
-    ++updates_since_checkpoint_;
-    if (checkpoint_task_ != nullptr && options_.checkpoint_every_updates > 0 &&
-        updates_since_checkpoint_ >= options_.checkpoint_every_updates) {
-      checkpoint_task_->Wake();
-    }
+  if (applied) {
+    for (ApplyHook* hook : hooks_) hook->AfterApply(*applied);
   }
   return outcome;
 }
@@ -530,44 +526,17 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
 }
 
 void ParameterServer::StartPeriodicTasks() {
-  absl::MutexLock lock(&loop_mu_);
-  if (options_.average_horizon > 0 && average_task_ == nullptr) {
-    average_task_ = std::make_unique<PeriodicTask>("average", options_.average_every,
-                                                   [this] { FoldAverage(); });
+  {
+    absl::MutexLock lock(&loop_mu_);
+    if (options_.average_horizon > 0 && average_task_ == nullptr) {
+      average_task_ = std::make_unique<PeriodicTask>("average", options_.average_every,
+                                                     [this] { FoldAverage(); });
+    }
   }
-  if (checkpointer_ == nullptr ||
-      (options_.checkpoint_every_updates == 0 && options_.checkpoint_every <= absl::ZeroDuration())) {
-    return;
-  }
-  if (checkpoint_task_ != nullptr) return;
-  last_periodic_checkpoint_ = absl::Now();
-  const absl::Duration period = options_.checkpoint_every > absl::ZeroDuration()
-                                    ? options_.checkpoint_every
-                                    : absl::InfiniteDuration();
-  checkpoint_task_ =
-      std::make_unique<PeriodicTask>("checkpoint", period, [this] { PeriodicCheckpoint(); });
-  // Updates applied before the start count: enough of them make the first checkpoint due now.
-  if (options_.checkpoint_every_updates > 0 &&
-      updates_since_checkpoint_ >= options_.checkpoint_every_updates) {
-    checkpoint_task_->Wake();
-  }
+  if (checkpointer_ != nullptr) checkpoint_trigger_.Start([this] { PeriodicCheckpoint(); });
 }
 
 void ParameterServer::PeriodicCheckpoint() {
-  {
-    absl::MutexLock lock(&loop_mu_);
-    // The task runs when its period is up (one period after its previous run ended, so never
-    // before the time is due) or when Apply woke it; a wake that an earlier run already answered
-    // finds neither trigger due.
-    const absl::Time now = absl::Now();
-    const bool by_updates = options_.checkpoint_every_updates > 0 &&
-                            updates_since_checkpoint_ >= options_.checkpoint_every_updates;
-    const bool by_time = options_.checkpoint_every > absl::ZeroDuration() &&
-                         now - last_periodic_checkpoint_ >= options_.checkpoint_every;
-    if (!by_updates && !by_time) return;
-    updates_since_checkpoint_ = 0;
-    last_periodic_checkpoint_ = now;
-  }
   // A checkpoint of an unchanged version writes nothing (Checkpoint() returns the last one's path).
   absl::StatusOr<std::string> path = Checkpoint();
   if (path.ok()) {
