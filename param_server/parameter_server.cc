@@ -90,8 +90,8 @@ void ParameterServer::Counters::Restore(const v1::CheckpointManifest& manifest) 
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
     const ParameterServerOptions& options) {
-  if (absl::Status s = ValidateOptimizerOptions(options.optimizer); !s.ok()) return s;
-  if (absl::Status s = ValidateExplorationOptions(options.exploration); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(options.optimizer));
+  CONVOY_RETURN_IF_ERROR(ValidateExplorationOptions(options.exploration));
   if (options.target_update_frequency == 0) {
     return absl::InvalidArgumentError("target_update_frequency must be at least 1");
   }
@@ -109,12 +109,10 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   }
   if (!options.checkpoint_dir.empty() && !options.resume) {
     // Another run's checkpoints: refused before anything is read or written.
-    if (absl::Status s = Checkpointer::CheckUnused(options.checkpoint_dir); !s.ok()) return s;
+    CONVOY_RETURN_IF_ERROR(Checkpointer::CheckUnused(options.checkpoint_dir));
   }
-  absl::StatusOr<ModelInfo> model = DescribeModel(options.model, options.num_actions);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<ShardMap> map = MakeShardMap(*model, options.num_shards);
-  if (!map.ok()) return map.status();
+  CONVOY_ASSIGN_OR_RETURN(ModelInfo model, DescribeModel(options.model, options.num_actions));
+  CONVOY_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(model, options.num_shards));
   if (options.shard_index >= options.num_shards) {
     return absl::InvalidArgumentError(absl::StrCat("--shard_index must be below --num_shards (",
                                                    options.num_shards, "), got ",
@@ -122,8 +120,8 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   }
   KeepLargeAllocationsInHeap();  // Also when embedded in a test or benchmark.
   std::unique_ptr<ParameterServer> server(
-      new ParameterServer(options, *std::move(model), *std::move(map)));
-  if (absl::Status s = server->Initialise(); !s.ok()) return s;
+      new ParameterServer(options, std::move(model), std::move(map)));
+  CONVOY_RETURN_IF_ERROR(server->Initialise());
   return server;
 }
 
@@ -176,16 +174,13 @@ absl::Status ParameterServer::Initialise() {
   } else if (!options_.init_checkpoint.empty()) {
     // The whole model (one checkpoint, or a sharded run's set, assembled): this shard takes its slice,
     // so a run can start again with another number of shards.
-    absl::StatusOr<LoadedCheckpoint> loaded =
-        Checkpointer::LoadWholeModel(options_.init_checkpoint, full_model_);
-    if (!loaded.ok()) return loaded.status();
-    initial = std::move(loaded->weights);
+    CONVOY_ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
+                            Checkpointer::LoadWholeModel(options_.init_checkpoint, full_model_));
+    initial = std::move(loaded.weights);
     LOG(INFO) << "initial weights from " << options_.init_checkpoint;
   } else {
-    absl::StatusOr<std::vector<float>> weights =
-        InitialFlatWeights(options_.model, options_.num_actions, options_.seed);
-    if (!weights.ok()) return weights.status();
-    initial = *std::move(weights);
+    CONVOY_ASSIGN_OR_RETURN(
+        initial, InitialFlatWeights(options_.model, options_.num_actions, options_.seed));
   }
   if (!resumed && shard_map_.num_shards() > 1) {
     const ShardRange& range = shard_map_.ranges[options_.shard_index];
@@ -194,9 +189,7 @@ absl::Status ParameterServer::Initialise() {
 
   const uint64_t version = resumed ? resumed->manifest.version() : 0;
   if (!options_.apply_log.empty()) {
-    absl::StatusOr<std::unique_ptr<ApplyLog>> log = ApplyLog::Open(options_.apply_log);
-    if (!log.ok()) return log.status();
-    apply_log_ = *std::move(log);
+    CONVOY_ASSIGN_OR_RETURN(apply_log_, ApplyLog::Open(options_.apply_log));
     apply_log_->Started(incarnation_, version);
     hooks_.push_back(apply_log_.get());
   }
@@ -211,10 +204,9 @@ absl::Status ParameterServer::Initialise() {
   }
   absl::MutexLock lock(&apply_mu_);
   store_ = std::make_unique<WeightStore>(std::move(initial), version);
-  absl::StatusOr<std::unique_ptr<FlatOptimizer>> optimizer =
-      FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size());
-  if (!optimizer.ok()) return optimizer.status();
-  optimizer_ = *std::move(optimizer);
+  CONVOY_ASSIGN_OR_RETURN(
+      optimizer_,
+      FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size()));
   exploration_ = std::make_unique<ExplorationSchedule>(options_.exploration);
 
   absl::MutexLock stats(&stats_mu_);
