@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "common/files.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 #include "common/weights_file.h"
 
 namespace convoy {
@@ -187,16 +188,16 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadWholeModel(const std::string&
     }
     return newest;
   }
-  absl::StatusOr<ShardMap> map = MakeShardMap(model, shards);
-  if (!map.ok()) return map.status();
+  CONVOY_ASSIGN_OR_RETURN(const ShardMap map, MakeShardMap(model, shards));
   LoadedCheckpoint whole;
   whole.path = path;
   whole.weights.reserve(model.parameter_count);
   whole.target.reserve(model.parameter_count);
   for (uint32_t i = 0; i < shards; ++i) {
     const std::string directory = absl::StrCat(path, "/shard-", i);
-    Checkpointer shard(directory, 1, ShardModel(model, *map, i));
-    shard.set_shard(ShardInfoOf(*map, i, model));  // Another split's checkpoint is refused, naming both.
+    Checkpointer shard(directory, 1, ShardModel(model, map, i));
+    shard.set_shard(
+        ShardInfoOf(map, i, model));  // Another split's checkpoint is refused, naming both.
     absl::StatusOr<LoadedCheckpoint> loaded = shard.LoadNewest();
     if (!loaded.ok()) {
       return absl::Status(loaded.status().code(),
@@ -216,52 +217,45 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadWholeModel(const std::string&
 
 absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, const ModelInfo& model,
                                                     const v1::ShardInfo* shard) {
-  absl::StatusOr<v1::CheckpointManifest> manifest = VerifyManifest(path);
-  if (!manifest.ok()) return manifest.status();
-  if (manifest->model_fingerprint() != model.fingerprint) {
+  CONVOY_ASSIGN_OR_RETURN(v1::CheckpointManifest manifest, VerifyManifest(path));
+  if (manifest.model_fingerprint() != model.fingerprint) {
     return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint ", path, " holds model '", manifest->model_fingerprint(),
+        absl::StrCat("checkpoint ", path, " holds model '", manifest.model_fingerprint(),
                      "', this server runs '", model.fingerprint, "'"));
   }
   if (shard != nullptr) {
-    const uint32_t n = manifest->has_shard() ? manifest->shard().num_shards() : 1;
-    const uint32_t i = manifest->has_shard() ? manifest->shard().shard_index() : 0;
-    const bool digests_differ = manifest->has_shard() && !shard->map_digest().empty() &&
-                                manifest->shard().map_digest() != shard->map_digest();
+    const uint32_t n = manifest.has_shard() ? manifest.shard().num_shards() : 1;
+    const uint32_t i = manifest.has_shard() ? manifest.shard().shard_index() : 0;
+    const bool digests_differ = manifest.has_shard() && !shard->map_digest().empty() &&
+                                manifest.shard().map_digest() != shard->map_digest();
     if (n != shard->num_shards() || i != shard->shard_index() || digests_differ) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", path, " holds shard ", i, " of ", n,
-          manifest->has_shard() ? absl::StrCat(" (map ", manifest->shard().map_digest(), ")") : "",
+          manifest.has_shard() ? absl::StrCat(" (map ", manifest.shard().map_digest(), ")") : "",
           ", this server is shard ", shard->shard_index(), " of ", shard->num_shards(), " (map ",
-          shard->map_digest(), "): resume with the --num_shards and --shard_index it was written "
+          shard->map_digest(),
+          "): resume with the --num_shards and --shard_index it was written "
           "with, or start from another --checkpoint_dir"));
     }
   }
   LoadedCheckpoint loaded;
   loaded.path = path;
-  loaded.manifest = *std::move(manifest);
+  loaded.manifest = std::move(manifest);
   for (auto [name, out] : {std::pair{kWeightsName, &loaded.weights},
                            std::pair{kTargetName, &loaded.target}}) {
     const std::string file = absl::StrCat(path, "/", name);
-    absl::StatusOr<std::string> bytes = ReadFileToString(file);
-    if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<std::vector<float>> flat = DecodeWeights(*bytes, model.layout, file);
-    if (!flat.ok()) return flat.status();
-    *out = *std::move(flat);
+    CONVOY_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(file));
+    CONVOY_ASSIGN_OR_RETURN(*out, DecodeWeights(bytes, model.layout, file));
   }
   const auto& listed = loaded.manifest.files();
   if (std::any_of(listed.begin(), listed.end(),
                   [](const v1::CheckpointFile& f) { return f.name() == kAverageName; })) {
     const std::string file = absl::StrCat(path, "/", kAverageName);
-    absl::StatusOr<std::string> bytes = ReadFileToString(file);
-    if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<std::vector<float>> flat = DecodeWeights(*bytes, model.layout, file);
-    if (!flat.ok()) return flat.status();
-    loaded.average = *std::move(flat);
+    CONVOY_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(file));
+    CONVOY_ASSIGN_OR_RETURN(loaded.average, DecodeWeights(bytes, model.layout, file));
   }
-  absl::StatusOr<std::string> optimizer = ReadFileToString(absl::StrCat(path, "/", kOptimizerName));
-  if (!optimizer.ok()) return optimizer.status();
-  loaded.optimizer_state = *std::move(optimizer);
+  CONVOY_ASSIGN_OR_RETURN(loaded.optimizer_state,
+                          ReadFileToString(absl::StrCat(path, "/", kOptimizerName)));
   return loaded;
 }
 
@@ -333,7 +327,7 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
     return fail(ErrnoError(errno, "cannot rename checkpoint into", final_path));
   }
-  if (absl::Status s = FsyncDirectory(directory_); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(FsyncDirectory(directory_));
   Prune();
   return final_path;
 }

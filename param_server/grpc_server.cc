@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/tensor_encoding.h"
 
 namespace convoy {
@@ -22,9 +23,8 @@ constexpr int kMaxStreamsPerConnection = 8;
 absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
     std::unique_ptr<ParameterServer> server, const std::string& address,
     const ServerSecurity& security, absl::Duration stream_idle_timeout) {
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      MakeServerCredentials(security);
-  if (!credentials.ok()) return credentials.status();
+  CONVOY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                          MakeServerCredentials(security));
   std::unique_ptr<GrpcParameterServer> self(new GrpcParameterServer());
   self->core_ = std::move(server);
   ParameterServer* core = self->core_.get();
@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<GrpcParameterServer>> GrpcParameterServer::Start(
       std::vector<std::string>{kParameterServerServiceName}, security.auth_token,
       security.health_without_auth, [core] { core->CountUnauthenticated(); });
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, *credentials, &self->port_);
+  builder.AddListeningPort(address, credentials, &self->port_);
   builder.RegisterService(self->service_.get());
   builder.RegisterService(self->health_.get());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -74,9 +74,8 @@ absl::Status GrpcParameterServer::Shutdown(absl::Duration grace) {
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
   if (core_->options().checkpoint_dir.empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> path = core_->Checkpoint();
-  if (!path.ok()) return path.status();
-  LOG(INFO) << "final checkpoint " << *path << " at version " << core_->version();
+  CONVOY_ASSIGN_OR_RETURN(const std::string path, core_->Checkpoint());
+  LOG(INFO) << "final checkpoint " << path << " at version " << core_->version();
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace convoy {
@@ -195,7 +196,7 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
 
 absl::StatusOr<std::unique_ptr<FlatOptimizer>> FlatOptimizer::Create(const OptimizerOptions& options,
                                                                      float* weights, size_t size) {
-  if (absl::Status s = ValidateOptimizerOptions(options); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(options));
   if (options.kind == Optimizer::kDelta) return std::make_unique<DeltaOptimizer>(options, weights, size);
   return std::make_unique<TorchFlatOptimizer>(options, weights, size);
 }

@@ -7,9 +7,10 @@
 #include <utility>
 
 #include "absl/random/random.h"
-#include "common/init.h"
-#include "common/tensor_encoding.h"
 #include "absl/strings/str_cat.h"
+#include "common/init.h"
+#include "common/status_macros.h"
+#include "common/tensor_encoding.h"
 
 namespace convoy {
 namespace {
@@ -45,12 +46,52 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
   return hyperparameters;
 }
 
+// The optimizer's state in a checkpoint: its bytes and the optimizer that wrote them.
+absl::Status SaveOptimizerTo(const FlatOptimizer& optimizer, Optimizer kind, CheckpointData& data) {
+  CONVOY_ASSIGN_OR_RETURN(data.optimizer_state, optimizer.SaveState());
+  data.manifest.set_optimizer(std::string(OptimizerName(kind)));
+  return absl::OkStatus();
+}
+
+// Continues the optimizer state `checkpoint` holds; state of another optimizer is dropped with a
+// warning, and the optimizer starts fresh. Errors: DATA_LOSS when the state does not fit.
+absl::Status RestoreOptimizer(const LoadedCheckpoint& checkpoint, Optimizer kind,
+                              FlatOptimizer& optimizer) {
+  if (checkpoint.manifest.optimizer() != OptimizerName(kind)) {
+    LOG(WARNING) << "checkpoint " << checkpoint.path << " was written with optimizer '"
+                 << checkpoint.manifest.optimizer() << "'; starting '" << OptimizerName(kind)
+                 << "' with fresh state";
+    return absl::OkStatus();
+  }
+  if (absl::Status s = optimizer.RestoreState(checkpoint.optimizer_state); !s.ok()) {
+    return absl::DataLossError(absl::StrCat(checkpoint.path, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+void ParameterServer::Counters::SaveTo(v1::CheckpointManifest& manifest) const {
+  manifest.set_updates_applied(updates_applied);
+  manifest.set_applied_minibatches(applied_minibatches);
+  for (const auto& [reason, count] : rejections) {
+    (*manifest.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
+  }
+}
+
+void ParameterServer::Counters::Restore(const v1::CheckpointManifest& manifest) {
+  updates_applied = manifest.updates_applied();
+  applied_minibatches = manifest.applied_minibatches();
+  for (const auto& [name, count] : manifest.rejections()) {
+    v1::RejectReason reason;
+    if (v1::RejectReason_Parse(name, &reason)) rejections[reason] = count;
+  }
+}
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
     const ParameterServerOptions& options) {
-  if (absl::Status s = ValidateOptimizerOptions(options.optimizer); !s.ok()) return s;
-  if (absl::Status s = ValidateExplorationOptions(options.exploration); !s.ok()) return s;
+  CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(options.optimizer));
+  CONVOY_RETURN_IF_ERROR(ValidateExplorationOptions(options.exploration));
   if (options.target_update_frequency == 0) {
     return absl::InvalidArgumentError("target_update_frequency must be at least 1");
   }
@@ -68,12 +109,10 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   }
   if (!options.checkpoint_dir.empty() && !options.resume) {
     // Another run's checkpoints: refused before anything is read or written.
-    if (absl::Status s = Checkpointer::CheckUnused(options.checkpoint_dir); !s.ok()) return s;
+    CONVOY_RETURN_IF_ERROR(Checkpointer::CheckUnused(options.checkpoint_dir));
   }
-  absl::StatusOr<ModelInfo> model = DescribeModel(options.model, options.num_actions);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<ShardMap> map = MakeShardMap(*model, options.num_shards);
-  if (!map.ok()) return map.status();
+  CONVOY_ASSIGN_OR_RETURN(ModelInfo model, DescribeModel(options.model, options.num_actions));
+  CONVOY_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(model, options.num_shards));
   if (options.shard_index >= options.num_shards) {
     return absl::InvalidArgumentError(absl::StrCat("--shard_index must be below --num_shards (",
                                                    options.num_shards, "), got ",
@@ -81,8 +120,8 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   }
   KeepLargeAllocationsInHeap();  // Also when embedded in a test or benchmark.
   std::unique_ptr<ParameterServer> server(
-      new ParameterServer(options, *std::move(model), *std::move(map)));
-  if (absl::Status s = server->Initialise(); !s.ok()) return s;
+      new ParameterServer(options, std::move(model), std::move(map)));
+  CONVOY_RETURN_IF_ERROR(server->Initialise());
   return server;
 }
 
@@ -96,19 +135,18 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       started_(absl::Now()),
       staleness_(options.max_staleness, options.staleness_lr_scaling),
       target_(options.target_update_frequency),
-      apply_rate_(kRateWindow, started_) {}
+      apply_rate_(kRateWindow, started_),
+      checkpoint_trigger_(options.checkpoint_every_updates, options.checkpoint_every) {}
 
 ParameterServer::~ParameterServer() {
-  std::unique_ptr<PeriodicTask> task, average_task;
+  std::unique_ptr<PeriodicTask> average_task;
   {
     absl::MutexLock lock(&loop_mu_);
-    task = std::move(checkpoint_task_);
     average_task = std::move(average_task_);
   }
-  // Outside loop_mu_, which the checkpoint callback takes: stopping waits for a checkpoint in
-  // progress.
   average_task.reset();
-  task.reset();
+  // Before any member the checkpoint reads goes: stopping waits for a checkpoint in progress.
+  checkpoint_trigger_.Stop();
 }
 
 absl::Status ParameterServer::Initialise() {
@@ -136,16 +174,13 @@ absl::Status ParameterServer::Initialise() {
   } else if (!options_.init_checkpoint.empty()) {
     // The whole model (one checkpoint, or a sharded run's set, assembled): this shard takes its slice,
     // so a run can start again with another number of shards.
-    absl::StatusOr<LoadedCheckpoint> loaded =
-        Checkpointer::LoadWholeModel(options_.init_checkpoint, full_model_);
-    if (!loaded.ok()) return loaded.status();
-    initial = std::move(loaded->weights);
+    CONVOY_ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
+                            Checkpointer::LoadWholeModel(options_.init_checkpoint, full_model_));
+    initial = std::move(loaded.weights);
     LOG(INFO) << "initial weights from " << options_.init_checkpoint;
   } else {
-    absl::StatusOr<std::vector<float>> weights =
-        InitialFlatWeights(options_.model, options_.num_actions, options_.seed);
-    if (!weights.ok()) return weights.status();
-    initial = *std::move(weights);
+    CONVOY_ASSIGN_OR_RETURN(
+        initial, InitialFlatWeights(options_.model, options_.num_actions, options_.seed));
   }
   if (!resumed && shard_map_.num_shards() > 1) {
     const ShardRange& range = shard_map_.ranges[options_.shard_index];
@@ -154,12 +189,11 @@ absl::Status ParameterServer::Initialise() {
 
   const uint64_t version = resumed ? resumed->manifest.version() : 0;
   if (!options_.apply_log.empty()) {
-    absl::StatusOr<std::unique_ptr<ApplyLog>> log = ApplyLog::Open(options_.apply_log);
-    if (!log.ok()) return log.status();
-    apply_log_ = *std::move(log);
+    CONVOY_ASSIGN_OR_RETURN(apply_log_, ApplyLog::Open(options_.apply_log));
     apply_log_->Started(incarnation_, version);
     hooks_.push_back(apply_log_.get());
   }
+  if (checkpointer_ != nullptr) hooks_.push_back(&checkpoint_trigger_);
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
   if (resumed) {
     absl::MutexLock writer(&checkpoint_mu_);
@@ -170,30 +204,17 @@ absl::Status ParameterServer::Initialise() {
   }
   absl::MutexLock lock(&apply_mu_);
   store_ = std::make_unique<WeightStore>(std::move(initial), version);
-  absl::StatusOr<std::unique_ptr<FlatOptimizer>> optimizer =
-      FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size());
-  if (!optimizer.ok()) return optimizer.status();
-  optimizer_ = *std::move(optimizer);
+  CONVOY_ASSIGN_OR_RETURN(
+      optimizer_,
+      FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size()));
   exploration_ = std::make_unique<ExplorationSchedule>(options_.exploration);
 
   absl::MutexLock stats(&stats_mu_);
   if (resumed) {
-    const v1::CheckpointManifest& m = resumed->manifest;
-    if (m.optimizer() != OptimizerName(options_.optimizer.kind)) {
-      LOG(WARNING) << "checkpoint " << resumed->path << " was written with optimizer '"
-                   << m.optimizer() << "'; starting '" << OptimizerName(options_.optimizer.kind)
-                   << "' with fresh state";
-    } else if (absl::Status s = optimizer_->RestoreState(resumed->optimizer_state); !s.ok()) {
-      return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
-    }
-    exploration_->set_global_epsilon(m.epsilon());
-    target_.Restore(m, std::move(resumed->target));
-    counters_.updates_applied = m.updates_applied();
-    counters_.applied_minibatches = m.applied_minibatches();
-    for (const auto& [name, count] : m.rejections()) {
-      v1::RejectReason reason;
-      if (v1::RejectReason_Parse(name, &reason)) rejections_[reason] = count;
-    }
+    CONVOY_RETURN_IF_ERROR(RestoreOptimizer(*resumed, options_.optimizer.kind, *optimizer_));
+    exploration_->set_global_epsilon(resumed->manifest.epsilon());
+    target_.Restore(resumed->manifest, std::move(resumed->target));
+    counters_.Restore(resumed->manifest);
     // "resumed from ... at version N" ends the line: scripts and tests read the version there.
     LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version " << version;
   } else {
@@ -205,9 +226,7 @@ absl::Status ParameterServer::Initialise() {
   average_ = std::make_unique<WeightAverage>(options_.average_horizon, store_->Snapshot()->values,
                                              version, counters_.applied_minibatches);
   if (resumed && !resumed->average.empty()) {
-    const v1::CheckpointManifest& m = resumed->manifest;
-    if (absl::Status s = average_->Restore(std::move(resumed->average), m.average_version(),
-                                           m.average_minibatches(), m.minibatches_at_average());
+    if (absl::Status s = average_->Restore(resumed->manifest, std::move(resumed->average));
         !s.ok()) {
       return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
     }
@@ -302,6 +321,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
   const std::string& agent_id = header.agent_id;
   const uint32_t minibatch_count = header.minibatch_count;
   PushOutcome outcome;
+  std::optional<AppliedPush> applied;
   const uint32_t agent_index = agents_.Seen(agent_id);
   {
     absl::MutexLock lock(&apply_mu_);
@@ -319,7 +339,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       again.repeated = true;
       absl::MutexLock stats(&stats_mu_);
       ++counters_.repeated_pushes;
-      if (!again.accepted) ++rejections_[again.reason];
+      if (!again.accepted) ++counters_.rejections[again.reason];
       again.target_version = target_.version();
       return again;
     }
@@ -332,10 +352,10 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       if (decision.kind == StalenessDecision::Kind::kApply) {
         optimizer_->Apply(values.data(), decision.lr_scale);
         const uint64_t version = store_->version() + 1;
-        const AppliedPush applied{incarnation_,        version,         agent_id,
-                                  header.push_session, header.sequence, minibatch_count,
-                                  decision.staleness};
-        for (ApplyHook* hook : hooks_) hook->Applied(applied);
+        applied =
+            AppliedPush{incarnation_,    version,         agent_id,          header.push_session,
+                        header.sequence, minibatch_count, decision.staleness};
+        for (ApplyHook* hook : hooks_) hook->Applied(*applied);
         exploration_->OnUpdateApplied();
         store_->Publish(version);
         outcome.accepted = true;
@@ -358,17 +378,12 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       target_.OnApplied(counters_.applied_minibatches, *store_);
       apply_rate_.Record(1);
     } else {
-      ++rejections_[outcome.reason];
+      ++counters_.rejections[outcome.reason];
     }
     outcome.target_version = target_.version();
   }
-  if (outcome.accepted) {
-    absl::MutexLock lock(&loop_mu_);
-    ++updates_since_checkpoint_;
-    if (checkpoint_task_ != nullptr && options_.checkpoint_every_updates > 0 &&
-        updates_since_checkpoint_ >= options_.checkpoint_every_updates) {
-      checkpoint_task_->Wake();
-    }
+  if (applied) {
+    for (ApplyHook* hook : hooks_) hook->AfterApply(*applied);
   }
   return outcome;
 }
@@ -403,7 +418,7 @@ bool ParameterServer::FoldAverage() {
 
 void ParameterServer::CountRejection(const std::string& agent_id, v1::RejectReason reason) {
   absl::MutexLock lock(&stats_mu_);
-  ++rejections_[reason];
+  ++counters_.rejections[reason];
   if (!agent_id.empty()) agents_.Refused(agent_id);
 }
 
@@ -446,7 +461,7 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_checkpoint_failures(counters_.checkpoint_failures);
   status.set_repeated_pushes(counters_.repeated_pushes);
   status.set_run_id(run_id_);
-  for (const auto& [reason, count] : rejections_) {
+  for (const auto& [reason, count] : counters_.rejections) {
     (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
   }
   status.set_pushes_per_second(apply_rate_.PerSecond(now));
@@ -464,36 +479,24 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   FoldAverage();
   {
     absl::MutexLock lock(&average_mu_);
-    if (average_ != nullptr) {
-      data.average = average_->Snapshot();
-      m.set_average_version(data.average->version);
-      m.set_average_minibatches(average_->covered());
-      m.set_minibatches_at_average(average_->minibatches_at_fold());
-    }
+    if (average_ != nullptr) average_->SaveTo(data);
   }
   {
     // A consistent cut: weights, optimizer state and counters of one version.
     absl::MutexLock lock(&apply_mu_);
     data.weights = store_->Snapshot();
     if (data.weights->version == checkpointed_version_) return checkpointed_path_;  // Nothing new.
-    absl::StatusOr<std::string> optimizer_state = optimizer_->SaveState();
-    if (!optimizer_state.ok()) return optimizer_state.status();
-    data.optimizer_state = *std::move(optimizer_state);
+    CONVOY_RETURN_IF_ERROR(SaveOptimizerTo(*optimizer_, options_.optimizer.kind, data));
     target_.SaveTo(data);
     m.set_version(data.weights->version);
     m.set_epsilon(exploration_->global_epsilon());
     absl::MutexLock stats(&stats_mu_);
-    m.set_updates_applied(counters_.updates_applied);
-    m.set_applied_minibatches(counters_.applied_minibatches);
-    for (const auto& [reason, count] : rejections_) {
-      (*m.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
-    }
+    counters_.SaveTo(m);
   }
   m.set_model_name(model_.spec.name);
   m.set_model_fingerprint(model_.fingerprint);
   m.set_parameter_count(model_.parameter_count);
   *m.mutable_shard() = shard_info();
-  m.set_optimizer(std::string(OptimizerName(options_.optimizer.kind)));
   for (const auto& [key, value] : HyperparametersOf(options_)) (*m.mutable_hyperparameters())[key] = value;
   m.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
 
@@ -515,44 +518,17 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
 }
 
 void ParameterServer::StartPeriodicTasks() {
-  absl::MutexLock lock(&loop_mu_);
-  if (options_.average_horizon > 0 && average_task_ == nullptr) {
-    average_task_ = std::make_unique<PeriodicTask>("average", options_.average_every,
-                                                   [this] { FoldAverage(); });
+  {
+    absl::MutexLock lock(&loop_mu_);
+    if (options_.average_horizon > 0 && average_task_ == nullptr) {
+      average_task_ = std::make_unique<PeriodicTask>("average", options_.average_every,
+                                                     [this] { FoldAverage(); });
+    }
   }
-  if (checkpointer_ == nullptr ||
-      (options_.checkpoint_every_updates == 0 && options_.checkpoint_every <= absl::ZeroDuration())) {
-    return;
-  }
-  if (checkpoint_task_ != nullptr) return;
-  last_periodic_checkpoint_ = absl::Now();
-  const absl::Duration period = options_.checkpoint_every > absl::ZeroDuration()
-                                    ? options_.checkpoint_every
-                                    : absl::InfiniteDuration();
-  checkpoint_task_ =
-      std::make_unique<PeriodicTask>("checkpoint", period, [this] { PeriodicCheckpoint(); });
-  // Updates applied before the start count: enough of them make the first checkpoint due now.
-  if (options_.checkpoint_every_updates > 0 &&
-      updates_since_checkpoint_ >= options_.checkpoint_every_updates) {
-    checkpoint_task_->Wake();
-  }
+  if (checkpointer_ != nullptr) checkpoint_trigger_.Start([this] { PeriodicCheckpoint(); });
 }
 
 void ParameterServer::PeriodicCheckpoint() {
-  {
-    absl::MutexLock lock(&loop_mu_);
-    // The task runs when its period is up (one period after its previous run ended, so never
-    // before the time is due) or when Apply woke it; a wake that an earlier run already answered
-    // finds neither trigger due.
-    const absl::Time now = absl::Now();
-    const bool by_updates = options_.checkpoint_every_updates > 0 &&
-                            updates_since_checkpoint_ >= options_.checkpoint_every_updates;
-    const bool by_time = options_.checkpoint_every > absl::ZeroDuration() &&
-                         now - last_periodic_checkpoint_ >= options_.checkpoint_every;
-    if (!by_updates && !by_time) return;
-    updates_since_checkpoint_ = 0;
-    last_periodic_checkpoint_ = now;
-  }
   // A checkpoint of an unchanged version writes nothing (Checkpoint() returns the last one's path).
   absl::StatusOr<std::string> path = Checkpoint();
   if (path.ok()) {

@@ -26,6 +26,7 @@
 #include "param_server/agent_registry.h"
 #include "param_server/apply_hooks.h"
 #include "param_server/apply_log.h"
+#include "param_server/checkpoint_trigger.h"
 #include "param_server/checkpointer.h"
 #include "param_server/optimizer.h"
 #include "param_server/push_assembler.h"
@@ -140,7 +141,7 @@ class ParameterServer {
   v1::RunConfig RunConfigFor(uint32_t agent_index) const;
 
  private:
-  // Scalars read by Status() without touching apply_mu_.
+  // Counts read by Status() without touching apply_mu_.
   struct Counters {
     uint64_t updates_applied = 0;
     uint64_t applied_minibatches = 0;
@@ -150,10 +151,16 @@ class ParameterServer {
     uint64_t checkpoints_written = 0;
     uint64_t checkpoint_failures = 0;
     uint64_t repeated_pushes = 0;
+    std::map<v1::RejectReason, uint64_t> rejections;
+
+    // A checkpoint carries the applied updates and minibatches and the rejections over to a
+    // resumed run; the other counts are this process's and start at 0.
+    void SaveTo(v1::CheckpointManifest& manifest) const;
+    void Restore(const v1::CheckpointManifest& manifest);
   };
   ParameterServer(const ParameterServerOptions& options, ModelInfo full_model, ShardMap map);
   absl::Status Initialise();
-  // The periodic checkpoint task's callback: a checkpoint when one of the triggers is due.
+  // The periodic checkpoint, when one of checkpoint_trigger_'s triggers is due.
   void PeriodicCheckpoint();
 
   const ParameterServerOptions options_;
@@ -185,7 +192,6 @@ class ParameterServer {
 
   mutable absl::Mutex stats_mu_;
   Counters counters_ ABSL_GUARDED_BY(stats_mu_);
-  std::map<v1::RejectReason, uint64_t> rejections_ ABSL_GUARDED_BY(stats_mu_);
   // Accepted pushes; mutable because reading the rate drops the events that left its window.
   mutable RateMeter apply_rate_ ABSL_GUARDED_BY(stats_mu_);
   std::atomic<uint64_t> bytes_in_{0};
@@ -199,11 +205,10 @@ class ParameterServer {
   std::atomic<uint64_t> status_checkpoint_version_{0};
   std::atomic<int64_t> status_checkpoint_unix_ms_{0};
   std::string checkpointed_path_ ABSL_GUARDED_BY(checkpoint_mu_);
+  // Runs PeriodicCheckpoint when --checkpoint_every or --checkpoint_every_updates is due; a hook
+  // with --checkpoint_dir.
+  CheckpointTrigger checkpoint_trigger_;
   absl::Mutex loop_mu_;
-  uint64_t updates_since_checkpoint_ ABSL_GUARDED_BY(loop_mu_) = 0;
-  absl::Time last_periodic_checkpoint_ ABSL_GUARDED_BY(loop_mu_);
-  // Runs PeriodicCheckpoint every --checkpoint_every; Apply wakes it when the updates are due.
-  std::unique_ptr<PeriodicTask> checkpoint_task_ ABSL_GUARDED_BY(loop_mu_);
 
   // The averaged network: null with averaging off. average_mu_ serialises folds and restores; a
   // pull copies the published snapshot's pointer under it. Never held while taking another lock.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/wire_encoding.h"
 
 namespace convoy {
@@ -64,7 +65,7 @@ absl::Status PushAssembler::ReadHeader(const v1::GradientChunk& chunk) {
 absl::Status PushAssembler::Add(const v1::GradientChunk& chunk, const TensorBytes& data) {
   if (failed_) return absl::FailedPreconditionError("push already rejected");
   if (chunks_ == 0) {
-    if (absl::Status s = ReadHeader(chunk); !s.ok()) return s;
+    CONVOY_RETURN_IF_ERROR(ReadHeader(chunk));
   } else {
     // Later chunks may repeat the header; if they do, it must not change.
     auto differs = [](const auto& got, const auto& want) {

@@ -63,4 +63,17 @@ void WeightAverage::Publish(uint64_t version) {
   published_ = std::move(snapshot);
 }
 
+absl::Status WeightAverage::Restore(const v1::CheckpointManifest& manifest,
+                                    std::vector<float> values) {
+  return Restore(std::move(values), manifest.average_version(), manifest.average_minibatches(),
+                 manifest.minibatches_at_average());
+}
+
+void WeightAverage::SaveTo(CheckpointData& data) const {
+  data.average = published_;
+  data.manifest.set_average_version(published_->version);
+  data.manifest.set_average_minibatches(covered_);
+  data.manifest.set_minibatches_at_average(minibatches_at_fold_);
+}
+
 }  // namespace convoy

@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "convoy/v1/checkpoint.pb.h"
+#include "param_server/checkpointer.h"
 #include "param_server/weight_store.h"
 
 namespace convoy {
@@ -54,6 +56,11 @@ class WeightAverage {
   // of this average.
   absl::Status Restore(std::vector<float> values, uint64_t version, uint64_t covered,
                        uint64_t minibatches_at_fold);
+  // The same from a checkpoint: `values` are its averaged network, the manifest says what they
+  // cover.
+  absl::Status Restore(const v1::CheckpointManifest& manifest, std::vector<float> values);
+  // Puts the published average and what it covers into a checkpoint.
+  void SaveTo(CheckpointData& data) const;
 
   // The weight a fold of `delta` minibatches gets after `covered` were folded (the formula above).
   static double FoldWeight(uint64_t horizon, uint64_t covered, uint64_t delta);

@@ -82,6 +82,26 @@ ParameterServerOptions Tiny() {
   return o;
 }
 
+TEST_CASE("An average saved into a checkpoint and restored from it continues as the original",
+          "[average]") {
+  WeightAverage original(/*horizon=*/20, {0.0f, 0.0f}, 0, 0);
+  REQUIRE(original.Fold(At(3, {2.0f, 4.0f}), 7));
+  REQUIRE(original.Fold(At(5, {6.0f, -2.0f}), 30));
+  CheckpointData data;
+  original.SaveTo(data);
+  REQUIRE(data.average != nullptr);
+  CHECK(data.manifest.average_version() == 5);
+  CHECK(data.manifest.average_minibatches() == original.covered());
+  CHECK(data.manifest.minibatches_at_average() == 30);
+
+  WeightAverage restored(/*horizon=*/20, {0.0f, 0.0f}, 0, 0);
+  REQUIRE(restored.Restore(data.manifest, data.average->values).ok());
+  REQUIRE(original.Fold(At(9, {1.0f, 1.0f}), 45));
+  REQUIRE(restored.Fold(At(9, {1.0f, 1.0f}), 45));
+  CHECK(restored.Snapshot()->values == original.Snapshot()->values);
+  CHECK(restored.covered() == original.covered());
+}
+
 TEST_CASE("The server's averaged network follows its applied minibatches", "[average]") {
   auto server = *ParameterServer::Create(Tiny());
   const std::vector<float> initial = server->Snapshot(v1::NETWORK_ONLINE)->values;
