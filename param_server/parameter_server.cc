@@ -8,6 +8,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/status_macros.h"
 #include "common/tensor_encoding.h"
@@ -92,20 +93,13 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
     const ParameterServerOptions& options) {
   CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(options.optimizer));
   CONVOY_RETURN_IF_ERROR(ValidateExplorationOptions(options.exploration));
-  if (options.target_update_frequency == 0) {
-    return absl::InvalidArgumentError("target_update_frequency must be at least 1");
-  }
+  // The run settings' ranges are the table's (common/run_settings.h), as convoy_ps's flags check them.
+  CONVOY_RETURN_IF_ERROR(CheckFlagRanges(RunSettingRanges(options)));
   if (options.average_horizon > 0 && options.average_every <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("average_every must be positive when averaging is on");
   }
   if (options.resume && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
-  }
-  if (options.batch_size == 0 || options.batch_update_frequency == 0 || options.n_step == 0) {
-    return absl::InvalidArgumentError("batch_size, batch_update_frequency and n_step must be at least 1");
-  }
-  if (!(options.gamma >= 0 && options.gamma <= 1) || !(options.learner_max_grad_norm >= 0)) {
-    return absl::InvalidArgumentError("gamma must be in [0, 1] and learner_max_grad_norm >= 0");
   }
   if (!options.checkpoint_dir.empty() && !options.resume) {
     // Another run's checkpoints: refused before anything is read or written.

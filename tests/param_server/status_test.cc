@@ -1,6 +1,7 @@
 // The parameter server core's Status(): what it derives from the pushes it saw.
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "param_server/parameter_server.h"
@@ -27,6 +28,29 @@ TEST_CASE("Pushes per second counts the accepted pushes over the time since star
   const double span = std::min(10.0, status.uptime_seconds());
   REQUIRE(span > 0);
   CHECK(status.pushes_per_second() * span == Approx(3));
+}
+
+}  // namespace
+}  // namespace convoy
+
+namespace convoy {
+namespace {
+
+TEST_CASE("A server is not created with a run setting out of the table's range, which it names",
+          "[status]") {
+  ParameterServerOptions o;
+  o.model = "tiny";
+  o.n_step = 0;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> created = ParameterServer::Create(o);
+  REQUIRE(created.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(created.status().message()),
+             Catch::Matchers::ContainsSubstring("--n_step must be in [1, 100], got 0"));
+  o.n_step = 3;
+  o.gamma = 1.5;
+  created = ParameterServer::Create(o);
+  REQUIRE(created.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(created.status().message()),
+             Catch::Matchers::ContainsSubstring("--gamma must be in [0, 1], got 1.5"));
 }
 
 }  // namespace
