@@ -187,7 +187,10 @@ absl::Status ParameterServer::Initialise() {
     apply_log_->Started(incarnation_, version);
     hooks_.push_back(apply_log_.get());
   }
-  if (checkpointer_ != nullptr) hooks_.push_back(&checkpoint_trigger_);
+  // With both triggers off it has nothing to count: no lock of its own on the apply path.
+  if (checkpointer_ != nullptr && checkpoint_trigger_.enabled()) {
+    hooks_.push_back(&checkpoint_trigger_);
+  }
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
   if (resumed) {
     absl::MutexLock writer(&checkpoint_mu_);
