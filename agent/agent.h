@@ -50,6 +50,10 @@
 
 namespace convoy {
 
+namespace v1 {
+class RunConfig;  // convoy/v1/parameter_server.proto: agent.h stays free of protobuf.
+}  // namespace v1
+
 // What an agent pushes to the parameter server (--push).
 enum class PushMode {
   kGradients,  // The mean gradient of its minibatches; the server runs the optimizer.
@@ -110,6 +114,11 @@ struct AgentOptions : AgentRunSettings {
   absl::Duration report_every = absl::Seconds(5);
   bool machine_progress = false;  // Also print "PROGRESS key=value ..." lines on stdout (for convoy_train).
 };
+
+// Takes the server's model and run settings into *options: each one `config` carries (logged as
+// adopted); one named in options->pinned that disagrees is refused: INVALID_ARGUMENT naming the
+// agent's flag and value, the server's value and the convoy_ps flag, with *options unchanged.
+absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options);
 
 // Counters of a run so far.
 struct AgentStats {

@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/model_registry.h"
 #include "common/run_settings.h"
@@ -25,30 +24,6 @@ std::string Hostname() {
 }
 
 }  // namespace
-
-absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options) {
-  AgentOptions adopted = *options;
-  RunSettingAdopter adopt(options->pinned);
-  if (!config.model_name().empty()) {
-    adopt.Take("model", "model", &adopted.model, config.model_name());
-  }
-  // The settings of the table (common/run_settings.h), then those it does not hold yet.
-  CONVOY_RETURN_IF_ERROR(AdoptRunSettings(config, &adopt, &adopted));
-  if (config.learning_rate() > 0) {
-    adopt.Take("learning_rate", "learning_rate", &adopted.learning_rate, config.learning_rate());
-  }
-  adopt.Take("min_epsilon", "min_epsilon", &adopted.min_epsilon, config.min_epsilon());
-  adopt.Take("per_iter_epsilon_reduction", "per_iter_epsilon_reduction",
-             &adopted.per_iter_epsilon_reduction, config.per_iter_epsilon_reduction());
-  CONVOY_RETURN_IF_ERROR(adopt.status());
-  LOG(INFO) << options->agent_id << ": run settings of the parameter server at "
-            << options->ps_address
-            << (adopt.adopted().empty()
-                    ? ": all equal to this agent's"
-                    : absl::StrCat(", adopted: ", absl::StrJoin(adopt.adopted(), ", ")));
-  *options = std::move(adopted);
-  return absl::OkStatus();
-}
 
 absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name) {
   if (name == "gradients") return UpdateRule::kGradients;

@@ -66,11 +66,6 @@ struct JoinResult {
   double epsilon = 0;    // The epsilon the server gives this agent.
 };
 
-// Takes the server's model and run settings into *options: each one `config` carries (logged as
-// adopted); one named in options->pinned that disagrees is refused: INVALID_ARGUMENT naming the
-// agent's flag and value, the server's value and the convoy_ps flag, with *options unchanged.
-absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options);
-
 class ParameterServerSession {
  public:
   virtual ~ParameterServerSession() = default;
