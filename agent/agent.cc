@@ -27,6 +27,7 @@
 #include "common/model_registry.h"
 #include "common/progress_record.h"
 #include "common/status_macros.h"
+#include "common/torch_compat.h"  // After LibTorch: glog's LOG.
 #include "common/weights_file.h"
 
 namespace convoy {

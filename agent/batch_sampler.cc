@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/torch_compat.h"  // After LibTorch: glog's LOG.
 
 namespace convoy {
 namespace {

@@ -5,11 +5,24 @@
 // The differences met so far:
 //   - CUDA autocast: `at::autocast::set_enabled(bool)` is 1.x's; 2.4 deprecated it for
 //     `set_autocast_enabled(device_type, bool)`, which 1.13 lacks.
+//   - Logging: a LibTorch built with glog (Debian 12's 1.13) uses glog's LOG; one built without it
+//     (Debian 13's 2.6) defines a LOG of its own in c10/util/Logging.h, which replaces glog's in
+//     every translation unit that includes LibTorch and drops INFO at its default level. Including
+//     this header after LibTorch's gives such a translation unit glog's LOG back, so convoy's log
+//     lines are glog's everywhere.
 #ifndef CONVOY_COMMON_TORCH_COMPAT_H_
 #define CONVOY_COMMON_TORCH_COMPAT_H_
 
 #include <ATen/autocast_mode.h>
+#include <c10/macros/Macros.h>
+#include <c10/util/Logging.h>
+#include <glog/logging.h>
 #include <torch/version.h>
+
+#ifndef C10_USE_GLOG
+#undef LOG
+#define LOG(severity) COMPACT_GOOGLE_LOG_##severity.stream()  // glog's own definition.
+#endif
 
 namespace convoy::torch_compat {
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/torch_compat.h"  // After LibTorch: glog's LOG.
 #include "glog/logging.h"
 
 namespace convoy {

@@ -38,6 +38,7 @@
 #include "common/line_plot.h"
 #include "common/shell_line.h"
 #include "common/status_macros.h"
+#include "common/torch_compat.h"  // After LibTorch: glog's LOG.
 #include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
 
