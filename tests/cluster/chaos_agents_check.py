@@ -242,11 +242,11 @@ def main():
     for shard in shards:
         print(f"chaos_agents_check: {shard['name']:8} {len(shard['starts']):6}  {shard['final']:13}  "
               f"{shard['lost_updates']:>6} ({shard['bound']})")
-    print("chaos_agents_check: agent    shard    starts  trained  in lineage  lost by design  refused  "
+    print("chaos_agents_check: agent    shard    processes  trained  in lineage  lost by design  refused  "
           "unpushed by a killed agent (bound)")
     for agent, shard, starts, trained, applied, lost, refused, unpushed, bound in table:
         refused_text = ", ".join(f"{n} {r}" for r, n in sorted(refused.items())) or "0"
-        print(f"chaos_agents_check: {agent:8} {shard:8} {starts:6}  {trained:7}  {applied:10}  {lost:14}  "
+        print(f"chaos_agents_check: {agent:8} {shard:8} {starts:9}  {trained:7}  {applied:10}  {lost:14}  "
               f"{refused_text:7}  {unpushed} ({bound})")
     print(f"chaos_agents_check: {repeats} answers were repeats of a push the shard had applied; refused "
           f"minibatches by reason: {dict(refused_total) or 'none'}")

@@ -3,7 +3,7 @@
 # cluster of network namespaces (cluster.sh), a sharded convoy_ps, shard 0 on node 0 and shard 1 on node 1,
 # and a convoy_agent on each of nodes 2 and 3 (the embedded simulator, the tiny model, one CPU thread each),
 # every agent pushing to and pulling from both shards. For CONVOY_CHAOS_SECONDS (default 90) a seeded random
-# schedule of faults:
+# schedule of faults, every kind at least once:
 #   a shard SIGKILLed and started again with --resume (each checkpoints every 40 updates);  an agent
 #   SIGKILLed and started again;  an agent's node or a shard's node partitioned silently (packets vanish)
 #   or with its link down, for 2-6 s, then healed;  and all along each shard --fault_lose_replies loses 3%
@@ -90,12 +90,20 @@ start_agent() {  # $1: agent
 for s in "${SHARDS[@]}"; do start_shard "$s" ""; done
 for a in "${AGENTS[@]}"; do start_agent "$a"; done
 RANDOM=$SEED
+# The events: 0 a shard's SIGKILL and resume, 1 an agent's SIGKILL and restart, 2 and 3 an agent's node
+# partitioned silently or with its link down, 4 and 5 a shard's node so, 6 a quiet spell. The first six
+# are 0-5 in a seeded order, so that every kind of fault happens in every run; then they are drawn at random.
+first=(0 1 2 3 4 5)
+for ((i = 5; i > 0; i--)); do j=$((RANDOM % (i + 1))); t=${first[i]}; first[i]=${first[j]}; first[j]=$t; done
 declare -A count=()
 shard_starts=(1 1)
+n=0
 end=$((SECONDS + DURATION))
 while [ $SECONDS -lt $end ]; do
   sleep "$((1 + RANDOM % 3)).$((RANDOM % 10))"
-  event=$((RANDOM % 6))
+  event=$((RANDOM % 7))
+  [ $n -lt 6 ] && event=${first[n]}
+  n=$((n + 1))
   shard=$((RANDOM % 2))
   agent=$((1 + RANDOM % 2))
   hold=$((2 + RANDOM % 5))
@@ -111,17 +119,15 @@ while [ $SECONDS -lt $end ]; do
       kill -9 "${AGENT_PID[$agent]}"; wait "${AGENT_PID[$agent]}" 2>/dev/null
       start_agent "$agent"
       what="agent $agent SIGKILLed and started again" ;;
-    2 | 3 | 4)
-      kind=$([ $event -eq 2 ] && echo silent || echo down)
-      [ $event -eq 4 ] && kind=$([ $((RANDOM % 2)) -eq 0 ] && echo silent || echo down)
-      # Half the partitions cut an agent's node off, half a shard's.
-      if [ $((RANDOM % 2)) -eq 0 ]; then node=$((agent + 1)) who="agent $agent"; else node=$shard who="shard $shard"; fi
+    2 | 3 | 4 | 5)
+      kind=$([ $((event % 2)) -eq 0 ] && echo silent || echo down)
+      if [ $event -le 3 ]; then node=$((agent + 1)) who="agent $agent"; else node=$shard who="shard $shard"; fi
       "$CLUSTER" --name="$NAME" partition "$node" "$kind" >/dev/null 2>&1 || fail "partition $node $kind"
       sleep "$hold"
       "$CLUSTER" --name="$NAME" heal "$node" >/dev/null 2>&1 || fail "heal $node"
       what="$who's node partitioned ($kind)"
       detail=" for $hold s" ;;
-    5) what="quiet" ;;
+    6) what="quiet" ;;
   esac
   count[$what]=$((${count[$what]:-0} + 1))
   echo "$SECONDS s: $what$detail" >>"$T/schedule.log"
@@ -131,8 +137,16 @@ for w in "${!count[@]}"; do say "  ${count[$w]} x $w"; done | sort -k2
 say "starts per shard: shard 0: ${shard_starts[0]}, shard 1: ${shard_starts[1]}"
 
 # Calm: every agent back in step; then they stop (their final sync), then the shards (final checkpoints).
+# An agent started late may still be loading (LibTorch takes seconds on a busy machine): SIGTERM goes to
+# agents whose newest process trains, so that it meets the signal handler, not the default action.
 sleep $CALM
+training() {  # $1: agent. Its running process (by pid) has logged a minibatch trained.
+  awk -v pid="pid=${AGENT_PID[$1]}" '/^start/ { mine = $3 == pid } /^trained/ && mine { trained = 1 }
+    END { exit !trained }' "$T/pushes-$1.log" 2>/dev/null
+}
 for a in "${AGENTS[@]}"; do
+  for _ in $(seq 600); do training "$a" && break; sleep 0.1; done
+  training "$a" || fail "agent $a's newest process did not train within $CALM + 60 s of its start"
   kill -0 "${AGENT_PID[$a]}" 2>/dev/null || fail "agent $a exited during the run"
   kill -TERM "${AGENT_PID[$a]}"
 done
