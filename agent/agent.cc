@@ -18,6 +18,7 @@
 #include "agent/learner.h"
 #include "agent/parameter_server_sync.h"
 #include "agent/ps_session.h"
+#include "agent/push_log.h"
 #include "agent/replay_memory.h"
 #include "agent/sharded_session.h"
 #include "common/backoff.h"
@@ -438,6 +439,8 @@ absl::Status Agent::Impl::TrainOne() {
   q_sum_ += stats.mean_q;
   ++loss_count_;
   ++minibatches_;
+  // Logged before the sync may hand it to a push: a push log never has more pushed than trained.
+  if (options_.push_log != nullptr) options_.push_log->Trained(options_.agent_id, minibatches_);
   train_rate_->Record(1);
   {
     absl::MutexLock lock(&stats_mu_);

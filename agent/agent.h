@@ -53,6 +53,7 @@ namespace convoy {
 namespace v1 {
 class RunConfig;  // convoy/v1/parameter_server.proto: agent.h stays free of protobuf.
 }  // namespace v1
+class PushLog;  // agent/push_log.h
 
 // What an agent pushes to the parameter server (--push).
 enum class PushMode {
@@ -113,6 +114,9 @@ struct AgentOptions : AgentRunSettings {
   std::string log_dir;  // Metrics CSV, TensorBoard events, weights.pt; empty: no files.
   absl::Duration report_every = absl::Seconds(5);
   bool machine_progress = false;  // Also print "PROGRESS key=value ..." lines on stdout (for convoy_train).
+  // Null: none. Otherwise every minibatch trained and every answer of a server to a push is logged
+  // there (agent/push_log.h), for checking a run against the servers' apply logs.
+  std::shared_ptr<PushLog> push_log;
 };
 
 // Takes the server's model and run settings into *options: each one `config` carries (logged as

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/client_security_flags.h"
+#include "agent/push_log.h"
 #include "common/flag_ranges.h"
 #include "common/run_settings.h"
 #include "common/init.h"
@@ -95,6 +96,9 @@ ABSL_FLAG(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; emp
 ABSL_FLAG(double, report_seconds, absl::ToDoubleSeconds(Defaults().report_every),
           "Seconds between progress lines.");
 ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.");
+ABSL_FLAG(std::string, push_log, "",
+          "Append a line per minibatch trained and per answer of each server to a push "
+          "(agent/push_log.h), for checking a run against convoy_ps --apply_log; empty: none.");
 ABSL_FLAG(absl::Duration, sync_wait, Defaults().sync_wait,
           "How long training waits for the parameter server's answer to a push before the agent "
           "learns locally until the answer comes (acting never waits longer), e.g. 1s, 500ms.");
@@ -220,6 +224,16 @@ int Run() {
     }
     options.ps_security = *std::move(security);
   }
+  if (const std::string path = absl::GetFlag(FLAGS_push_log); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<PushLog>> push_log = PushLog::Open(path);
+    if (!push_log.ok()) {
+      std::fprintf(stderr, "convoy_agent: --push_log: %s\n",
+                   std::string(push_log.status().message()).c_str());
+      return 2;
+    }
+    options.push_log = *std::move(push_log);
+    options.push_log->Started(options.agent_id);
+  }
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options);
   if (!agent.ok()) {
     std::fprintf(stderr, "convoy_agent: cannot start: %s\n", agent.status().ToString().c_str());
@@ -231,6 +245,10 @@ int Run() {
   if (!run.ok()) {
     std::fprintf(stderr, "convoy_agent: failed: %s\n", run.ToString().c_str());
     return 1;
+  }
+  if (options.push_log != nullptr) {
+    const AgentStats stats = (*agent)->stats();
+    options.push_log->Ended(options.agent_id, stats.connected, stats.train_steps);
   }
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "agent/client_security_flags.h"
 #include "agent/ps_client.h"
+#include "agent/push_log.h"
 #include "agent/synthetic_gradient.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
@@ -42,7 +43,8 @@ ABSL_FLAG(bool, replayable, false,
           "(agent/synthetic_gradient.h), with the incarnation they were pulled from, so that a "
           "run's applied pushes can be replayed.");
 ABSL_FLAG(std::string, push_log, "",
-          "Append one line per answered push (session, sequence, accepted, incarnation, version).");
+          "Append one line per answered push (session, sequence, accepted, incarnation, version; "
+          "agent/push_log.h).");
 ABSL_FLAG(absl::Duration, push_every, absl::ZeroDuration(), "Pause between pushes, e.g. 20ms.");
 ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(30), "Deadline of each call's attempt.");
 ABSL_FLAG(absl::Duration, retry_for, absl::Seconds(60),
@@ -126,37 +128,6 @@ absl::StatusOr<PsClientOptions> ClientOptionsFromFlags(TensorEncoding encoding) 
   std::fflush(stdout);
   while (true) absl::SleepFor(absl::Hours(1));
 }
-
-// --push_log: one line per answered push, flushed, so a killed agent leaves every answer it saw.
-class PushLog {
- public:
-  // Errors: INVALID_ARGUMENT naming the path when it cannot be opened for appending.
-  static absl::StatusOr<std::unique_ptr<PushLog>> Open(const std::string& path) {
-    FILE* file = std::fopen(path.c_str(), "a");
-    if (file == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot open ", path));
-    return std::unique_ptr<PushLog>(new PushLog(file));
-  }
-  ~PushLog() { std::fclose(file_); }
-  PushLog(const PushLog&) = delete;
-  PushLog& operator=(const PushLog&) = delete;
-
-  void Answered(const PsClient& client, const std::string& agent_id, uint64_t sequence,
-                const PushResult& r) {
-    std::fprintf(file_,
-                 "push agent=%s session=%llu sequence=%llu accepted=%d repeated=%d reason=%s "
-                 "incarnation=%llu version=%llu\n",
-                 agent_id.c_str(), static_cast<unsigned long long>(client.push_session()),
-                 static_cast<unsigned long long>(sequence), r.accepted ? 1 : 0, r.repeated ? 1 : 0,
-                 v1::RejectReason_Name(r.reason).c_str(),
-                 static_cast<unsigned long long>(r.incarnation),
-                 static_cast<unsigned long long>(r.version));
-    std::fflush(file_);
-  }
-
- private:
-  explicit PushLog(FILE* file) : file_(file) {}
-  FILE* const file_;
-};
 
 // One agent's descent: pull, compute a gradient, push, until --seconds run out.
 class SyntheticDescent {
@@ -274,7 +245,11 @@ class SyntheticDescent {
   }
 
   void LogAnswer(uint64_t sequence, const PushResult& r) {
-    if (push_log_ != nullptr) push_log_->Answered(client_, agent_id_, sequence, r);
+    if (push_log_ != nullptr) {
+      push_log_->Answered({agent_id_, client_.push_session(), sequence, /*shard=*/0,
+                           /*minibatches=*/1},
+                          r);
+    }
   }
 
   void Report(const PushResult& pushed) {

@@ -64,6 +64,7 @@ PsSessionOptions PsSession::OptionsFor(const AgentOptions& agent) {
   o.agent_index = agent.agent_index;
   o.push_encoding = agent.push_encoding;
   o.security = agent.ps_security;
+  o.push_log = agent.push_log;
   return o;
 }
 
@@ -122,8 +123,14 @@ absl::StatusOr<PushResult> PsSession::Push(absl::Span<const float> values,
                                            uint32_t minibatch_count) {
   absl::StatusOr<PushResult> pushed =
       ps_->Push(values.data(), values.size(), version_, minibatch_count, incarnation_);
+  if (pushed.ok() && options_.push_log != nullptr) {
+    options_.push_log->Answered({options_.agent_id, ps_->push_session(), ps_->next_sequence() - 1,
+                                 options_.shard_index, minibatch_count},
+                                *pushed);
+  }
   if (!pushed.ok()) {
     if (ps_->has_pending_push()) {
+      pending_minibatches_ = minibatch_count;
       // No answer: the client keeps this push and resends it under its number on rejoin, so the
       // server applies it once whether or not it already did.
       Disconnected(state_ == State::kRejoining
@@ -186,6 +193,11 @@ absl::StatusOr<double> PsSession::Rejoin(RejoinPace pace) {
             << joined->version();
   if (ps_->has_pending_push()) {
     absl::StatusOr<PushResult> resent = ps_->ResendPendingPush();
+    if (resent.ok() && options_.push_log != nullptr) {  // The pending push is the newest.
+      options_.push_log->Answered({options_.agent_id, ps_->push_session(), ps_->next_sequence() - 1,
+                                   options_.shard_index, pending_minibatches_},
+                                  *resent);
+    }
     LOG(INFO) << options_.agent_id << ": resent the push that got no answer: "
               << (!resent.ok()       ? resent.status().ToString()
                   : resent->repeated ? "the server had applied it already"

@@ -30,6 +30,7 @@
 #include "absl/types/span.h"
 #include "agent/agent.h"
 #include "agent/ps_client.h"
+#include "agent/push_log.h"
 #include "common/security.h"
 #include "common/tensor_encoding.h"
 
@@ -147,6 +148,8 @@ struct PsSessionOptions {
   // more, pushes and pulls carry the shard's slice only.
   uint32_t num_shards = 1;
   uint32_t shard_index = 0;
+  // Null: none. Otherwise every answer to a push (a resent one's too) is logged there.
+  std::shared_ptr<PushLog> push_log;
 };
 
 // The session with one parameter server.
@@ -192,6 +195,7 @@ class PsSession : public ParameterServerSession {
   uint64_t server_target_version_ = 0;  // The newest the server announced.
   absl::Time next_rejoin_ = absl::InfinitePast();
   uint64_t begin_ = 0, end_ = 0;
+  uint32_t pending_minibatches_ = 0;  // Of the push that got no answer, for the push log.
 };
 
 }  // namespace convoy

@@ -15,10 +15,14 @@ Checks, printing what it counted:
   * the last start wrote a checkpoint of its last version (the one the replay compares with).
 Writes the lineage to OUT, one "session sequence" line per version, in version order. Exits 1 on the
 first violation, naming it.
+
+The functions above main() are shared with chaos_agents_check.py (the run with convoy_agent on shards).
 """
 import argparse
 import collections
 import sys
+
+PREFIX = "chaos_check"
 
 
 def fields(line):
@@ -27,8 +31,94 @@ def fields(line):
 
 
 def fail(message):
-    print(f"chaos_check: FAIL: {message}")
+    print(f"{PREFIX}: FAIL: {message}")
     sys.exit(1)
+
+
+def read_apply_log(path, name="apply log"):
+    """The server's starts, in order: incarnation, resumed version, applies by version (push and
+    minibatches), checkpoints. Fails when versions do not rise by one within a start, or a start applied
+    a push twice."""
+    starts = []
+    by_incarnation = {}
+    for number, line in enumerate(open(path), 1):
+        if not line.strip():
+            continue
+        kind, f = fields(line)
+        if kind == "start":
+            start = {"incarnation": f["incarnation"], "from": int(f["version"]), "applies": {},
+                     "minibatches": {}, "checkpoints": set(), "last": int(f["version"])}
+            if f["incarnation"] in by_incarnation:
+                fail(f"{name} line {number}: incarnation {f['incarnation']} started twice")
+            starts.append(start)
+            by_incarnation[f["incarnation"]] = start
+            continue
+        start = by_incarnation.get(f["incarnation"])
+        if start is None:
+            fail(f"{name} line {number}: {kind} of incarnation {f['incarnation']} before its start")
+        version = int(f["version"])
+        if kind == "apply":
+            if version != start["last"] + 1:
+                fail(f"{name} line {number}: incarnation {f['incarnation']} applied version {version} "
+                     f"after {start['last']}")
+            start["last"] = version
+            push = (f["agent"], f["session"], f["sequence"])
+            start["applies"][version] = push
+            start["minibatches"][version] = int(f.get("minibatches", 1))
+        elif kind == "checkpoint":
+            if version > start["last"]:
+                fail(f"{name} line {number}: a checkpoint of version {version} ahead of the updates")
+            start["checkpoints"].add(version)
+        else:
+            fail(f"{name} line {number}: unknown record '{kind}'")
+    if not starts:
+        fail(f"the {name} has no start")
+    for start in starts:
+        pushes = list(start["applies"].values())
+        twice = [p for p, n in collections.Counter(pushes).items() if n > 1]
+        if twice:
+            fail(f"{name}: incarnation {start['incarnation']} applied {twice[0]} more than once")
+    return starts, by_incarnation
+
+
+def lineage_of(starts, name="the server"):
+    """The lineage of the last start's last version: {version: push}, and {incarnation: (low, high)}, the
+    versions (low, high] each start contributed. Fails when the last start did not checkpoint its last
+    version, a start resumed at a checkpoint no earlier start wrote, or a push is in the lineage twice."""
+    last = starts[-1]
+    if last["last"] not in last["checkpoints"]:
+        fail(f"the last start of {name} did not checkpoint its last version {last['last']}")
+    segments = []
+    index, upto = len(starts) - 1, last["last"]
+    while True:
+        start = starts[index]
+        segments.append((start, start["from"], upto))
+        if start["from"] == 0:
+            break
+        writers = [i for i in range(index) if start["from"] in starts[i]["checkpoints"]]
+        if not writers:
+            fail(f"{name}: incarnation {start['incarnation']} resumed at version {start['from']}, "
+                 f"a checkpoint no earlier start wrote")
+        index, upto = writers[-1], start["from"]
+    lineage = {}
+    for start, low, high in segments:
+        for version in range(low + 1, high + 1):
+            lineage[version] = start["applies"][version]
+    if sorted(lineage) != list(range(1, last["last"] + 1)):
+        fail(f"the lineage of {name} does not cover every version from 1 to the last")
+    twice = [p for p, n in collections.Counter(lineage.values()).items() if n > 1]
+    if twice:
+        fail(f"push {twice[0]} is applied twice in the lineage of the final weights of {name}")
+    taken = {start["incarnation"]: (low, high) for start, low, high in segments}
+    return lineage, taken
+
+
+def lost_by_design(start, version, last, where):
+    """Fails unless `version` of `start`, an update not in the lineage, was applied by a killed start after
+    the last checkpoint it wrote."""
+    if start is last or start["checkpoints"] and version <= max(start["checkpoints"]):
+        fail(f"{where}: version {version} of incarnation {start['incarnation']} is not in the lineage, "
+             f"though its incarnation checkpointed past it")
 
 
 def main():
@@ -40,76 +130,14 @@ def main():
     parser.add_argument("--kills", type=int, required=True)
     args = parser.parse_args()
 
-    # The server's starts, in order: incarnation, resumed version, applies by version, checkpoints.
-    starts = []
-    by_incarnation = {}
-    for number, line in enumerate(open(args.apply_log), 1):
-        if not line.strip():
-            continue
-        kind, f = fields(line)
-        if kind == "start":
-            start = {"incarnation": f["incarnation"], "from": int(f["version"]), "applies": {},
-                     "checkpoints": set(), "last": int(f["version"])}
-            if f["incarnation"] in by_incarnation:
-                fail(f"apply log line {number}: incarnation {f['incarnation']} started twice")
-            starts.append(start)
-            by_incarnation[f["incarnation"]] = start
-            continue
-        start = by_incarnation.get(f["incarnation"])
-        if start is None:
-            fail(f"apply log line {number}: {kind} of incarnation {f['incarnation']} before its start")
-        version = int(f["version"])
-        if kind == "apply":
-            if version != start["last"] + 1:
-                fail(f"apply log line {number}: incarnation {f['incarnation']} applied version {version} "
-                     f"after {start['last']}")
-            start["last"] = version
-            push = (f["agent"], f["session"], f["sequence"])
-            start["applies"][version] = push
-        elif kind == "checkpoint":
-            if version > start["last"]:
-                fail(f"apply log line {number}: a checkpoint of version {version} ahead of the updates")
-            start["checkpoints"].add(version)
-        else:
-            fail(f"apply log line {number}: unknown record '{kind}'")
-    if not starts:
-        fail("the apply log has no start")
-    for start in starts:
-        pushes = list(start["applies"].values())
-        twice = [p for p, n in collections.Counter(pushes).items() if n > 1]
-        if twice:
-            fail(f"incarnation {start['incarnation']} applied {twice[0]} more than once")
+    starts, by_incarnation = read_apply_log(args.apply_log)
     applied = sum(len(s["applies"]) for s in starts)
     print(f"chaos_check: {len(starts)} starts of the server, {applied} updates applied in all; within "
           f"each start versions rise by one and no push is applied twice")
 
-    # The lineage, newest first: each start's versions (from, upto] come from it.
+    lineage, taken = lineage_of(starts)
     last = starts[-1]
-    if last["last"] not in last["checkpoints"]:
-        fail(f"the last start did not checkpoint its last version {last['last']}")
-    segments = []
-    index, upto = len(starts) - 1, last["last"]
-    while True:
-        start = starts[index]
-        segments.append((start, start["from"], upto))
-        if start["from"] == 0:
-            break
-        writers = [i for i in range(index) if start["from"] in starts[i]["checkpoints"]]
-        if not writers:
-            fail(f"incarnation {start['incarnation']} resumed at version {start['from']}, "
-                 f"a checkpoint no earlier start wrote")
-        index, upto = writers[-1], start["from"]
-    lineage = {}
-    for start, low, high in segments:
-        for version in range(low + 1, high + 1):
-            lineage[version] = start["applies"][version]
-    if sorted(lineage) != list(range(1, last["last"] + 1)):
-        fail("the lineage does not cover every version from 1 to the last")
-    twice = [p for p, n in collections.Counter(lineage.values()).items() if n > 1]
-    if twice:
-        fail(f"push {twice[0]} is applied twice in the lineage of the final weights")
-    taken = {start["incarnation"]: (low, high) for start, low, high in segments}
-    print(f"chaos_check: the final version {last['last']} descends through {len(segments)} starts; "
+    print(f"chaos_check: the final version {last['last']} descends through {len(taken)} starts; "
           f"no push is in its lineage twice")
 
     # What the agents saw accepted.
@@ -139,9 +167,7 @@ def main():
             low, high = taken.get(f["incarnation"], (0, -1))
             if low < version <= high:
                 continue  # In the lineage.
-            if start is last or start["checkpoints"] and version <= max(start["checkpoints"]):
-                fail(f"{path}:{number}: accepted push {push} (version {version}) is not in the lineage, "
-                     f"though its incarnation checkpointed past it")
+            lost_by_design(start, version, last, f"{path}:{number}: accepted push {push}")
             lost += 1
             lost_by_incarnation[f["incarnation"]] += 1
     for (session, incarnation), versions in versions_by_agent.items():

@@ -45,3 +45,33 @@ end_cluster_test() {
   if [ -n "${CONVOY_KEEP_TEST_DIR:-}" ]; then say "kept $T"; else rm -rf "$T"; fi
   exit "$1"
 }
+
+# Waits up to $4 s until something listens on TCP port $2 on node $1 of cluster NAME, while process $3 runs.
+# Fails (returns 1) when the process exits first or the time runs out.
+wait_node_listening() {
+  local node=$1 port=$2 pid=$3 tries=$(($4 * 10))
+  for _ in $(seq "$tries"); do
+    ip netns exec "$NAME-$node" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# Waits up to $2 s for process $1 (a child of this shell) to exit, and sets EXIT_STATUS to its exit
+# status; past that it is SIGKILLed and EXIT_STATUS is 124. (Not for $(...): a subshell cannot wait.)
+wait_exit_within() {
+  local pid=$1 tries=$(($2 * 10))
+  for _ in $(seq "$tries"); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    EXIT_STATUS=124
+    return
+  fi
+  wait "$pid"
+  EXIT_STATUS=$?
+}
