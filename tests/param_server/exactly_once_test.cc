@@ -300,6 +300,26 @@ TEST_CASE("A server resumed after a kill decides a resent push by what its check
              Catch::Matchers::ContainsSubstring(absl::StrCat("incarnation ", a, " versions 0..2")));
 }
 
+TEST_CASE("A shard resumed after a kill keeps its own records and lineage",
+          "[exactly_once][restart][shard]") {
+  ParameterServerOptions o = CheckpointedOptions("shard_resent_after_kill");
+  o.num_shards = 2;
+  o.shard_index = 1;
+  uint64_t a = 0;
+  {
+    std::unique_ptr<ParameterServer> first = *ParameterServer::Create(o);
+    a = first->incarnation();
+    REQUIRE(Push(*first, PushOf("p", 7, 1, a, 0)).accepted);
+    REQUIRE(first->Checkpoint().ok());
+    REQUIRE(Push(*first, PushOf("q", 8, 1, a, 1)).version == 2);
+  }
+  std::unique_ptr<ParameterServer> shard = Resume(o);
+  REQUIRE(shard->version() == 1);
+  CHECK(Push(*shard, PushOf("p", 7, 1, a, 0)).repeated);
+  CHECK(Push(*shard, PushOf("q", 8, 1, a, 1)).version == 2);
+  CHECK(Push(*shard, PushOf("r", 9, 1, a, 2)).reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+}
+
 TEST_CASE("A push on a version of the lineage is refused for staleness only by the staleness rule",
           "[exactly_once][restart]") {
   ParameterServerOptions o = CheckpointedOptions("lineage_staleness");
