@@ -89,7 +89,8 @@ class PsClient {
 
   // Pushes `count` values computed on `base_version` of `base_incarnation` (0: unknown, not checked),
   // chunked and encoded per options, as this session's next push. A policy rejection (STALE, AHEAD,
-  // WRONG_INCARNATION, SUPERSEDED) is an OK result with accepted=false; malformed input is an error status.
+  // BASE_NOT_IN_LINEAGE, an older server's WRONG_INCARNATION, SUPERSEDED) is an OK result with
+  // accepted=false; malformed input is an error status.
   absl::StatusOr<PushResult> Push(const float* values, size_t count, uint64_t base_version,
                                   uint32_t minibatch_count, uint64_t base_incarnation = 0);
 

@@ -192,6 +192,7 @@ absl::Status ParameterServer::Initialise() {
     hooks_.push_back(&checkpoint_trigger_);
   }
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
+  lineage_.Start(incarnation_, version);
   if (resumed) {
     absl::MutexLock writer(&checkpoint_mu_);
     checkpointed_version_ = version;
@@ -212,6 +213,14 @@ absl::Status ParameterServer::Initialise() {
     exploration_->set_global_epsilon(resumed->manifest.epsilon());
     target_.Restore(resumed->manifest, std::move(resumed->target));
     counters_.Restore(resumed->manifest);
+    dedup_.Restore(resumed->manifest);
+    if (!lineage_.Restore(resumed->manifest)) {
+      LOG(WARNING)
+          << "checkpoint " << resumed->path
+          << " holds no exactly-once records or lineage (written before they were "
+             "checkpointed): pushes sent before this restart are not recognised as repeats, "
+             "and those computed on an earlier start's weights are refused";
+    }
     // "resumed from ... at version N" ends the line: scripts and tests read the version there.
     LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version " << version;
   } else {
@@ -331,6 +340,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       if (seen.verdict == PushDeduplicator::Verdict::kSuperseded) {
         again.reason = v1::REJECT_REASON_SUPERSEDED;
         again.version = store_->version();
+        again.incarnation = incarnation_;
         again.epsilon = exploration_->EpsilonFor(agent_index);
       }
       again.repeated = true;
@@ -340,10 +350,14 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       again.target_version = target_.version();
       return again;
     }
-    if (header.base_incarnation != 0 && header.base_incarnation != incarnation_) {
-      // Versions of another incarnation say nothing about staleness here.
-      outcome.reason = v1::REJECT_REASON_WRONG_INCARNATION;
+    if (header.base_incarnation != 0 && header.base_incarnation != incarnation_ &&
+        !lineage_.HoldsEarlier(header.base_incarnation, header.base_version)) {
+      // Computed on weights these never were: versions a killed start applied after its last
+      // checkpoint, or another run's. Their numbers say nothing about staleness here.
+      outcome.reason = v1::REJECT_REASON_BASE_NOT_IN_LINEAGE;
     } else {
+      // This start's version, or one of the lineage's (at most the version this start resumed at):
+      // either way a version of these weights, as stale as the versions applied since.
       const StalenessDecision decision = staleness_.Decide(store_->version(), header.base_version);
       outcome.staleness = decision.staleness;
       if (decision.kind == StalenessDecision::Kind::kApply) {
@@ -363,6 +377,7 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
       }
     }
     outcome.version = store_->version();
+    outcome.incarnation = incarnation_;
     outcome.epsilon = exploration_->EpsilonFor(agent_index);
     dedup_.Record(agent_id, header.push_session, header.sequence, outcome);
 
@@ -487,6 +502,9 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
     target_.SaveTo(data);
     m.set_version(data.weights->version);
     m.set_epsilon(exploration_->global_epsilon());
+    // The records say exactly which pushes the checkpoint's version contains.
+    dedup_.SaveTo(m);
+    lineage_.SaveTo(data.weights->version, m);
     absl::MutexLock stats(&stats_mu_);
     counters_.SaveTo(m);
   }

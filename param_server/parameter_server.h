@@ -28,6 +28,7 @@
 #include "param_server/apply_log.h"
 #include "param_server/checkpoint_trigger.h"
 #include "param_server/checkpointer.h"
+#include "param_server/lineage.h"
 #include "param_server/optimizer.h"
 #include "param_server/push_assembler.h"
 #include "param_server/push_deduplicator.h"
@@ -85,12 +86,16 @@ class ParameterServer {
   // Registers an agent. Errors: FAILED_PRECONDITION naming both fingerprints on a model mismatch.
   absl::StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& request);
 
-  // Applies a validated, complete push (the values are consumed), or rejects it by policy: WRONG_INCARNATION
-  // when header.base_incarnation is set and not this server's; STALE or AHEAD by version. Exactly once:
-  // with a sequence, a push of the (agent_id, push_session, sequence) last answered gets that answer again
-  // (repeated=true) and one older than it is SUPERSEDED; neither applies anything. A new push_session of
-  // an agent (a new client, a restarted process) starts its sequence space afresh. Join changes nothing
-  // here, so a push retried across a rejoin is still recognised.
+  // Applies a validated, complete push (the values are consumed), or rejects it by policy: STALE or
+  // AHEAD by version; BASE_NOT_IN_LINEAGE when header.base_incarnation is set, not this server
+  // start's, and base_version is not a version of that start which this server's weights descend
+  // from (lineage()): a push computed on a version the lineage holds is decided as one of this
+  // start's. Exactly once: with a sequence, a push of the (agent_id, push_session, sequence) last
+  // answered gets that answer again (repeated=true) and one older than it is SUPERSEDED; neither
+  // applies anything. A new push_session of an agent (a new client, a restarted process) starts its
+  // sequence space afresh. Join changes nothing here, so a push retried across a rejoin is still
+  // recognised; the records are checkpointed with the weights and restored on resume, so one
+  // retried across a restart is too.
   PushOutcome Apply(const PushHeader& header, std::vector<float>& values);
   // An older client's push: no incarnation, no sequence.
   PushOutcome Apply(const std::string& agent_id, uint64_t base_version, uint32_t minibatch_count,
@@ -134,6 +139,8 @@ class ParameterServer {
   // This shard on the wire and in checkpoints.
   v1::ShardInfo shard_info() const;
   uint64_t incarnation() const { return incarnation_; }
+  // The server starts whose versions the weights descend from. Fixed once Create returns.
+  const Lineage& lineage() const { return lineage_; }
   // The run the checkpoints belong to: new at a first start, the resumed checkpoint's with --resume.
   const std::string& run_id() const { return run_id_; }
   uint64_t version() const { return store_->version(); }
@@ -169,6 +176,7 @@ class ParameterServer {
   const ModelInfo model_;  // Served: full_model_, or this shard's slice of it.
   const uint64_t incarnation_;
   std::string run_id_;  // Set once by Initialise.
+  Lineage lineage_;     // Set once by Initialise.
   const absl::Time started_;
   StalenessPolicy staleness_;
   std::unique_ptr<WeightStore> store_;

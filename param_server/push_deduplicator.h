@@ -2,7 +2,8 @@
 // push_session and sequence) and that answer, so a retry is answered again instead of applied
 // again. A new push_session of an agent (a new client, a restarted process) starts its sequence
 // space afresh. Sequence 0 is a client without exactly-once: always new, never remembered. Joins do
-// not touch it, so a push retried across a rejoin is still recognised.
+// not touch it, so a push retried across a rejoin is still recognised. The records are part of each
+// checkpoint (SaveTo, Restore), so a push retried across a restart is recognised too.
 //
 // Not thread-safe: the server checks, applies and records under its writer's lock, so that two
 // attempts of one push that arrive together still apply once.
@@ -13,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "convoy/v1/checkpoint.pb.h"
 #include "param_server/push_outcome.h"
 
 namespace convoy {
@@ -33,6 +35,12 @@ class PushDeduplicator {
   // Remembers the answer to a push Check found new. Does nothing for sequence 0.
   void Record(const std::string& agent_id, uint64_t push_session, uint64_t sequence,
               const PushOutcome& answer);
+
+  // Writes every agent's record into a checkpoint's manifest (push_records), in agent order.
+  void SaveTo(v1::CheckpointManifest& manifest) const;
+  // Replaces the records with a checkpoint's; a manifest without any (an older checkpoint) leaves
+  // none. Records without an agent or a sequence are skipped.
+  void Restore(const v1::CheckpointManifest& manifest);
 
  private:
   struct LastPush {

@@ -12,6 +12,9 @@ struct PushOutcome {
   bool accepted = false;
   v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
   uint64_t version = 0;
+  // The server start whose version `version` is: this one's, or for a repeat answered from a
+  // resumed checkpoint's records, the start that first answered.
+  uint64_t incarnation = 0;
   uint64_t staleness = 0;
   uint64_t target_version = 0;
   double epsilon = 0;

@@ -271,17 +271,21 @@ grpc::Status ParameterServerService::PushGradients(grpc::ServerContext* context,
   response->set_staleness(outcome.staleness);
   response->set_epsilon(outcome.epsilon);
   response->set_target_version(outcome.target_version);
-  response->set_incarnation(server_->incarnation());
+  response->set_incarnation(outcome.incarnation);
   response->set_repeated(outcome.repeated);
   if (outcome.repeated) {
     response->set_message(
         outcome.reason == v1::REJECT_REASON_SUPERSEDED
             ? "a late repeat of a push older than this session's newest; nothing applied"
             : "a repeat of a push already answered: its first answer, nothing applied again");
-  } else if (outcome.reason == v1::REJECT_REASON_WRONG_INCARNATION) {
+  } else if (outcome.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE) {
     response->set_message(absl::StrCat(
-        "base_incarnation ", assembler.header().base_incarnation, " is not this server's ",
-        server_->incarnation(), " (the server restarted); pull, then push again"));
+        "base version ", assembler.base_version(), " of incarnation ",
+        assembler.header().base_incarnation,
+        " is not a version this server's weights descend from (they hold ",
+        server_->lineage().Describe(),
+        "): it was applied after that server start's last checkpoint and lost with it, or is "
+        "another run's; pull, then push again"));
   } else if (outcome.reason == v1::REJECT_REASON_STALE) {
     response->set_message(absl::StrCat("gradient is ", outcome.staleness,
                                        " versions old, over --max_staleness; pull and recompute"));

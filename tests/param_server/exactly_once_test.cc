@@ -1,11 +1,15 @@
 // Exactly-once pushes in the parameter server's core: repeats of a (push_session, sequence) are
-// answered again and never applied twice; pushes computed on another incarnation's weights are
-// refused.
+// answered again and never applied twice, also by a server resumed after a kill; pushes computed on
+// weights the server's lineage never had are refused.
+#include <google/protobuf/text_format.h>
+
 #include <atomic>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "param_server/parameter_server.h"
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
@@ -113,15 +117,15 @@ TEST_CASE("A push computed on another incarnation's weights is refused and chang
   const PushOutcome refused = server->Apply(header, g);
   CHECK_FALSE(refused.accepted);
   CHECK_FALSE(refused.repeated);
-  CHECK(refused.reason == v1::REJECT_REASON_WRONG_INCARNATION);
+  CHECK(refused.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
   CHECK(server->version() == 0);
   CHECK(Weights(*server) == before);
-  CHECK(server->Status().rejections().at("REJECT_REASON_WRONG_INCARNATION") == 1);
+  CHECK(server->Status().rejections().at("REJECT_REASON_BASE_NOT_IN_LINEAGE") == 1);
   // Its retry gets the same answer.
   std::vector<float> again = Gradient(*server, 1.0f);
   const PushOutcome repeat = server->Apply(header, again);
   CHECK(repeat.repeated);
-  CHECK(repeat.reason == v1::REJECT_REASON_WRONG_INCARNATION);
+  CHECK(repeat.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
   // The current incarnation, and an unknown one (0, an older client), apply.
   std::vector<float> g2 = Gradient(*server, 1.0f);
   CHECK(server->Apply(Header(*server, 3, 2), g2).accepted);
@@ -200,6 +204,227 @@ TEST_CASE("The apply log names each start, each applied push as its version, and
                      "apply incarnation=", a, " version=2 agent=a session=7 sequence=3 minibatches=1 "
                      "staleness=0\n",                                                              //
                      "start incarnation=", b, " version=1\n"));
+}
+
+// A push of agent `agent`'s session as a client sends it: computed on `base_version` of
+// `base_incarnation`, numbered `sequence`.
+PushHeader PushOf(const std::string& agent, uint64_t session, uint64_t sequence,
+                  uint64_t base_incarnation, uint64_t base_version) {
+  PushHeader h;
+  h.agent_id = agent;
+  h.push_session = session;
+  h.sequence = sequence;
+  h.base_incarnation = base_incarnation;
+  h.base_version = base_version;
+  return h;
+}
+
+PushOutcome Push(ParameterServer& server, const PushHeader& header, float value = 1.0f) {
+  std::vector<float> g = Gradient(server, value);
+  return server.Apply(header, g);
+}
+
+uint64_t Rejections(const ParameterServer& server, v1::RejectReason reason) {
+  const v1::StatusResponse status = server.Status();
+  auto it = status.rejections().find(v1::RejectReason_Name(reason));
+  return it == status.rejections().end() ? 0 : it->second;
+}
+
+ParameterServerOptions CheckpointedOptions(const std::string& name) {
+  ParameterServerOptions o = SgdOptions();
+  o.checkpoint_dir = testing::MakeTempDir(name) + "/ckpt";
+  return o;
+}
+
+std::unique_ptr<ParameterServer> Resume(ParameterServerOptions o) {
+  o.resume = true;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(o);
+  REQUIRE(server.ok());
+  return *std::move(server);
+}
+
+TEST_CASE("A server resumed after a kill decides a resent push by what its checkpoint holds",
+          "[exactly_once][restart]") {
+  const ParameterServerOptions o = CheckpointedOptions("resent_after_kill");
+  uint64_t a = 0;
+  std::vector<float> a_at_3;
+  {
+    std::unique_ptr<ParameterServer> first = *ParameterServer::Create(o);
+    a = first->incarnation();
+    REQUIRE(Push(*first, PushOf("p", 7, 1, a, 0)).accepted);
+    REQUIRE(Push(*first, PushOf("p", 7, 2, a, 1)).accepted);
+    REQUIRE(first->Checkpoint().ok());  // Version 2, with p's push 2 in it.
+    REQUIRE(Push(*first, PushOf("q", 8, 1, a, 2), 0.5f).version == 3);
+    a_at_3 = Weights(*first);
+    REQUIRE(Push(*first, PushOf("r", 9, 1, a, 3)).version == 4);
+    // Killed: destroyed without a final checkpoint, so versions 3 and 4 are lost.
+  }
+  std::unique_ptr<ParameterServer> server = Resume(o);
+  REQUIRE(server->version() == 2);
+  const std::vector<float> restored = Weights(*server);
+
+  // (a) A resend of a push the checkpoint contains: the repeat, with the first answer.
+  const PushOutcome repeat = Push(*server, PushOf("p", 7, 2, a, 1));
+  CHECK(repeat.repeated);
+  CHECK(repeat.accepted);
+  CHECK(repeat.version == 2);
+  CHECK(repeat.incarnation == a);
+  CHECK(server->version() == 2);
+  CHECK(Weights(*server) == restored);
+
+  // (b) A resend of a push computed on a checkpointed version but applied only after it: applied,
+  // once, to the same weights it was first applied to.
+  const PushOutcome applied = Push(*server, PushOf("q", 8, 1, a, 2), 0.5f);
+  CHECK(applied.accepted);
+  CHECK_FALSE(applied.repeated);
+  CHECK(applied.staleness == 0);
+  CHECK(applied.version == 3);
+  CHECK(applied.incarnation == server->incarnation());
+  CHECK(Weights(*server) == a_at_3);
+  CHECK(Push(*server, PushOf("q", 8, 1, a, 2), 0.5f).repeated);
+  CHECK(server->version() == 3);
+
+  // (c) A push computed on a version the killed server applied after its checkpoint: refused.
+  const PushOutcome lost = Push(*server, PushOf("r", 9, 1, a, 3));
+  CHECK_FALSE(lost.accepted);
+  CHECK_FALSE(lost.repeated);
+  CHECK(lost.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  // (d) A push computed on an incarnation the lineage never had: refused.
+  const PushOutcome stranger = Push(*server, PushOf("s", 10, 1, a ^ server->incarnation() ^ 1, 1));
+  CHECK(stranger.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  CHECK(server->version() == 3);
+  CHECK(Weights(*server) == a_at_3);
+  CHECK(Rejections(*server, v1::REJECT_REASON_BASE_NOT_IN_LINEAGE) == 2);
+  CHECK(server->Status().repeated_pushes() == 2);
+  CHECK_THAT(server->lineage().Describe(),
+             Catch::Matchers::ContainsSubstring(absl::StrCat("incarnation ", a, " versions 0..2")));
+}
+
+TEST_CASE("A shard resumed after a kill keeps its own records and lineage",
+          "[exactly_once][restart][shard]") {
+  ParameterServerOptions o = CheckpointedOptions("shard_resent_after_kill");
+  o.num_shards = 2;
+  o.shard_index = 1;
+  uint64_t a = 0;
+  {
+    std::unique_ptr<ParameterServer> first = *ParameterServer::Create(o);
+    a = first->incarnation();
+    REQUIRE(Push(*first, PushOf("p", 7, 1, a, 0)).accepted);
+    REQUIRE(first->Checkpoint().ok());
+    REQUIRE(Push(*first, PushOf("q", 8, 1, a, 1)).version == 2);
+  }
+  std::unique_ptr<ParameterServer> shard = Resume(o);
+  REQUIRE(shard->version() == 1);
+  CHECK(Push(*shard, PushOf("p", 7, 1, a, 0)).repeated);
+  CHECK(Push(*shard, PushOf("q", 8, 1, a, 1)).version == 2);
+  CHECK(Push(*shard, PushOf("r", 9, 1, a, 2)).reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+}
+
+TEST_CASE("A push on a version of the lineage is refused for staleness only by the staleness rule",
+          "[exactly_once][restart]") {
+  ParameterServerOptions o = CheckpointedOptions("lineage_staleness");
+  o.max_staleness = 1;
+  uint64_t a = 0;
+  {
+    std::unique_ptr<ParameterServer> first = *ParameterServer::Create(o);
+    a = first->incarnation();
+    for (uint64_t v = 0; v < 3; ++v) REQUIRE(Push(*first, PushOf("p", 7, v + 1, a, v)).accepted);
+    REQUIRE(first->Checkpoint().ok());
+  }
+  std::unique_ptr<ParameterServer> server = Resume(o);
+  REQUIRE(server->version() == 3);
+  const PushOutcome stale = Push(*server, PushOf("q", 8, 1, a, 1));
+  CHECK_FALSE(stale.accepted);
+  CHECK(stale.reason == v1::REJECT_REASON_STALE);
+  CHECK(stale.staleness == 2);
+  const PushOutcome fresh_enough = Push(*server, PushOf("r", 9, 1, a, 2));
+  CHECK(fresh_enough.accepted);
+  CHECK(fresh_enough.staleness == 1);
+  CHECK(server->version() == 4);
+}
+
+TEST_CASE("The lineage survives two restarts: the third start still knows the first one's versions",
+          "[exactly_once][restart]") {
+  const ParameterServerOptions o = CheckpointedOptions("lineage_two_restarts");
+  uint64_t a = 0, b = 0;
+  {
+    std::unique_ptr<ParameterServer> first = *ParameterServer::Create(o);
+    a = first->incarnation();
+    REQUIRE(Push(*first, PushOf("p", 7, 1, a, 0)).accepted);
+    REQUIRE(first->Checkpoint().ok());  // Version 1.
+  }
+  {
+    std::unique_ptr<ParameterServer> second = Resume(o);
+    b = second->incarnation();
+    REQUIRE(Push(*second, PushOf("q", 8, 1, b, 1)).version == 2);
+    REQUIRE(second->Checkpoint().ok());                            // Version 2.
+    REQUIRE(Push(*second, PushOf("q", 8, 2, b, 2)).version == 3);  // Lost with the kill.
+  }
+  std::unique_ptr<ParameterServer> third = Resume(o);
+  REQUIRE(third->version() == 2);
+  // The first start's push, resent: its record came through the second start's checkpoint.
+  const PushOutcome repeat = Push(*third, PushOf("p", 7, 1, a, 0));
+  CHECK(repeat.repeated);
+  CHECK(repeat.accepted);
+  CHECK(repeat.version == 1);
+  CHECK(repeat.incarnation == a);
+  // Computed on the first start's version 1 and on the second's 1 and 2: of this lineage.
+  const PushOutcome on_first = Push(*third, PushOf("r", 9, 1, a, 1));
+  CHECK(on_first.accepted);
+  CHECK(on_first.staleness == 1);
+  CHECK(Push(*third, PushOf("s", 10, 1, b, 1)).accepted);
+  CHECK(Push(*third, PushOf("t", 11, 1, b, 2)).accepted);
+  // The second start's version 3 was lost; the first start never made version 2.
+  CHECK(Push(*third, PushOf("q", 8, 2, b, 2)).accepted);  // A resend on version 2: new here.
+  CHECK(Push(*third, PushOf("u", 12, 1, b, 3)).reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  CHECK(Push(*third, PushOf("v", 13, 1, a, 2)).reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  CHECK(third->version() == 6);
+  const std::string described = third->lineage().Describe();
+  CHECK_THAT(described,
+             Catch::Matchers::ContainsSubstring(absl::StrCat(
+                 "incarnation ", a, " versions 0..1, incarnation ", b, " versions 1..2")));
+}
+
+TEST_CASE("A checkpoint written before records and lineages were kept still resumes, knowing none",
+          "[exactly_once][restart]") {
+  const ParameterServerOptions o = CheckpointedOptions("old_manifest");
+  uint64_t a = 0;
+  std::string path;
+  {
+    std::unique_ptr<ParameterServer> first = *ParameterServer::Create(o);
+    a = first->incarnation();
+    REQUIRE(Push(*first, PushOf("p", 7, 1, a, 0)).accepted);
+    absl::StatusOr<std::string> written = first->Checkpoint();
+    REQUIRE(written.ok());
+    path = *written;
+  }
+  // The manifest as an older server wrote it: the same, without the new fields.
+  absl::StatusOr<v1::CheckpointManifest> manifest = Checkpointer::VerifyManifest(path);
+  REQUIRE(manifest.ok());
+  REQUIRE(manifest->push_records_size() == 1);
+  REQUIRE(manifest->lineage_size() == 1);
+  manifest->clear_push_records();
+  manifest->clear_lineage();
+  std::string text;
+  REQUIRE(google::protobuf::TextFormat::PrintToString(*manifest, &text));
+  REQUIRE(std::filesystem::remove(path + "/MANIFEST"));
+  REQUIRE(WriteNewFileDurably(path + "/MANIFEST", text, 0644).ok());
+
+  std::unique_ptr<ParameterServer> server = Resume(o);
+  CHECK(server->version() == 1);
+  // Nothing of the first start is known: its resend is refused, not taken for a repeat.
+  CHECK(Push(*server, PushOf("p", 7, 1, a, 0)).reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  CHECK(Push(*server, PushOf("p", 7, 2, server->incarnation(), 1)).accepted);
+  CHECK(server->version() == 2);
+  // Its own checkpoints start a lineage again.
+  absl::StatusOr<std::string> next = server->Checkpoint();
+  REQUIRE(next.ok());
+  absl::StatusOr<v1::CheckpointManifest> written = Checkpointer::VerifyManifest(*next);
+  REQUIRE(written.ok());
+  REQUIRE(written->lineage_size() == 1);
+  CHECK(written->lineage(0).incarnation() == server->incarnation());
+  CHECK(written->lineage(0).after_version() == 1);
+  CHECK(written->lineage(0).upto_version() == 2);
 }
 
 TEST_CASE("An apply log that cannot be opened stops the server at start, naming the path",

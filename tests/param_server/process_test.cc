@@ -17,6 +17,7 @@
 #include "agent/ps_client.h"
 #include "common/model_registry.h"
 #include "common/run_defaults.h"
+#include "common/tensor_encoding.h"
 #include "param_server/checkpointer.h"
 #include "param_server/parameter_server.h"
 #include "tests/catch.h"
@@ -195,6 +196,112 @@ TEST_CASE("A client rides out a killed and restarted server", "[process]") {
   // The server came back at the checkpointed version 6, so the push applies as version 7.
   CHECK(pushed->accepted);
   CHECK(pushed->version == 7);
+  ps.process->Signal(SIGTERM);
+  CHECK(ps.process->Wait(absl::Seconds(30)) == 0);
+}
+
+// One push of agent `agent`'s session through the raw stub, as a client sends it (and resends it,
+// the same, when its answer was lost): computed on `base_version` of `base_incarnation`.
+absl::StatusOr<v1::PushResponse> PushNumbered(const PsProcess& ps, const std::string& agent,
+                                              uint64_t session, uint64_t sequence,
+                                              uint64_t base_incarnation, uint64_t base_version) {
+  const ModelInfo model = *DescribeModel("tiny");
+  const std::vector<float> values(model.parameter_count, 0.01f);
+  auto stub = v1::ParameterServer::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", ps.port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  v1::PushResponse response;
+  auto writer = stub->PushGradients(&context, &response);
+  const size_t per_chunk = ElementsPerChunk(TensorEncoding::kFp32);
+  for (size_t offset = 0; offset < values.size(); offset += per_chunk) {
+    v1::GradientChunk chunk;
+    if (offset == 0) {
+      chunk.set_agent_id(agent);
+      chunk.set_encoding(v1::ENCODING_FP32);
+      chunk.set_minibatch_count(1);
+      chunk.set_model_fingerprint(model.fingerprint);
+      chunk.set_total_elements(values.size());
+      chunk.set_base_version(base_version);
+      chunk.set_base_incarnation(base_incarnation);
+      chunk.set_push_session(session);
+      chunk.set_sequence(sequence);
+    }
+    chunk.set_offset(offset);
+    EncodeTensor(values.data() + offset, std::min(per_chunk, values.size() - offset),
+                 TensorEncoding::kFp32, chunk.mutable_data());
+    if (!writer->Write(chunk)) break;
+  }
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  if (!status.ok()) return absl::UnavailableError(status.error_message());
+  return response;
+}
+
+TEST_CASE(
+    "A push resent to convoy_ps killed and resumed is applied once, answered as the repeat, "
+    "or refused only when computed on lost weights",
+    "[process][exactly_once]") {
+  PsProcess ps = NewPs();
+  const std::vector<std::string> flags = {"--checkpoint_every_updates=2", "--max_staleness=1"};
+  ps.Start(0, flags);
+  PsClient watcher(ps.ClientOptions("watcher"));
+  const uint64_t a = watcher.Status()->incarnation();
+  REQUIRE(PushNumbered(ps, "p", 7, 1, a, 0)->version() == 1);
+  REQUIRE(PushNumbered(ps, "p", 7, 2, a, 1)->version() == 2);
+  // The periodic checkpoint of version 2 (p's push 2 in it) is written by a background thread.
+  const std::string checkpoint2 = ps.dir + "/ckpt/ckpt-00000000000000000002";
+  REQUIRE(
+      WaitUntil([&] { return Checkpointer::VerifyManifest(checkpoint2).ok(); }, absl::Seconds(30)));
+  REQUIRE(PushNumbered(ps, "q", 8, 1, a, 2)->version() == 3);  // Lost with the kill.
+  ps.process->Signal(SIGKILL);
+  REQUIRE(ps.process->Wait(absl::Seconds(10)).has_value());
+
+  std::vector<std::string> resume = flags;
+  resume.push_back("--resume");
+  ps.Start(0, resume);
+  PsClient client(ps.ClientOptions("watcher"));
+  REQUIRE(client.Status()->version() == 2);
+  const uint64_t b = client.Status()->incarnation();
+
+  // p's push 2, whose answer was lost before the kill: the checkpoint holds it.
+  absl::StatusOr<v1::PushResponse> repeat = PushNumbered(ps, "p", 7, 2, a, 1);
+  REQUIRE(repeat.ok());
+  CHECK(repeat->accepted());
+  CHECK(repeat->repeated());
+  CHECK(repeat->version() == 2);
+  CHECK(repeat->incarnation() == a);
+  // q's push, computed on the checkpointed version 2 and applied only after it: applied here, once.
+  absl::StatusOr<v1::PushResponse> applied = PushNumbered(ps, "q", 8, 1, a, 2);
+  REQUIRE(applied.ok());
+  CHECK(applied->accepted());
+  CHECK_FALSE(applied->repeated());
+  CHECK(applied->version() == 3);
+  CHECK(applied->incarnation() == b);
+  CHECK(PushNumbered(ps, "q", 8, 1, a, 2)->repeated());
+  // Computed on version 3 of the killed start, which no checkpoint holds, or on a start this
+  // server's weights never came from: refused, naming the base and the lineage.
+  absl::StatusOr<v1::PushResponse> lost = PushNumbered(ps, "r", 9, 1, a, 3);
+  REQUIRE(lost.ok());
+  CHECK_FALSE(lost->accepted());
+  CHECK(lost->reason() == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  CHECK_THAT(
+      lost->message(),
+      Catch::Matchers::ContainsSubstring(absl::StrCat("base version 3 of incarnation ", a)) &&
+          Catch::Matchers::ContainsSubstring(absl::StrCat("incarnation ", a, " versions 0..2")));
+  const uint64_t stranger = (a ^ b) | 1;
+  CHECK(PushNumbered(ps, "s", 10, 1, stranger, 1)->reason() ==
+        v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  // Computed on the checkpointed version 1, now 2 versions old: the staleness rule refuses it.
+  absl::StatusOr<v1::PushResponse> stale = PushNumbered(ps, "t", 11, 1, a, 1);
+  REQUIRE(stale.ok());
+  CHECK(stale->reason() == v1::REJECT_REASON_STALE);
+  CHECK(stale->staleness() == 2);
+
+  const v1::StatusResponse status = *client.Status();
+  CHECK(status.version() == 3);
+  CHECK(status.repeated_pushes() == 2);
+  CHECK(status.rejections().at("REJECT_REASON_BASE_NOT_IN_LINEAGE") == 2);
   ps.process->Signal(SIGTERM);
   CHECK(ps.process->Wait(absl::Seconds(30)) == 0);
 }

@@ -53,5 +53,48 @@ TEST_CASE("Sequence 0 is a client without exactly-once: always new, never rememb
   CHECK(dedup.Check("a", 0, 0).verdict == Verdict::kNew);
 }
 
+TEST_CASE("Records saved into a checkpoint and restored answer a repeat as the repeat",
+          "[push_deduplicator]") {
+  PushDeduplicator before;
+  PushOutcome applied = Accepted(3);
+  applied.incarnation = 11;
+  applied.staleness = 1;
+  applied.epsilon = 0.25;
+  before.Record("a", 7, 5, applied);
+  PushOutcome stale;
+  stale.reason = v1::REJECT_REASON_STALE;
+  stale.version = 4;
+  stale.incarnation = 11;
+  before.Record("b", 8, 2, stale);
+  REQUIRE(before.Check("c", 9, 1).verdict == Verdict::kNew);  // Checked, never answered.
+  v1::CheckpointManifest manifest;
+  before.SaveTo(manifest);
+  CHECK(manifest.push_records_size() == 2);
+
+  PushDeduplicator after;
+  after.Restore(manifest);
+  const PushDeduplicator::Seen again = after.Check("a", 7, 5);
+  REQUIRE(again.verdict == Verdict::kRepeat);
+  CHECK(again.answer.accepted);
+  CHECK(again.answer.version == 3);
+  CHECK(again.answer.incarnation == 11);
+  CHECK(again.answer.staleness == 1);
+  CHECK(again.answer.epsilon == 0.25);
+  const PushDeduplicator::Seen refused = after.Check("b", 8, 2);
+  REQUIRE(refused.verdict == Verdict::kRepeat);
+  CHECK_FALSE(refused.answer.accepted);
+  CHECK(refused.answer.reason == v1::REJECT_REASON_STALE);
+  CHECK(after.Check("a", 7, 4).verdict == Verdict::kSuperseded);
+  CHECK(after.Check("a", 7, 6).verdict == Verdict::kNew);
+  CHECK(after.Check("c", 9, 1).verdict == Verdict::kNew);
+}
+
+TEST_CASE("A checkpoint without records (an older one) restores none", "[push_deduplicator]") {
+  PushDeduplicator dedup;
+  dedup.Record("a", 7, 5, Accepted(1));
+  dedup.Restore(v1::CheckpointManifest());
+  CHECK(dedup.Check("a", 7, 5).verdict == Verdict::kNew);
+}
+
 }  // namespace
 }  // namespace convoy

@@ -477,11 +477,16 @@ TEST_CASE("A push from a previous incarnation is refused in-band and changes not
   absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 0, 1, previous);
   REQUIRE(pushed.ok());
   CHECK_FALSE(pushed->accepted);
-  CHECK(pushed->reason == v1::REJECT_REASON_WRONG_INCARNATION);
-  CHECK_THAT(pushed->message, Catch::Matchers::ContainsSubstring("restarted"));
+  CHECK(pushed->reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  // The message names the push's base and what this server's weights descend from.
+  CHECK_THAT(pushed->message,
+             Catch::Matchers::ContainsSubstring(
+                 absl::StrCat("base version 0 of incarnation ", previous)) &&
+                 Catch::Matchers::ContainsSubstring(absl::StrCat(
+                     "this start (incarnation ", ps.Status().incarnation(), ") from version 0")));
   CHECK(ps.Status().version() == 0);
   CHECK(ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values == before);
-  CHECK(Rejections(ps.Status(), v1::REJECT_REASON_WRONG_INCARNATION) == 1);
+  CHECK(Rejections(ps.Status(), v1::REJECT_REASON_BASE_NOT_IN_LINEAGE) == 1);
 }
 
 TEST_CASE("A push that got no answer is resent under its number once the server answers",
