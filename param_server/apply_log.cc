@@ -19,8 +19,10 @@ absl::StatusOr<std::unique_ptr<ApplyLog>> ApplyLog::Open(const std::string& path
 
 ApplyLog::~ApplyLog() { close(fd_); }
 
-void ApplyLog::Started(uint64_t incarnation, uint64_t version) {
-  Append(absl::StrCat("start incarnation=", incarnation, " version=", version));
+void ApplyLog::Started(uint64_t incarnation, uint64_t version, uint64_t checkpoint_writer) {
+  Append(absl::StrCat(
+      "start incarnation=", incarnation, " version=", version,
+      checkpoint_writer == 0 ? "" : absl::StrCat(" resumed_from=", checkpoint_writer)));
 }
 
 void ApplyLog::Applied(const AppliedPush& push) {

@@ -2,9 +2,14 @@
 // run after the fact (the chaos test replays it): which push became which version, which versions
 // a checkpoint holds, where each start of the server resumed.
 //
-//   start incarnation=I version=V                       (V: the version resumed, 0 fresh)
+//   start incarnation=I version=V [resumed_from=W]      (V: the version resumed, 0 fresh; W: the
+//                                                        start that wrote that checkpoint, where
+//                                                        its manifest says)
 //   apply incarnation=I version=V agent=A session=S sequence=Q minibatches=N staleness=T
 //   checkpoint incarnation=I version=V                  (after the checkpoint is durable)
+//
+// A start's "checkpoint" line follows the durable write, so a start killed between the two wrote a
+// checkpoint its lines never name; resumed_from names its writer all the same.
 //
 // Each line is one append to a file opened O_APPEND, so lines from several threads never interleave
 // and a killed server loses none it wrote. Thread-safe.
@@ -33,7 +38,8 @@ class ApplyLog : public ApplyHook {
   // One call per record of the format above; each appends its line. A failed write is logged once;
   // the server carries on. The format is read by tests/cluster/chaos_check.py: change both
   // together.
-  void Started(uint64_t incarnation, uint64_t version);
+  // `checkpoint_writer`: the start that wrote the checkpoint resumed from (0: fresh, or unknown).
+  void Started(uint64_t incarnation, uint64_t version, uint64_t checkpoint_writer = 0);
   void Applied(const AppliedPush& push) override;
   void Checkpointed(uint64_t incarnation, uint64_t version) override;
 

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/files.h"
@@ -38,8 +39,8 @@ constexpr char kAverageName[] = "average.pt";
 constexpr char kOptimizerName[] = "optimizer.pt";
 constexpr char kCheckpointPrefix[] = "ckpt-";
 constexpr char kTempPrefix[] = ".tmp-ckpt-";
-// An old checkpoint is renamed to this prefix before it is deleted, so a crash in the middle of the deletion
-// never leaves a half-deleted ckpt-* directory behind.
+// An old checkpoint is renamed to this prefix before it is deleted, so a crash in the middle of the
+// deletion never leaves a half-deleted ckpt-* directory behind.
 constexpr char kDeletingPrefix[] = ".deleting-ckpt-";
 constexpr uint32_t kFormatVersion = 1;
 
@@ -121,13 +122,13 @@ absl::StatusOr<v1::CheckpointManifest> Checkpointer::ParseManifest(const std::st
     return absl::DataLossError("manifest is not valid CheckpointManifest text");
   }
   if (manifest.format_version() != kFormatVersion) {
-    return absl::DataLossError(
-        absl::StrCat("manifest format_version ", manifest.format_version(), ", expected ",
-                     kFormatVersion));
+    return absl::DataLossError(absl::StrCat("manifest format_version ", manifest.format_version(),
+                                            ", expected ", kFormatVersion));
   }
   for (const char* required : {kWeightsName, kTargetName, kOptimizerName}) {
-    const bool listed = std::any_of(manifest.files().begin(), manifest.files().end(),
-                                    [&](const v1::CheckpointFile& f) { return f.name() == required; });
+    const bool listed =
+        std::any_of(manifest.files().begin(), manifest.files().end(),
+                    [&](const v1::CheckpointFile& f) { return f.name() == required; });
     if (!listed) return absl::DataLossError(absl::StrCat("manifest does not list ", required));
   }
   for (const v1::CheckpointFile& f : manifest.files()) {
@@ -151,8 +152,8 @@ absl::StatusOr<v1::CheckpointManifest> Checkpointer::VerifyManifest(const std::s
     absl::StatusOr<FileDigest> digest = Sha256OfFile(file);
     if (!digest.ok()) return absl::DataLossError(absl::StrCat(file, " is missing"));
     if (digest->size != f.size()) {
-      return absl::DataLossError(absl::StrCat(file, " has ", digest->size, " bytes, the manifest says ",
-                                              f.size(), " (truncated?)"));
+      return absl::DataLossError(absl::StrCat(
+          file, " has ", digest->size, " bytes, the manifest says ", f.size(), " (truncated?)"));
     }
     if (digest->sha256 != f.sha256()) {
       return absl::DataLossError(absl::StrCat(file, " fails its SHA-256 check (corrupt)"));
@@ -183,8 +184,9 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadWholeModel(const std::string&
     absl::StatusOr<LoadedCheckpoint> newest = Checkpointer(path, 1, model).LoadNewest();
     if (!newest.ok() && newest.status().code() == absl::StatusCode::kNotFound) {
       return absl::NotFoundError(absl::StrCat(
-          path, " holds no checkpoint: give a checkpoint directory (ckpt-...), a run's checkpoint "
-                "directory, or a sharded run's (shard-0, shard-1, ...)"));
+          path,
+          " holds no checkpoint: give a checkpoint directory (ckpt-...), a run's checkpoint "
+          "directory, or a sharded run's (shard-0, shard-1, ...)"));
     }
     return newest;
   }
@@ -241,8 +243,8 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, con
   LoadedCheckpoint loaded;
   loaded.path = path;
   loaded.manifest = std::move(manifest);
-  for (auto [name, out] : {std::pair{kWeightsName, &loaded.weights},
-                           std::pair{kTargetName, &loaded.target}}) {
+  for (auto [name, out] :
+       {std::pair{kWeightsName, &loaded.weights}, std::pair{kTargetName, &loaded.target}}) {
     const std::string file = absl::StrCat(path, "/", name);
     CONVOY_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(file));
     CONVOY_ASSIGN_OR_RETURN(*out, DecodeWeights(bytes, model.layout, file));
@@ -259,6 +261,51 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::Load(const std::string& path, con
   return loaded;
 }
 
+namespace {
+constexpr char kStartsJournal[] = "starts";
+}  // namespace
+
+absl::Status Checkpointer::RecordResumedStart(const ResumedStart& start) {
+  std::error_code error;
+  std::filesystem::create_directories(directory_, error);
+  const std::string path = absl::StrCat(directory_, "/", kStartsJournal);
+  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, "cannot open the starts journal", path);
+  absl::Status written =
+      WriteAll(fd,
+               absl::StrCat("incarnation=", start.incarnation, " version=", start.version,
+                            " writer=", start.writer, " run=", run_id_, "\n"),
+               path);
+  if (written.ok() && fsync(fd) != 0) written = ErrnoError(errno, "cannot fsync", path);
+  close(fd);
+  CONVOY_RETURN_IF_ERROR(written);
+  return FsyncDirectory(directory_);
+}
+
+std::vector<ResumedStart> Checkpointer::ResumedStarts() const {
+  std::vector<ResumedStart> starts;
+  absl::StatusOr<std::string> journal =
+      ReadFileToString(absl::StrCat(directory_, "/", kStartsJournal));
+  if (!journal.ok()) return starts;
+  for (absl::string_view line : absl::StrSplit(*journal, '\n', absl::SkipEmpty())) {
+    ResumedStart start;
+    std::string run;
+    int fields = 0;
+    for (absl::string_view item : absl::StrSplit(line, ' ')) {
+      const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, '=');
+      if (kv.first == "incarnation") fields += absl::SimpleAtoi(kv.second, &start.incarnation);
+      if (kv.first == "version") fields += absl::SimpleAtoi(kv.second, &start.version);
+      if (kv.first == "writer") fields += absl::SimpleAtoi(kv.second, &start.writer);
+      if (kv.first == "run") {
+        run = std::string(kv.second);
+        ++fields;
+      }
+    }
+    if (fields == 4 && Ours(run)) starts.push_back(start);
+  }
+  return starts;
+}
+
 absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   std::error_code ec;
   fs::create_directories(directory_, ec);
@@ -270,22 +317,22 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   const std::string final_path =
       absl::StrCat(directory_, "/", kCheckpointPrefix, absl::StrFormat("%020d", version));
   if (fs::exists(final_path, ec)) {
-    // Ours already: nothing to do. Another run's: never taken over. Torn or corrupt: replaced below.
+    // Ours already: nothing to do. Another run's: never taken over. Torn or corrupt: replaced
+    // below.
     absl::StatusOr<v1::CheckpointManifest> existing = VerifyManifest(final_path);
     if (existing.ok() && Ours(existing->run_id())) return final_path;
     if (existing.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          final_path, " is a checkpoint of run ", existing->run_id(), ", not of this run ",
-          run_id_, "; not overwritten"));
+      return absl::FailedPreconditionError(absl::StrCat(final_path, " is a checkpoint of run ",
+                                                        existing->run_id(), ", not of this run ",
+                                                        run_id_, "; not overwritten"));
     }
     LOG(WARNING) << "replacing damaged checkpoint " << final_path << ": "
                  << existing.status().message();
   }
 
   absl::BitGen rng;
-  const std::string temp_path =
-      absl::StrCat(directory_, "/", kTempPrefix, version, "-", ::getpid(), "-",
-                   absl::Uniform<uint32_t>(rng));
+  const std::string temp_path = absl::StrCat(directory_, "/", kTempPrefix, version, "-", ::getpid(),
+                                             "-", absl::Uniform<uint32_t>(rng));
   if (!fs::create_directory(temp_path, ec)) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create ", temp_path, ": ", ec ? ec.message() : "exists"));
@@ -309,7 +356,8 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
     files.emplace_back(kAverageName, EncodeWeights(data.average->values.data(), model_.layout));
   }
   for (const auto& [name, bytes] : files) {
-    if (absl::Status s = WriteNewFileDurably(absl::StrCat(temp_path, "/", name), bytes, 0644); !s.ok()) {
+    if (absl::Status s = WriteNewFileDurably(absl::StrCat(temp_path, "/", name), bytes, 0644);
+        !s.ok()) {
       return fail(s);
     }
     v1::CheckpointFile* entry = manifest.add_files();
@@ -319,11 +367,13 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
   }
   std::string text;
   google::protobuf::TextFormat::PrintToString(manifest, &text);
-  if (absl::Status s = WriteNewFileDurably(absl::StrCat(temp_path, "/", kManifestName), text, 0644); !s.ok()) {
+  if (absl::Status s = WriteNewFileDurably(absl::StrCat(temp_path, "/", kManifestName), text, 0644);
+      !s.ok()) {
     return fail(s);
   }
   if (absl::Status s = FsyncDirectory(temp_path); !s.ok()) return fail(s);
-  if (fs::exists(final_path, ec)) fs::remove_all(final_path, ec);  // A torn leftover of this version.
+  if (fs::exists(final_path, ec))
+    fs::remove_all(final_path, ec);  // A torn leftover of this version.
   if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
     return fail(ErrnoError(errno, "cannot rename checkpoint into", final_path));
   }
@@ -334,14 +384,16 @@ absl::StatusOr<std::string> Checkpointer::Write(const CheckpointData& data) {
 
 void Checkpointer::Prune() const {
   std::vector<Found> ours = Scan(directory_, /*warn=*/false);
-  ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const Found& f) { return !Ours(f.run_id); }),
-             ours.end());
+  ours.erase(
+      std::remove_if(ours.begin(), ours.end(), [&](const Found& f) { return !Ours(f.run_id); }),
+      ours.end());
   std::error_code ec;
   for (size_t i = static_cast<size_t>(keep_); i < ours.size(); ++i) {
-    const std::string doomed = absl::StrCat(directory_, "/", kDeletingPrefix, ours[i].version, "-",
-                                            ::getpid());
+    const std::string doomed =
+        absl::StrCat(directory_, "/", kDeletingPrefix, ours[i].version, "-", ::getpid());
     if (::rename(ours[i].path.c_str(), doomed.c_str()) != 0) {
-      LOG(WARNING) << "cannot remove old checkpoint " << ours[i].path << ": " << std::strerror(errno);
+      LOG(WARNING) << "cannot remove old checkpoint " << ours[i].path << ": "
+                   << std::strerror(errno);
     }
   }
   // Checkpoints being deleted, and temporary directories of writes that died half-way.
@@ -360,9 +412,8 @@ void Checkpointer::Prune() const {
 absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadNewest() const {
   std::error_code ec;
   if (!fs::is_directory(directory_, ec)) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read checkpoint directory ", directory_, ": ",
-                     ec ? ec.message() : "missing, or not a directory"));
+    return absl::NotFoundError(absl::StrCat("cannot read checkpoint directory ", directory_, ": ",
+                                            ec ? ec.message() : "missing, or not a directory"));
   }
   // Order by the version each manifest records. A directory that looks like a checkpoint but has no
   // readable manifest is reported, not silently ignored.
@@ -370,7 +421,8 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadNewest() const {
     const std::string& path = candidate.path;
     absl::StatusOr<LoadedCheckpoint> loaded = Load(path, model_, &shard_);
     // Another model's checkpoint is a misconfiguration, not damage: refuse rather than start fresh.
-    if (loaded.ok() || loaded.status().code() == absl::StatusCode::kFailedPrecondition) return loaded;
+    if (loaded.ok() || loaded.status().code() == absl::StatusCode::kFailedPrecondition)
+      return loaded;
     LOG(WARNING) << "skipping checkpoint " << path << ": " << loaded.status().message();
   }
   return absl::NotFoundError(absl::StrCat("no valid checkpoint in ", directory_));

@@ -29,6 +29,18 @@ bool Lineage::Restore(const v1::CheckpointManifest& manifest) {
   return manifest.lineage_size() > 0;
 }
 
+void Lineage::AddResumedStarts(const std::vector<ResumedStart>& starts) {
+  for (const ResumedStart& start : starts) {
+    const bool named = start.incarnation == incarnation_ ||
+                       std::any_of(earlier_.begin(), earlier_.end(), [&](const Segment& s) {
+                         return s.incarnation == start.incarnation;
+                       });
+    if (!named && HoldsEarlier(start.writer, start.version)) {
+      earlier_.push_back({start.incarnation, start.version, start.version});
+    }
+  }
+}
+
 void Lineage::SaveTo(uint64_t version, v1::CheckpointManifest& manifest) const {
   for (const Segment& s : earlier_) {
     v1::LineageSegment* out = manifest.add_lineage();
@@ -40,6 +52,10 @@ void Lineage::SaveTo(uint64_t version, v1::CheckpointManifest& manifest) const {
   own->set_incarnation(incarnation_);
   own->set_after_version(start_version_);
   own->set_upto_version(version);
+}
+
+uint64_t Lineage::WriterOf(const v1::CheckpointManifest& manifest) {
+  return manifest.lineage().empty() ? 0 : manifest.lineage().rbegin()->incarnation();
 }
 
 bool Lineage::HoldsEarlier(uint64_t incarnation, uint64_t version) const {

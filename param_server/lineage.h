@@ -18,6 +18,15 @@
 
 namespace convoy {
 
+// A start that resumed from a checkpoint: it served `version`, the checkpoint's, which `writer`
+// wrote. Recorded when it starts (Checkpointer::RecordResumedStart), so that a start killed before
+// it wrote a checkpoint of its own, which no manifest names, is known all the same.
+struct ResumedStart {
+  uint64_t incarnation = 0;
+  uint64_t version = 0;
+  uint64_t writer = 0;
+};
+
 class Lineage {
  public:
   // This start: `incarnation`, from `version` (0 for a fresh run, the resumed checkpoint's else).
@@ -26,8 +35,15 @@ class Lineage {
   // version. Returns false when the manifest has none (written before lineages were kept): then
   // only this start's own versions are known.
   bool Restore(const v1::CheckpointManifest& manifest);
+  // Adds each start of `starts` that no manifest names and that resumed at a version this lineage
+  // holds: a push computed on that version by its agents was computed on these very weights.
+  void AddResumedStarts(const std::vector<ResumedStart>& starts);
   // Writes the earlier starts' segments and this start's, up to `version` (the checkpoint's).
   void SaveTo(uint64_t version, v1::CheckpointManifest& manifest) const;
+
+  // The start that wrote `manifest` (its lineage's newest segment), 0 when the manifest has no
+  // lineage.
+  static uint64_t WriterOf(const v1::CheckpointManifest& manifest);
 
   // Whether `version` of `incarnation`, a start before this one, is a version of these weights.
   bool HoldsEarlier(uint64_t incarnation, uint64_t version) const;

@@ -93,7 +93,8 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
     const ParameterServerOptions& options) {
   CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(options.optimizer));
   CONVOY_RETURN_IF_ERROR(ValidateExplorationOptions(options.exploration));
-  // The run settings' ranges are the table's (common/run_settings.h), as convoy_ps's flags check them.
+  // The run settings' ranges are the table's (common/run_settings.h), as convoy_ps's flags check
+  // them.
   CONVOY_RETURN_IF_ERROR(CheckFlagRanges(RunSettingRanges(options)));
   if (options.average_horizon > 0 && options.average_every <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("average_every must be positive when averaging is on");
@@ -145,8 +146,8 @@ ParameterServer::~ParameterServer() {
 
 absl::Status ParameterServer::Initialise() {
   if (!options_.checkpoint_dir.empty()) {
-    checkpointer_ = std::make_unique<Checkpointer>(options_.checkpoint_dir,
-                                                   options_.keep_checkpoints, model_);
+    checkpointer_ =
+        std::make_unique<Checkpointer>(options_.checkpoint_dir, options_.keep_checkpoints, model_);
     checkpointer_->set_shard(shard_info());
   }
 
@@ -166,8 +167,8 @@ absl::Status ParameterServer::Initialise() {
   if (resumed) {
     initial = resumed->weights;
   } else if (!options_.init_checkpoint.empty()) {
-    // The whole model (one checkpoint, or a sharded run's set, assembled): this shard takes its slice,
-    // so a run can start again with another number of shards.
+    // The whole model (one checkpoint, or a sharded run's set, assembled): this shard takes its
+    // slice, so a run can start again with another number of shards.
     CONVOY_ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
                             Checkpointer::LoadWholeModel(options_.init_checkpoint, full_model_));
     initial = std::move(loaded.weights);
@@ -184,7 +185,7 @@ absl::Status ParameterServer::Initialise() {
   const uint64_t version = resumed ? resumed->manifest.version() : 0;
   if (!options_.apply_log.empty()) {
     CONVOY_ASSIGN_OR_RETURN(apply_log_, ApplyLog::Open(options_.apply_log));
-    apply_log_->Started(incarnation_, version);
+    apply_log_->Started(incarnation_, version, resumed ? Lineage::WriterOf(resumed->manifest) : 0);
     hooks_.push_back(apply_log_.get());
   }
   // With both triggers off it has nothing to count: no lock of its own on the apply path.
@@ -221,8 +222,19 @@ absl::Status ParameterServer::Initialise() {
              "checkpointed): pushes sent before this restart are not recognised as repeats, "
              "and those computed on an earlier start's weights are refused";
     }
+    // Starts killed before a checkpoint of their own served the version they resumed at; the
+    // journal names them, and this start joins it before it serves.
+    lineage_.AddResumedStarts(checkpointer_->ResumedStarts());
+    if (absl::Status s = checkpointer_->RecordResumedStart(
+            {incarnation_, version, Lineage::WriterOf(resumed->manifest)});
+        !s.ok()) {
+      LOG(WARNING) << s
+                   << ": if this start is killed before its first checkpoint, pushes computed "
+                      "on its weights are refused after the next restart";
+    }
     // "resumed from ... at version N" ends the line: scripts and tests read the version there.
-    LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version " << version;
+    LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version "
+              << version;
   } else {
     target_.Start(store_->Snapshot());
   }
@@ -278,10 +290,10 @@ v1::ShardInfo ParameterServer::shard_info() const {
 absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& request) {
   if (request.model_fingerprint() != model_.fingerprint) {
     CountRejection(request.agent_id(), v1::REJECT_REASON_FINGERPRINT_MISMATCH);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model fingerprint mismatch: agent has '",
-        request.model_fingerprint().empty() ? "(none)" : request.model_fingerprint(),
-        "', server has '", model_.fingerprint, "'"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("model fingerprint mismatch: agent has '",
+                     request.model_fingerprint().empty() ? "(none)" : request.model_fingerprint(),
+                     "', server has '", model_.fingerprint, "'"));
   }
   if (request.agent_id().empty()) return absl::InvalidArgumentError("agent_id must not be empty");
   // An agent that knows no shards (0) must be talking to a whole model.
@@ -292,8 +304,9 @@ absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& re
     return absl::FailedPreconditionError(absl::StrCat(
         "shard mismatch: the agent takes this server for shard ", request.shard_index(), " of ",
         expected_shards,
-        request.shard_map_digest().empty() ? ""
-                                           : absl::StrCat(" (map ", request.shard_map_digest(), ")"),
+        request.shard_map_digest().empty()
+            ? ""
+            : absl::StrCat(" (map ", request.shard_map_digest(), ")"),
         ", it is ", DescribeShard(shard_map_, options_.shard_index),
         ": list the servers in --ps in shard order, all started with the same --num_shards"));
   }
@@ -309,8 +322,8 @@ absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& re
     agents_.Joined(request.agent_id(), request.hostname(), request.agent_index());
     response.set_target_version(target_.version());
   }
-  LOG(INFO) << "agent " << request.agent_id() << " (index " << request.agent_index() << ") joined from "
-            << request.hostname();
+  LOG(INFO) << "agent " << request.agent_id() << " (index " << request.agent_index()
+            << ") joined from " << request.hostname();
   return response;
 }
 
@@ -331,8 +344,8 @@ PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>&
   const uint32_t agent_index = agents_.Seen(agent_id);
   {
     absl::MutexLock lock(&apply_mu_);
-    // Repeat detection and the apply are one step under the writer's lock, so two attempts of one push
-    // that arrive together still apply once.
+    // Repeat detection and the apply are one step under the writer's lock, so two attempts of one
+    // push that arrive together still apply once.
     const PushDeduplicator::Seen seen =
         dedup_.Check(agent_id, header.push_session, header.sequence);
     if (seen.verdict != PushDeduplicator::Verdict::kNew) {
@@ -512,7 +525,8 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
   m.set_model_fingerprint(model_.fingerprint);
   m.set_parameter_count(model_.parameter_count);
   *m.mutable_shard() = shard_info();
-  for (const auto& [key, value] : HyperparametersOf(options_)) (*m.mutable_hyperparameters())[key] = value;
+  for (const auto& [key, value] : HyperparametersOf(options_))
+    (*m.mutable_hyperparameters())[key] = value;
   m.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
 
   absl::StatusOr<std::string> path = checkpointer_->Write(data);

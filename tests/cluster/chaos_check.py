@@ -47,7 +47,8 @@ def read_apply_log(path, name="apply log"):
         kind, f = fields(line)
         if kind == "start":
             start = {"incarnation": f["incarnation"], "from": int(f["version"]), "applies": {},
-                     "minibatches": {}, "checkpoints": set(), "last": int(f["version"])}
+                     "minibatches": {}, "checkpoints": set(), "last": int(f["version"]),
+                     "writer": f.get("resumed_from")}
             if f["incarnation"] in by_incarnation:
                 fail(f"{name} line {number}: incarnation {f['incarnation']} started twice")
             starts.append(start)
@@ -96,6 +97,11 @@ def lineage_of(starts, name="the server"):
         if start["from"] == 0:
             break
         writers = [i for i in range(index) if start["from"] in starts[i]["checkpoints"]]
+        if not writers:
+            # Killed between the durable write and its "checkpoint" line: the start line names the
+            # writer, which must have reached that version.
+            writers = [i for i in range(index) if starts[i]["incarnation"] == start["writer"]
+                       and starts[i]["last"] >= start["from"]]
         if not writers:
             fail(f"{name}: incarnation {start['incarnation']} resumed at version {start['from']}, "
                  f"a checkpoint no earlier start wrote")

@@ -37,5 +37,15 @@ TEST_CASE("A reopened apply log appends after the lines already there", "[apply_
         "start incarnation=1 version=0\nstart incarnation=2 version=0\n");
 }
 
+TEST_CASE("A resumed start names the start that wrote its checkpoint", "[apply_log]") {
+  const std::string path = testing::MakeTempDir("apply_log_unit") + "/apply.log";
+  {
+    absl::StatusOr<std::unique_ptr<ApplyLog>> log = ApplyLog::Open(path);
+    REQUIRE(log.ok());
+    (*log)->Started(12, 40, 11);
+  }
+  CHECK(testing::ReadWholeFile(path) == "start incarnation=12 version=40 resumed_from=11\n");
+}
+
 }  // namespace
 }  // namespace convoy

@@ -183,7 +183,8 @@ TEST_CASE("The apply log names each start, each applied push as its version, and
     std::vector<float> g = Gradient(ps, 1.0f);
     REQUIRE(ps.Apply(Header(ps, 7, 1), g).accepted);
     g = Gradient(ps, 1.0f);
-    REQUIRE(ps.Apply(Header(ps, 7, 1), g).repeated);  // A repeat: answered, not applied, not logged.
+    REQUIRE(
+        ps.Apply(Header(ps, 7, 1), g).repeated);  // A repeat: answered, not applied, not logged.
     REQUIRE(ps.Checkpoint().ok());
     g = Gradient(ps, 1.0f);
     PushHeader stale = Header(ps, 7, 2);
@@ -197,13 +198,15 @@ TEST_CASE("The apply log names each start, each applied push as its version, and
   REQUIRE(resumed.ok());
   const uint64_t a = first_incarnation, b = (*resumed)->incarnation();
   CHECK(testing::ReadWholeFile(o.apply_log) ==
-        absl::StrCat("start incarnation=", a, " version=0\n",                                      //
-                     "apply incarnation=", a, " version=1 agent=a session=7 sequence=1 minibatches=1 "
-                     "staleness=0\n",                                                              //
-                     "checkpoint incarnation=", a, " version=1\n",                                 //
-                     "apply incarnation=", a, " version=2 agent=a session=7 sequence=3 minibatches=1 "
-                     "staleness=0\n",                                                              //
-                     "start incarnation=", b, " version=1\n"));
+        absl::StrCat("start incarnation=", a, " version=0\n",  //
+                     "apply incarnation=", a,
+                     " version=1 agent=a session=7 sequence=1 minibatches=1 "
+                     "staleness=0\n",                               //
+                     "checkpoint incarnation=", a, " version=1\n",  //
+                     "apply incarnation=", a,
+                     " version=2 agent=a session=7 sequence=3 minibatches=1 "
+                     "staleness=0\n",  //
+                     "start incarnation=", b, " version=1 resumed_from=", a, "\n"));
 }
 
 // A push of agent `agent`'s session as a client sends it: computed on `base_version` of
@@ -383,6 +386,35 @@ TEST_CASE("The lineage survives two restarts: the third start still knows the fi
   CHECK_THAT(described,
              Catch::Matchers::ContainsSubstring(absl::StrCat(
                  "incarnation ", a, " versions 0..1, incarnation ", b, " versions 1..2")));
+}
+
+TEST_CASE(
+    "A start killed before its first checkpoint is still known: it served the version it resumed "
+    "at",
+    "[exactly_once][restart]") {
+  const ParameterServerOptions o = CheckpointedOptions("lineage_unsaved_start");
+  uint64_t b = 0;
+  {
+    std::unique_ptr<ParameterServer> first = *ParameterServer::Create(o);
+    REQUIRE(Push(*first, PushOf("p", 7, 1, first->incarnation(), 0)).accepted);
+    REQUIRE(first->Checkpoint().ok());  // Version 1.
+  }
+  {
+    std::unique_ptr<ParameterServer> second = Resume(o);  // Killed before any checkpoint.
+    b = second->incarnation();
+    REQUIRE(second->version() == 1);
+    REQUIRE(Push(*second, PushOf("q", 8, 1, b, 1)).version == 2);  // Lost with the kill.
+  }
+  std::unique_ptr<ParameterServer> third = Resume(o);
+  REQUIRE(third->version() == 1);
+  // The second start's agents computed on its version 1, the checkpoint's weights: of this lineage.
+  const PushOutcome on_resumed = Push(*third, PushOf("r", 9, 1, b, 1));
+  CHECK(on_resumed.accepted);
+  CHECK(on_resumed.staleness == 0);
+  // Its version 2 was lost with it.
+  CHECK(Push(*third, PushOf("s", 10, 1, b, 2)).reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
+  CHECK_THAT(third->lineage().Describe(),
+             Catch::Matchers::ContainsSubstring(absl::StrCat("incarnation ", b, " versions 1..1")));
 }
 
 TEST_CASE("A checkpoint written before records and lineages were kept still resumes, knowing none",
