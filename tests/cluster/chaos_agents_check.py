@@ -12,6 +12,8 @@ The apply logs are given in shard order. Checks, for every shard (chaos_check.py
   * every answer an agent got is the server's record: an accepted push is the update that incarnation
     applied as that version, with the minibatches the agent pushed; a repeat is of a push the shard
     applied; versions never go backwards for a session within an incarnation;
+  * a push computed on an earlier start's weights is applied or repeated when the answering start's
+    lineage holds that version, and refused BASE_NOT_IN_LINEAGE only when it does not (lost weights);
   * every update applied outside the lineage was applied by a killed start after its last checkpoint
     (lost by design), at most 2 * N updates per restart of the shard.
 And for every agent and shard, the fate of every minibatch the agent trained:
@@ -71,6 +73,29 @@ def read_push_log(path):
         else:
             fail(f"{path}:{number}: unknown record '{kind}'")
     return processes
+
+
+def check_base(shard, f, where):
+    """A push computed on another start's weights (its base_incarnation= and base_version=, where the log
+    has them) is refused BASE_NOT_IN_LINEAGE exactly when the answering start's lineage does not hold
+    that version: applied or repeated only on weights the shard still has, refused only on lost ones."""
+    base = f.get("base_incarnation", "0")
+    if base in ("0", f["incarnation"]) or f["repeated"] == "1":
+        return
+    start = shard["by_incarnation"].get(f["incarnation"])
+    if start is None:
+        fail(f"{where}: answered by incarnation {f['incarnation']}, which {shard['name']} never started")
+    version = int(f["base_version"])
+    index = shard["starts"].index(start)
+    held = any(inc == base and low <= version <= high
+               for inc, low, high in chaos_check.held_by(shard["starts"], index))
+    refused_as_lost = f["reason"] == "REJECT_REASON_BASE_NOT_IN_LINEAGE"
+    if held and refused_as_lost:
+        fail(f"{where}: {shard['name']} refused a push on version {version} of incarnation {base} as not "
+             f"in its lineage, though it holds that version")
+    if not held and f["accepted"] == "1":
+        fail(f"{where}: {shard['name']} applied a push on version {version} of incarnation {base}, "
+             f"weights its lineage never had")
 
 
 def main():
@@ -164,6 +189,7 @@ def main():
                         if m != minibatches:
                             fail(f"{where}: push {push} of {minibatches} minibatches was applied with {m}")
                     repeats += f["repeated"] == "1"
+                    check_base(shard, f, where)
                     if f["accepted"] != "1":
                         fates.setdefault(push, f["reason"])
                         continue

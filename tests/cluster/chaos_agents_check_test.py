@@ -124,6 +124,19 @@ class ChaosAgentsCheckTest(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("more than the 1 they trained in their last 0.5 s", out)
 
+    def test_a_push_on_a_version_the_lineage_holds_refused_as_lost_fails(self):
+        # Shard 0's second start resumed at version 2 of the first: a push computed on version 3 of the
+        # first (lost with it) may be refused as not in the lineage; one on version 2 (held) may not.
+        lost = PUSHES.replace("reason=REJECT_REASON_WRONG_INCARNATION incarnation=12 version=3 shard=0",
+                              "reason=REJECT_REASON_BASE_NOT_IN_LINEAGE incarnation=12 version=3 shard=0 "
+                              "base_incarnation=11 base_version=3")
+        rc, out = self.check(pushes=lost)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("1 REJECT_REASON_BASE_NOT_IN_LINEAGE", out)
+        rc, out = self.check(pushes=lost.replace("base_version=3", "base_version=2"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("as not in its lineage, though it holds that version", out)
+
     def test_versions_going_backwards_within_an_incarnation_fail(self):
         swapped = PUSHES.replace("incarnation=21 version=5", "incarnation=21 version=X").replace(
             "incarnation=21 version=4", "incarnation=21 version=5").replace(

@@ -82,6 +82,41 @@ def read_apply_log(path, name="apply log"):
     return starts, by_incarnation
 
 
+def writer_of(starts, index):
+    """The index of the earlier start that wrote the checkpoint start `index` resumed from, or None: the
+    newest that logged a checkpoint of that version, else (killed between the durable write and its
+    "checkpoint" line) the one its start line names, if it reached that version."""
+    start = starts[index]
+    writers = [i for i in range(index) if start["from"] in starts[i]["checkpoints"]]
+    if not writers:
+        writers = [i for i in range(index) if starts[i]["incarnation"] == start["writer"]
+                   and starts[i]["last"] >= start["from"]]
+    return writers[-1] if writers else None
+
+
+def held_by(starts, index):
+    """What start `index` knows of earlier starts' weights when it starts: [(incarnation, low, high)], the
+    versions low..high of each start its checkpoint descends from, and the version each start resumed at
+    that resumed from a version of those (the server's starts journal). A push computed on one of these is
+    of its lineage; on any other version of an earlier start, it is not."""
+    segments = []
+    version, i = starts[index]["from"], index
+    while version > 0:
+        w = writer_of(starts, i)
+        if w is None:
+            break
+        segments.append((starts[w]["incarnation"], starts[w]["from"], version))
+        version, i = starts[w]["from"], w
+    named = {incarnation for incarnation, _, _ in segments} | {starts[index]["incarnation"]}
+    for j in range(index):
+        start = starts[j]
+        if start["incarnation"] in named or start["writer"] is None:
+            continue
+        if any(inc == start["writer"] and low <= start["from"] <= high for inc, low, high in segments):
+            segments.append((start["incarnation"], start["from"], start["from"]))
+    return segments
+
+
 def lineage_of(starts, name="the server"):
     """The lineage of the last start's last version: {version: push}, and {incarnation: (low, high)}, the
     versions (low, high] each start contributed. Fails when the last start did not checkpoint its last
@@ -96,16 +131,11 @@ def lineage_of(starts, name="the server"):
         segments.append((start, start["from"], upto))
         if start["from"] == 0:
             break
-        writers = [i for i in range(index) if start["from"] in starts[i]["checkpoints"]]
-        if not writers:
-            # Killed between the durable write and its "checkpoint" line: the start line names the
-            # writer, which must have reached that version.
-            writers = [i for i in range(index) if starts[i]["incarnation"] == start["writer"]
-                       and starts[i]["last"] >= start["from"]]
-        if not writers:
+        writer = writer_of(starts, index)
+        if writer is None:
             fail(f"{name}: incarnation {start['incarnation']} resumed at version {start['from']}, "
                  f"a checkpoint no earlier start wrote")
-        index, upto = writers[-1], start["from"]
+        index, upto = writer, start["from"]
     lineage = {}
     for start, low, high in segments:
         for version in range(low + 1, high + 1):
