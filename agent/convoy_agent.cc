@@ -102,6 +102,11 @@ ABSL_FLAG(std::string, push_log, "",
 ABSL_FLAG(absl::Duration, sync_wait, Defaults().sync_wait,
           "How long training waits for the parameter server's answer to a push before the agent "
           "learns locally until the answer comes (acting never waits longer), e.g. 1s, 500ms.");
+ABSL_FLAG(absl::Duration, final_sync_for, Defaults().final_sync_for,
+          "At the end of a run, how long the agent tries to reach a parameter server that does not "
+          "answer, so that its last minibatches reach it. It stops trying at once when the server "
+          "is gone: nothing listens at its address for a second, or the launcher that started the "
+          "agent died.");
 
 namespace convoy {
 namespace {
@@ -152,6 +157,7 @@ bool NumericFlagsInRange() {
                  Ends::kOpenMin),
        RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),
        DurationRange("sync_wait", absl::GetFlag(FLAGS_sync_wait), absl::ZeroDuration()),
+       DurationRange("final_sync_for", absl::GetFlag(FLAGS_final_sync_for), absl::ZeroDuration()),
        RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
                  Ends::kOpenMin)};
   ranges.insert(ranges.end(), others.begin(), others.end());
@@ -192,6 +198,7 @@ AgentOptions OptionsFromFlags(PushMode push) {
   o.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
   o.machine_progress = absl::GetFlag(FLAGS_machine_progress);
   o.sync_wait = absl::GetFlag(FLAGS_sync_wait);
+  o.final_sync_for = absl::GetFlag(FLAGS_final_sync_for);
   return o;
 }
 

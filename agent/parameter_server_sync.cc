@@ -1,6 +1,7 @@
 #include "agent/parameter_server_sync.h"
 
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -8,9 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/sharded_session.h"
 
 namespace convoy {
 namespace {
+
+// A loopback or LAN server refuses at once; a longer wait is a partition, not evidence.
+constexpr absl::Duration kPresenceProbeTimeout = absl::Milliseconds(500);
 
 class RealClock final : public SyncClock {
  public:
@@ -46,6 +51,9 @@ SyncOptions SyncOptions::For(const AgentOptions& agent) {
   o.batch_update_frequency = static_cast<uint64_t>(std::max(1, agent.batch_update_frequency));
   o.sync_wait = agent.sync_wait;
   o.final_sync_for = agent.final_sync_for;
+  absl::StatusOr<std::vector<std::string>> servers = ParseServerList(agent.ps_address);
+  o.presence = ProbeServerPresence(servers.ok() ? *std::move(servers) : std::vector<std::string>{},
+                                   ::getppid(), kPresenceProbeTimeout);
   return o;
 }
 
@@ -170,6 +178,11 @@ bool ParameterServerSync::StartExchange(Exchange::Kind kind, RejoinPace pace) {
 
 void ParameterServerSync::FinishExchange(std::unique_ptr<Exchange> e) {
   version_ = e->version;
+  if (!e->has_pending_push) {
+    unanswered_minibatches_ = 0;
+  } else if (e->pushed.has_value() && !e->pushed->ok()) {
+    unanswered_minibatches_ += e->minibatches;
+  }
   in_flight_.answer_awaited = false;
   if (e->kind == Exchange::Kind::kRejoin) {
     if (e->rejoined->ok()) {
@@ -242,12 +255,32 @@ void ParameterServerSync::FinishExchange(std::unique_ptr<Exchange> e) {
 }
 
 void ParameterServerSync::FinalSync() {
-  const absl::Time give_up = clock_->Now() + options_.final_sync_for;
+  const absl::Time start = clock_->Now();
+  const absl::Time give_up = start + options_.final_sync_for;
   auto sleep_at_most = [&](absl::Duration d) {
     clock_->SleepFor(std::min(d, std::max(absl::ZeroDuration(), give_up - clock_->Now())));
   };
-  AwaitExchange();
-  while (clock_->Now() < give_up) {
+  // Evidence that the server is gone, asked when something is still to reach it.
+  ServerAbsence gone = ServerAbsence::kNoEvidence;
+  absl::Time refused_since = absl::InfiniteFuture();
+  auto server_gone = [&] {
+    if (options_.presence == nullptr) return false;
+    const ServerAbsence now = options_.presence->Check();
+    if (now != ServerAbsence::kNothingListens) {
+      refused_since = absl::InfiniteFuture();
+    } else {
+      refused_since = std::min(refused_since, clock_->Now());
+      if (clock_->Now() - refused_since < kGoneAfterRefusedFor) return false;
+    }
+    gone = now;
+    return gone != ServerAbsence::kNoEvidence;
+  };
+  // Asked first too: a launcher's death ends the run before any attempt (the server went with it,
+  // and the launcher's watchdog allows no time for one), and a refusal's time starts sooner.
+  const bool owes = state_ != SyncState::kInStep || minibatches_ > minibatches_at_sync_ ||
+                    session_owes_ || worker_->busy();
+  if (!owes || !server_gone()) AwaitExchange();
+  while (gone == ServerAbsence::kNoEvidence && clock_->Now() < give_up) {
     if (state_ == SyncState::kInStep) {
       if ((minibatches_ == minibatches_at_sync_ && !session_owes_) ||
           !StartExchange(Exchange::Kind::kSync)) {
@@ -259,16 +292,32 @@ void ParameterServerSync::FinalSync() {
       StartExchange(Exchange::Kind::kRejoin, RejoinPace::kNow);
     }
     AwaitExchange();
+    const bool reached = state_ == SyncState::kInStep && !session_owes_;
+    if (!reached && server_gone()) break;
     if (state_ == SyncState::kInStep && session_owes_) {
       sleep_at_most(absl::Milliseconds(500));  // A shard is still away; its rejoin is paced.
     }
     if (state_ == SyncState::kAway) sleep_at_most(absl::Seconds(1));
   }
-  if (state_ != SyncState::kInStep || minibatches_ > minibatches_at_sync_ || session_owes_) {
-    LOG(WARNING) << options_.agent_id << ": the parameter server stayed away for "
-                 << options_.final_sync_for << "; the last "
-                 << (minibatches_ - minibatches_at_sync_) << " minibatches did not reach it"
-                 << (session_owes_ ? ", nor what a shard that is away is owed" : "");
+  if (state_ != SyncState::kInStep || minibatches_ > minibatches_at_sync_ || session_owes_ ||
+      worker_->busy()) {
+    const std::string lost = absl::StrCat(
+        minibatches_ - minibatches_at_sync_ + unanswered_minibatches_,
+        " minibatches did not reach it",
+        unanswered_minibatches_ > 0
+            ? absl::StrCat(" (", unanswered_minibatches_, " in pushes that got no answer)")
+            : "",
+        session_owes_ && unanswered_minibatches_ == 0 ? ", nor what a shard that is away is owed"
+                                                      : "",
+        worker_->busy() ? ", nor maybe a push still in flight" : "");
+    if (gone != ServerAbsence::kNoEvidence) {
+      LOG(WARNING) << options_.agent_id << ": the final sync ended after " << clock_->Now() - start
+                   << " of " << options_.final_sync_for << ": " << ServerAbsenceName(gone)
+                   << " (gone, not out of reach); " << lost;
+    } else {
+      LOG(WARNING) << options_.agent_id << ": the parameter server stayed away for "
+                   << options_.final_sync_for << "; " << lost;
+    }
   }
 }
 

@@ -26,6 +26,7 @@
 #include "agent/agent.h"
 #include "agent/outage_backlog.h"
 #include "agent/ps_session.h"
+#include "agent/server_presence.h"
 #include "agent/session_worker.h"
 #include "agent/sync_state.h"
 
@@ -63,7 +64,12 @@ struct SyncOptions {
   uint64_t batch_update_frequency = 1;
   absl::Duration sync_wait = absl::Seconds(1);        // AgentOptions::sync_wait.
   absl::Duration final_sync_for = absl::Seconds(10);  // AgentOptions::final_sync_for.
+  // Asked by FinalSync at its start and after each attempt that did not reach the server: evidence
+  // that it is gone ends the final sync early (a refusal once it has lasted kGoneAfterRefusedFor, a
+  // launcher's death at once). Null: the server is never taken for gone.
+  std::shared_ptr<ServerPresence> presence;
 
+  // With ProbeServerPresence of the agent's --ps, its launcher being the parent process now.
   static SyncOptions For(const AgentOptions& agent);
 };
 
@@ -111,8 +117,13 @@ class ParameterServerSync {
   // catch-up.
   void Poll();
   // The last sync of a run: for up to final_sync_for (on the clock), rejoins, catches up and pushes
-  // until whatever was learned reached the server; logs what did not.
+  // until whatever was learned reached the server; logs what did not. Ends early, saying why in
+  // the log, when options.presence gives evidence that the server is gone rather than out of
+  // reach: every address refused for kGoneAfterRefusedFor (a server that restarts at once is
+  // waited for), or the agent's launcher died (then before any attempt, not waiting for the
+  // exchange in flight either).
   void FinalSync();
+  static constexpr absl::Duration kGoneAfterRefusedFor = absl::Seconds(1);
 
   SyncState state() const { return state_; }
   // The epsilon the server last gave this agent.
@@ -146,6 +157,8 @@ class ParameterServerSync {
   uint64_t version_ = 0;
   // The session still owes a server something: a push that got no answer, or a shard's backlog.
   bool session_owes_ = false;
+  // The minibatches of pushes that got no answer, kept by the session until a rejoin resends them.
+  uint64_t unanswered_minibatches_ = 0;
 
   // The exchange in flight, as the loop sees it (the worker holds the exchange itself).
   struct InFlight {

@@ -1,6 +1,7 @@
 // convoy_ps: the parameter server. Holds a model's master weights and applies asynchronous gradient
 // pushes from many agents; see docs/architecture.md and docs/protocol.md.
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/child_process.h"
 #include "common/exploration.h"
 #include "common/files.h"
 #include "common/flag_ranges.h"
@@ -81,7 +83,9 @@ ABSL_FLAG(double, apex_alpha, Defaults().exploration.apex_alpha, "Ape-X alpha.")
 ABSL_FLAG(uint32_t, apex_num_agents, Defaults().exploration.apex_num_agents, "Ape-X: N, the number of agents.");
 // The run settings agents adopt (common/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_PS_RUN_SETTING_FLAG)
-ABSL_FLAG(double, shutdown_grace_seconds, 10, "How long in-flight RPCs may run on after SIGTERM.");
+ABSL_FLAG(double, shutdown_grace_seconds, 10,
+          "How long in-flight RPCs may run on after SIGTERM (0.5 s at most when the launcher that "
+          "started this server died: common/child_process.h).");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain to serve TLS with.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -239,7 +243,12 @@ int WriteCredentials(const std::string& dir) {
   return 0;
 }
 
+// The drain of a convoy_ps whose launcher died: its final checkpoint must be written before the
+// launcher's watchdog SIGKILLs it (ChildProcess::kKillAfterParentDeath after the death).
+constexpr absl::Duration kShutdownGraceWhenLauncherDied = absl::Milliseconds(500);
+
 int Run() {
+  const pid_t launcher = ::getppid();
   if (!NumericFlagsInRange()) return kExitUsage;
   if (const std::string dir = absl::GetFlag(FLAGS_write_credentials); !dir.empty()) {
     return WriteCredentials(dir);
@@ -332,9 +341,14 @@ int Run() {
   (*server)->core().StartPeriodicTasks();
 
   const int signal = WaitForTerminationSignal();
+  absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  if (LauncherDied(launcher) && grace > kShutdownGraceWhenLauncherDied) {
+    grace = kShutdownGraceWhenLauncherDied;
+    LOG(INFO) << "the launcher that started this server died: draining for " << grace
+              << " only, then a final checkpoint";
+  }
   LOG(INFO) << "signal " << signal << ": draining, then a final checkpoint";
-  absl::Status stopped =
-      (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  absl::Status stopped = (*server)->Shutdown(grace);
   if (!stopped.ok()) {
     LOG(ERROR) << "final checkpoint failed: " << stopped;
     return 1;

@@ -31,6 +31,7 @@ add_executable(agent_sync_tests
   ${CMAKE_CURRENT_LIST_DIR}/outage_backlog_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/parameter_server_sync_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/push_log_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/server_presence_test.cc
 )
 target_link_libraries(agent_sync_tests PRIVATE convoy_agent convoy_test_main)
 convoy_target_defaults(agent_sync_tests)

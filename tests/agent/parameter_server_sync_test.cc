@@ -3,6 +3,7 @@
 // with no server and no wall clock.
 #include "agent/parameter_server_sync.h"
 
+#include <memory>
 #include <vector>
 
 #include "tests/agent/fake_session.h"
@@ -215,6 +216,94 @@ TEST_CASE("The final sync with the server away tries to rejoin each second until
   CHECK(sync.state() == SyncState::kAway);
   // The push at once gets no answer; then one rejoin a second for the rest of final_sync_for.
   CHECK(session.rejoins() == 29);
+}
+
+// Says what the test sets, and counts how often it was asked.
+class FakePresence : public ServerPresence {
+ public:
+  explicit FakePresence(ServerAbsence absence) : absence_(absence) {}
+  ServerAbsence Check() override {
+    ++checks_;
+    return absence_;
+  }
+  int checks() const { return checks_; }
+
+ private:
+  const ServerAbsence absence_;
+  int checks_ = 0;
+};
+
+TEST_CASE(
+    "The final sync with nothing listening at the server's address ends once the refusal "
+    "has lasted kGoneAfterRefusedFor") {
+  FakeSession session(kServerWeights);
+  FakeModel model({0.0f, 0.0f}, kGradient);
+  FakeClock clock;
+  SyncOptions options = TwoMinibatchesPerSync();
+  auto presence = std::make_shared<FakePresence>(ServerAbsence::kNothingListens);
+  options.presence = presence;
+  ParameterServerSync sync(&session, &model, options, FakeSession::kEpsilon, &clock);
+  session.SetServerAway(true);
+  sync.Trained();
+  const absl::Time start = clock.Now();
+  sync.FinalSync();
+  // Refused at the start, and after the push that got no answer; a second later, one rejoin on,
+  // still refused.
+  CHECK(clock.Now() == start + ParameterServerSync::kGoneAfterRefusedFor);
+  CHECK(presence->checks() == 3);
+  CHECK(session.rejoins() == 1);
+  CHECK(sync.state() == SyncState::kAway);
+}
+
+TEST_CASE("The final sync of an agent whose launcher died ends before any attempt") {
+  FakeSession session(kServerWeights);
+  FakeModel model({0.0f, 0.0f}, kGradient);
+  FakeClock clock;
+  SyncOptions options = TwoMinibatchesPerSync();
+  options.presence = std::make_shared<FakePresence>(ServerAbsence::kLauncherDied);
+  ParameterServerSync sync(&session, &model, options, FakeSession::kEpsilon, &clock);
+  session.SetServerAway(true);
+  sync.Trained();
+  const absl::Time start = clock.Now();
+  sync.FinalSync();
+  CHECK(clock.Now() == start);
+  CHECK(session.applied().empty());
+  CHECK(session.rejoins() == 0);
+}
+
+TEST_CASE(
+    "The final sync without evidence that the server is gone tries for all of "
+    "final_sync_for") {
+  FakeSession session(kServerWeights);
+  FakeModel model({0.0f, 0.0f}, kGradient);
+  FakeClock clock;
+  SyncOptions options = TwoMinibatchesPerSync();
+  auto presence = std::make_shared<FakePresence>(ServerAbsence::kNoEvidence);
+  options.presence = presence;
+  ParameterServerSync sync(&session, &model, options, FakeSession::kEpsilon, &clock);
+  session.SetServerAway(true);
+  sync.Trained();
+  const absl::Time start = clock.Now();
+  sync.FinalSync();
+  CHECK(clock.Now() == start + absl::Seconds(30));
+  CHECK(session.rejoins() == 29);
+  CHECK(presence->checks() == 31);  // Asked at the start and after each attempt.
+}
+
+TEST_CASE("The final sync pushes to a server that answers, whatever a refusal at the start said") {
+  FakeSession session(kServerWeights);
+  FakeModel model({0.0f, 0.0f}, kGradient);
+  FakeClock clock;
+  SyncOptions options = TwoMinibatchesPerSync();
+  auto presence = std::make_shared<FakePresence>(ServerAbsence::kNothingListens);
+  options.presence = presence;
+  ParameterServerSync sync(&session, &model, options, FakeSession::kEpsilon, &clock);
+  sync.Trained();
+  sync.FinalSync();
+  CHECK(presence->checks() == 1);  // At the start only: the push was answered.
+  REQUIRE(session.applied().size() == 1);
+  CHECK(session.applied()[0].minibatches == 1);
+  CHECK(sync.state() == SyncState::kInStep);
 }
 
 TEST_CASE("The final sync with a server that comes back rejoins, catches up and ends in step") {

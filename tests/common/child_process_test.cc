@@ -1,5 +1,6 @@
 #include "common/child_process.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,12 +30,12 @@ bool Alive(pid_t pid) {
   return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
 }
 
-// Starts the helper launcher, which starts `sleep 600`; returns the sleep's pid.
-pid_t StartLauncher(std::optional<ChildProcess>& launcher, bool outlive) {
+// Starts the helper launcher with `flags` (child_process_helper.cc); returns its child's pid.
+pid_t StartLauncher(std::optional<ChildProcess>& launcher, std::vector<std::string> flags) {
   ChildProcess::Options options;
   options.pipe_stdout = true;
   std::vector<std::string> argv = {CONVOY_CHILD_PROCESS_HELPER};
-  if (outlive) argv.push_back("--outlive");
+  argv.insert(argv.end(), flags.begin(), flags.end());
   absl::StatusOr<ChildProcess> started = ChildProcess::Start(argv, options);
   REQUIRE(started.ok());
   launcher = *std::move(started);
@@ -50,7 +51,7 @@ pid_t StartLauncher(std::optional<ChildProcess>& launcher, bool outlive) {
 TEST_CASE("A child dies with its launcher, even when the launcher is SIGKILLed",
           "[child_process]") {
   std::optional<ChildProcess> launcher;
-  const pid_t grandchild = StartLauncher(launcher, /*outlive=*/false);
+  const pid_t grandchild = StartLauncher(launcher, {});
   launcher->Signal(SIGKILL);
   REQUIRE(launcher->Wait(absl::Seconds(10)).has_value());
   const bool gone = WaitUntil([&] { return !Alive(grandchild); }, absl::Seconds(10));
@@ -61,11 +62,48 @@ TEST_CASE("A child dies with its launcher, even when the launcher is SIGKILLed",
 TEST_CASE("Without a parent-death signal a child outlives its launcher", "[child_process]") {
   // The control for the case above: the helper and the check can tell the two apart.
   std::optional<ChildProcess> launcher;
-  const pid_t grandchild = StartLauncher(launcher, /*outlive=*/true);
+  const pid_t grandchild = StartLauncher(launcher, {"--outlive"});
   launcher->Signal(SIGKILL);
   REQUIRE(launcher->Wait(absl::Seconds(10)).has_value());
   CHECK(!WaitUntil([&] { return !Alive(grandchild); }, absl::Seconds(1)));
   ::kill(grandchild, SIGKILL);
+}
+
+TEST_CASE("A child that ignores the parent-death signal is SIGKILLed after its launcher's death",
+          "[child_process]") {
+  std::optional<ChildProcess> launcher;
+  const pid_t grandchild = StartLauncher(launcher, {"--ignore_term"});
+  launcher->Signal(SIGKILL);
+  REQUIRE(launcher->Wait(absl::Seconds(10)).has_value());
+  const bool gone = WaitUntil([&] { return !Alive(grandchild); }, absl::Seconds(30));
+  if (!gone) ::kill(grandchild, SIGKILL);
+  CHECK(gone);
+}
+
+TEST_CASE(
+    "Without a SIGKILL after it, a child that ignores the parent-death signal outlives its "
+    "launcher",
+    "[child_process]") {
+  // The control for the case above: the SIGKILL is the watchdog's, sent only when asked for.
+  std::optional<ChildProcess> launcher;
+  const pid_t grandchild = StartLauncher(launcher, {"--ignore_term", "--no_kill"});
+  launcher->Signal(SIGKILL);
+  REQUIRE(launcher->Wait(absl::Seconds(10)).has_value());
+  CHECK(!WaitUntil([&] { return !Alive(grandchild); },
+                   ChildProcess::kKillAfterParentDeath + absl::Seconds(2)));
+  ::kill(grandchild, SIGKILL);
+}
+
+TEST_CASE("A launcher's watchdog holds none of its files: its stdout ends when it dies",
+          "[child_process]") {
+  std::optional<ChildProcess> launcher;
+  StartLauncher(launcher, {});
+  launcher->Signal(SIGKILL);
+  REQUIRE(launcher->Wait(absl::Seconds(10)).has_value());
+  pollfd readable = {launcher->stdout_fd(), POLLIN, 0};
+  REQUIRE(::poll(&readable, 1, 30000) == 1);  // Not a wait for the watchdog to end.
+  char c = 0;
+  CHECK(::read(launcher->stdout_fd(), &c, 1) == 0);  // End of file.
 }
 
 TEST_CASE("A child started from a thread that ends keeps running", "[child_process]") {

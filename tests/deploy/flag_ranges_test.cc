@@ -123,6 +123,7 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kAgent, "--max_minutes=-1", "--max_minutes must be in [0, inf), got -1"},
       {Binary::kAgent, "--report_seconds=0", "--report_seconds must be in (0, inf), got 0"},
       {Binary::kAgent, "--sync_wait=-1s", "--sync_wait must be in [0, inf), got -1s"},
+      {Binary::kAgent, "--final_sync_for=-1s", "--final_sync_for must be in [0, inf), got -1s"},
       // convoy_train: --agents=0 used to divide by zero after convoy_ps had started.
       {Binary::kTrain, "--agents=0", "--agents must be in [1, 256], got 0"},
       {Binary::kTrain, "--agents=257", "--agents must be in [1, 256], got 257"},
