@@ -185,13 +185,9 @@ int DropExited(Watched* watched, const pollfd* fds, int count) {
   ::_exit(0);
 }
 
-// On the forking thread: the write end of the pipe to this process's watchdog, which it starts
-// the first time; -1 when it cannot be started.
-int WatchdogPipe() {
-  static int write_fd = -1;
-  static bool tried = false;
-  if (tried) return write_fd;
-  tried = true;
+// Starts this process's watchdog; returns the write end of the pipe to it, -1 when it cannot be
+// started.
+int StartWatchdog() {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return -1;
   rlimit files;
@@ -205,7 +201,13 @@ int WatchdogPipe() {
     ::close(pipe_fds[1]);
     return -1;
   }
-  write_fd = pipe_fds[1];
+  return pipe_fds[1];
+}
+
+// The write end of the pipe to this process's watchdog, started by the first call from any thread
+// (once: a static's initialisation is thread-safe); -1 when it cannot be started.
+int WatchdogPipe() {
+  static const int write_fd = StartWatchdog();
   return write_fd;
 }
 
