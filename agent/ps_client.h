@@ -163,7 +163,8 @@ class PsClient {
   absl::Status WithRetries(const char* what, Call call);
   // With connect_timeout set: OK once the channel is connected; otherwise UNAVAILABLE saying why. A
   // channel that is neither connected nor idle (failed, or stuck connecting since an earlier
-  // attempt) is replaced by a fresh one first.
+  // attempt) is replaced by a fresh one first; one still connecting stays beside it until either
+  // connects.
   absl::Status Connect();
 
   struct PendingPush {
@@ -181,6 +182,8 @@ class PsClient {
   // What fresh channels are made with; null for a client over a given channel.
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::unique_ptr<Connection> connection_;
+  // A channel Connect() replaced while it was still connecting, kept in case it gets there first.
+  std::unique_ptr<Connection> previous_;
   std::vector<float> pull_buffer_;
   const uint64_t push_session_;
   uint64_t pushes_ = 0;  // Sequence of the newest push.
