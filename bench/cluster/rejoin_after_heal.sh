@@ -9,7 +9,7 @@
 #   bench/cluster/rejoin_after_heal.sh [--modes=single,shard] [--kinds=silent,down] [--partitions=3]
 #                                      [--cut=10] [--settle=6] [--bin=build/bin] [--name=cvrejoin]
 #
-# Back after a heal: the seconds from the heal to the first line of the agent's log, stamped after it, that
+# Back after a heal: the seconds from the start of the heal command to the first line of the agent's log, stamped after it, that
 # says it is back: its catch-up push (pushed N minibatches learned out of step), or for shard 1 its backlog
 # push (shard 1 is back), whichever comes first. Both are pushes the server answered, after which the agent
 # pulls. Read from the log's own time stamps, so a loaded machine's slow polling does not count.
@@ -72,18 +72,15 @@ csv_mean() {
 }
 # glog's stamp of now, as the agent's log lines carry it (local time).
 stamp() { date +%Y%m%d' '%H:%M:%S.%6N; }
-# Seconds from glog stamp $2 to the first line of log $1 stamped after it that matches $3; empty if none.
+# Seconds from glog stamp $2 to the first line of log $1 stamped after it that matches $3; empty if none. (Both
+# stamps of one day: a run across midnight is not measured.)
 back_after() {
   awk -v since="$2" -v pattern="$3" '
-    {t = substr($1, 2) " " $2}
-    /^[IWE][0-9]+ / && t > since && $0 ~ pattern {print t; exit}' "$1" |
-    python3 -c '
-import sys, datetime
-line = sys.stdin.read().strip()
-if line:
-    f = "%Y%m%d %H:%M:%S.%f"
-    d = datetime.datetime.strptime(line, f) - datetime.datetime.strptime(sys.argv[1], f)
-    print(f"{d.total_seconds():.2f}")' "$2"
+    function seconds(hms, p) {split(hms, p, ":"); return p[1] * 3600 + p[2] * 60 + p[3]}
+    BEGIN {split(since, s, " ")}
+    /^[IWE][0-9]+ / && substr($1, 2) " " $2 > since && $0 ~ pattern {
+      printf "%.2f\n", seconds($2) - seconds(s[2]); exit
+    }' "$1"
 }
 median() { sort -g | awk '{v[NR] = $1} END {if (!NR) {print "-"; exit} print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
@@ -128,16 +125,20 @@ for mode in "${mode_list[@]}"; do
       t_a=$(now) r_a=$(rows "$csv") v_a=$(newest "$csv" ps_version)
       sleep "$SETTLE"
       t_b=$(now) r_b=$(rows "$csv") v_b=$(newest "$csv" ps_version)
-      "$CLUSTER" --name="$NAME" partition "$cut_node" "$kind" >/dev/null 2>&1
+      "$CLUSTER" --name="$NAME" partition "$cut_node" "$kind" >"$T/partition.out" 2>&1 ||
+        { echo "rejoin_after_heal: partition $cut_node $kind failed: $(cat "$T/partition.out")" >&2; exit 1; }
       sleep "$CUT"
       t_c=$(now) r_c=$(rows "$csv") v_c=$(newest "$csv" ps_version)
-      "$CLUSTER" --name="$NAME" heal "$cut_node" >/dev/null 2>&1
+      # Stamped before the heal: a link brought up is in use before the command has reshaped it and returned.
       healed=$(stamp)
+      "$CLUSTER" --name="$NAME" heal "$cut_node" >"$T/partition.out" 2>&1 ||
+        { echo "rejoin_after_heal: heal $cut_node failed: $(cat "$T/partition.out")" >&2; exit 1; }
       back=""
-      for _ in $(seq 300); do
+      waited=$SECONDS
+      while [ $((SECONDS - waited)) -lt 30 ]; do
         back=$(back_after "$log" "$healed" "$pattern")
         [ -n "$back" ] && break
-        sleep 0.1
+        sleep 0.2
       done
       back=${back:-">30"}
       key="$mode/$kind"
