@@ -127,6 +127,10 @@ void ParameterServerSync::Poll() {
   // Out of step and the server answers (or took a rejoin): push what was learned meanwhile, pull.
   if (state_ == SyncState::kOutOfStep || state_ == SyncState::kRejoined) {
     StartExchange(Exchange::Kind::kCatchUp);
+  } else if (state_ == SyncState::kAway && clock_->Now() >= next_rejoin_poll_) {
+    // Away: the session's pacing says when an attempt is due (soon after one that got no answer),
+    // whether or not training reaches a sync point meanwhile.
+    StartExchange(Exchange::Kind::kRejoin);
   }
 }
 
@@ -168,6 +172,7 @@ bool ParameterServerSync::StartExchange(Exchange::Kind kind, RejoinPace pace) {
     e->target = std::move(target_);
   }
   in_flight_.started = clock_->Now();
+  if (kind == Exchange::Kind::kRejoin) next_rejoin_poll_ = in_flight_.started + kRejoinPollEvery;
   // A push and pull is waited for, for up to sync_wait; a rejoin attempt is not (the server is
   // away).
   in_flight_.answer_awaited = kind != Exchange::Kind::kRejoin;

@@ -114,7 +114,7 @@ class ParameterServerSync {
   // Waits for the exchange in flight, if any, however long it takes, and takes its answer in.
   void AwaitExchange();
   // Takes a finished exchange in; out of step with a server that answers, or rejoined, starts the
-  // catch-up.
+  // catch-up; away, starts a rejoin exchange (at most every kRejoinPollEvery on the clock).
   void Poll();
   // The last sync of a run: for up to final_sync_for (on the clock), rejoins, catches up and pushes
   // until whatever was learned reached the server; logs what did not. Ends early, saying why in
@@ -151,6 +151,10 @@ class ParameterServerSync {
   SyncedModel* const model_;
   const SyncOptions options_;
   SyncClock* const clock_;
+  // Away, a Poll hands the worker a rejoin exchange at most this often; the session paces the
+  // attempts themselves (RejoinPacer), and answers one not due at once.
+  static constexpr absl::Duration kRejoinPollEvery = absl::Milliseconds(100);
+
   size_t num_shards_ = 1;  // The session's.
   SyncState state_ = SyncState::kAway;
   double epsilon_;
@@ -159,6 +163,7 @@ class ParameterServerSync {
   bool session_owes_ = false;
   // The minibatches of pushes that got no answer, kept by the session until a rejoin resends them.
   uint64_t unanswered_minibatches_ = 0;
+  absl::Time next_rejoin_poll_ = absl::InfinitePast();  // On the clock.
 
   // The exchange in flight, as the loop sees it (the worker holds the exchange itself).
   struct InFlight {

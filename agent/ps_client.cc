@@ -17,9 +17,8 @@ namespace {
 
 constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkPayloadBytes) + 1024;
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
-                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
-                                           const std::string& server_name) {
+std::shared_ptr<grpc::Channel> MakeChannel(const PsClientOptions& options,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -29,8 +28,20 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   // time.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
-  return grpc::CreateCustomChannel(address, credentials, args);
+  // With a keepalive time set, gRPC sets TCP_USER_TIMEOUT to the keepalive timeout: a call whose
+  // data goes unacknowledged that long (a silent link) fails then. The pings themselves are an hour
+  // apart: convoy_ps keeps gRPC's server ping policy, which ends a connection pinged more often
+  // than every five minutes without data.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 3600 * 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.silent_link_timeout)));
+  // Its own connections, not shared with other channels to the same server: a fresh channel must
+  // not inherit a connection that failed or is stuck connecting.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (!options.security.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.security.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(options.address, credentials, args);
 }
 
 uint64_t NewPushSession() {
@@ -57,7 +68,8 @@ void Prepare(grpc::ClientContext* context, const PsClientOptions& options) {
 }  // namespace
 
 PsClient::PsClient(PsClientOptions options)
-    : PsClient(options, MakeChannel(options.address, grpc::InsecureChannelCredentials(), "")) {
+    : PsClient(options, grpc::InsecureChannelCredentials(),
+               MakeChannel(options, grpc::InsecureChannelCredentials())) {
   CHECK(options_.security.insecure && options_.security.tls_ca_file.empty())
       << "a TLS client is made with PsClient::Create";
 }
@@ -66,27 +78,82 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(PsClientOptions optio
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       MakeChannelCredentials(options.security);
   if (!credentials.ok()) return credentials.status();
-  std::shared_ptr<grpc::Channel> channel =
-      MakeChannel(options.address, *credentials, options.security.tls_server_name);
-  return std::make_unique<PsClient>(std::move(options), std::move(channel));
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(options, *credentials);
+  return std::unique_ptr<PsClient>(
+      new PsClient(std::move(options), *std::move(credentials), std::move(channel)));
 }
 
 PsClient::PsClient(PsClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : PsClient(std::move(options), nullptr, std::move(channel)) {}
+
+PsClient::PsClient(PsClientOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
-      channel_(std::move(channel)),
-      stub_(v1::ParameterServer::NewStub(channel_)),
-      pull_method_(MethodNames().pull.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING,
-                   channel_),
-      push_method_(MethodNames().push.c_str(), grpc::internal::RpcMethod::CLIENT_STREAMING,
-                   channel_),
+      credentials_(std::move(credentials)),
+      connection_(std::make_unique<Connection>(std::move(channel))),
       push_session_(NewPushSession()) {}
+
+PsClient::~PsClient() = default;
+
+PsClient::Connection::Connection(std::shared_ptr<grpc::Channel> c)
+    : channel(std::move(c)),
+      stub(v1::ParameterServer::NewStub(channel)),
+      pull_method(MethodNames().pull.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING, channel),
+      push_method(MethodNames().push.c_str(), grpc::internal::RpcMethod::CLIENT_STREAMING,
+                  channel) {}
+
+absl::Status PsClient::Connect() {
+  if (options_.connect_timeout == absl::InfiniteDuration()) return absl::OkStatus();
+  auto state_of = [](const std::unique_ptr<Connection>& c, bool try_to_connect) {
+    return c == nullptr ? GRPC_CHANNEL_SHUTDOWN : c->channel->GetState(try_to_connect);
+  };
+  auto failed = [](grpc_connectivity_state s) {
+    return s == GRPC_CHANNEL_TRANSIENT_FAILURE || s == GRPC_CHANNEL_SHUTDOWN;
+  };
+  grpc_connectivity_state state = state_of(connection_, false);
+  if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
+  if (state != GRPC_CHANNEL_IDLE && credentials_ != nullptr) {
+    // Failed, or still connecting since an earlier attempt (a SYN lost to a partition is retried
+    // seconds later): a fresh channel connects now. One still connecting is kept beside it, since
+    // on a loaded machine its handshake may just be slow; whichever connects first is taken.
+    previous_ = state == GRPC_CHANNEL_CONNECTING ? std::move(connection_) : nullptr;
+    connection_ = std::make_unique<Connection>(MakeChannel(options_, credentials_));
+  }
+  const absl::Time deadline = absl::Now() + options_.connect_timeout;
+  while (true) {
+    state = state_of(connection_, true);
+    if (state == GRPC_CHANNEL_READY) break;
+    const grpc_connectivity_state previous = state_of(previous_, false);
+    if (previous == GRPC_CHANNEL_READY) {
+      connection_ = std::move(previous_);
+      break;
+    }
+    if (failed(previous)) previous_.reset();
+    if (failed(state)) {
+      return absl::UnavailableError(
+          absl::StrCat("no connection to ", options_.address, " (refused or unreachable)"));
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::UnavailableError(absl::StrCat("no connection to ", options_.address, " within ",
+                                                 absl::FormatDuration(options_.connect_timeout)));
+    }
+    // Waiting polls, which moves both channels' connection attempts on; with two, in short slices.
+    const absl::Time until =
+        previous_ == nullptr ? deadline : std::min(deadline, now + absl::Milliseconds(20));
+    connection_->channel->WaitForStateChange(state, absl::ToChronoTime(until));
+  }
+  previous_.reset();
+  return absl::OkStatus();
+}
 
 template <typename Call>
 absl::Status PsClient::WithRetries(const char* what, Call call) {
   Backoff backoff(options_.backoff);
   const absl::Time give_up = absl::Now() + options_.retry_for;
   while (true) {
-    absl::Status status = call();
+    absl::Status status = Connect();
+    if (status.ok()) status = call();
     if (status.code() != absl::StatusCode::kUnavailable) return status;
     const absl::Duration delay = backoff.NextDelay();
     if (absl::Now() + delay > give_up) {
@@ -112,7 +179,7 @@ absl::StatusOr<v1::JoinResponse> PsClient::Join() {
   absl::Status status = WithRetries("Join", [&] {
     grpc::ClientContext context;
     Prepare(&context, options_);
-    return FromGrpcStatus(stub_->Join(&context, request, &response));
+    return FromGrpcStatus(connection_->stub->Join(&context, request, &response));
   });
   if (!status.ok()) return status;
   return response;
@@ -161,7 +228,7 @@ absl::StatusOr<PushResult> PsClient::SendPush(const float* values, size_t count,
     Prepare(&context, options_);
     std::unique_ptr<grpc::ClientWriter<OutgoingChunk<v1::GradientChunk>>> writer(
         grpc::internal::ClientWriterFactory<OutgoingChunk<v1::GradientChunk>>::Create(
-            channel_.get(), push_method_, &context, &response));
+            connection_->channel.get(), connection_->push_method, &context, &response));
     OutgoingChunk<v1::GradientChunk> chunk;
     chunk.encoding = options_.push_encoding;
     v1::GradientChunk& header = chunk.header;
@@ -215,7 +282,7 @@ absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_i
     Prepare(&context, options_);
     std::unique_ptr<grpc::ClientReader<IncomingChunk<v1::WeightChunk>>> reader(
         grpc::internal::ClientReaderFactory<IncomingChunk<v1::WeightChunk>>::Create(
-            channel_.get(), pull_method_, &context, request));
+            connection_->channel.get(), connection_->pull_method, &context, request));
     IncomingChunk<v1::WeightChunk> incoming;
     const v1::WeightChunk& chunk = incoming.header();
     size_t received = 0;
@@ -274,7 +341,7 @@ absl::StatusOr<v1::StatusResponse> PsClient::Status() {
   absl::Status status = WithRetries("GetStatus", [&] {
     grpc::ClientContext context;
     Prepare(&context, options_);
-    return FromGrpcStatus(stub_->GetStatus(&context, v1::StatusRequest(), &response));
+    return FromGrpcStatus(connection_->stub->GetStatus(&context, v1::StatusRequest(), &response));
   });
   if (!status.ok()) return status;
   return response;

@@ -57,6 +57,17 @@ absl::Status CheckPushModeFits(PushMode push, UpdateRule rule) {
   return absl::InternalError("unknown push mode or update rule");  // Unreachable.
 }
 
+void RejoinPacer::Attempted(absl::Time now, const absl::Status& outcome) {
+  if (outcome.ok()) {
+    next_ = absl::InfinitePast();
+    return;
+  }
+  // UNAVAILABLE: no answer came from the server (PsClient's connect failures and lost connections
+  // are UNAVAILABLE). Anything else is an answer: late (DEADLINE_EXCEEDED) or a refusal.
+  next_ = now + (outcome.code() == absl::StatusCode::kUnavailable ? options_.after_no_answer
+                                                                  : options_.after_late_answer);
+}
+
 PsSessionOptions PsSession::OptionsFor(const AgentOptions& agent) {
   PsSessionOptions o;
   o.address = agent.ps_address;
@@ -82,7 +93,9 @@ absl::StatusOr<std::unique_ptr<PsSession>> PsSession::Create(const PsSessionOpti
 }
 
 PsSession::PsSession(const PsSessionOptions& options, std::unique_ptr<PsClient> client)
-    : options_(options), ps_(std::move(client)) {}
+    : options_(options),
+      ps_(std::move(client)),
+      pacer_(RejoinPacer::Options{options.rejoin_retry, options.rejoin_every}) {}
 
 absl::StatusOr<JoinResult> PsSession::Join(int num_actions, const AgentOptions& options) {
   // The model first: Join needs its fingerprint.
@@ -113,6 +126,7 @@ absl::StatusOr<JoinResult> PsSession::Join(int num_actions, const AgentOptions& 
 void PsSession::StartTraining() {
   PsClientOptions training = ps_->options();
   training.retry_for = options_.retry_while_training;
+  training.connect_timeout = options_.connect_timeout;
   ps_ = *PsClient::Create(training);  // The same credentials just worked.
   training.retry_for = absl::ZeroDuration();
   training.call_timeout = options_.rejoin_timeout;
@@ -169,21 +183,30 @@ void PsSession::Disconnected(const absl::Status& why) {
   LOG(WARNING) << options_.agent_id << ": parameter server unreachable (" << why.message()
                << "); learning locally until it is back";
   state_ = State::kDisconnected;
-  next_rejoin_ = absl::Now() + options_.rejoin_every;
+  pacer_.Lost(absl::Now());
+}
+
+bool PsSession::rejoin_due() const {
+  return state_ == State::kDisconnected && pacer_.Due(absl::Now());
 }
 
 absl::StatusOr<double> PsSession::Rejoin(RejoinPace pace) {
   CHECK(rejoin_ != nullptr) << "Rejoin before StartTraining";
   switch (pace) {
     case RejoinPace::kPaced:
-      if (absl::Now() < next_rejoin_) {
+      if (!pacer_.Due(absl::Now())) {
         return absl::UnavailableError("the next rejoin attempt is not due yet");
       }
       break;
     case RejoinPace::kNow:
       break;
   }
-  next_rejoin_ = absl::Now() + options_.rejoin_every;
+  absl::StatusOr<double> rejoined = TryRejoin();
+  pacer_.Attempted(absl::Now(), rejoined.status());
+  return rejoined;
+}
+
+absl::StatusOr<double> PsSession::TryRejoin() {
   absl::StatusOr<v1::JoinResponse> joined = rejoin_->Join();
   if (!joined.ok()) {
     VLOG(1) << options_.agent_id << ": rejoin failed: " << joined.status();

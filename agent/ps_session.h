@@ -14,7 +14,8 @@
 //                 was resent; the loop pushes what it learned while the server was away, then calls
 //                 Reconnected(). A push that gets no answer here makes the session disconnected
 //                 again.
-// Thread-compatible: one thread at a time (the agent's SessionWorker, once training) makes the calls.
+// Thread-compatible: one thread at a time (the agent's SessionWorker, once training) makes the
+// calls.
 #ifndef CONVOY_AGENT_PS_SESSION_H_
 #define CONVOY_AGENT_PS_SESSION_H_
 
@@ -61,6 +62,34 @@ enum class RejoinPace {
   kNow,    // At once (the last sync of a run).
 };
 
+// When a session that lost its server tries to rejoin it. An attempt that failed without an answer
+// from the server (refused, unreachable, no connection within the connect timeout, or the
+// connection lost) is retried after `after_no_answer`: such a failure costs the server nothing, and
+// the link may be back any moment. An attempt that reached the server but was answered late or
+// refused (a busy server) waits `after_late_answer`. Time is passed in, so that the pacing is plain
+// logic.
+class RejoinPacer {
+ public:
+  struct Options {
+    absl::Duration after_no_answer = absl::Milliseconds(300);
+    absl::Duration after_late_answer = absl::Seconds(3);
+  };
+  explicit RejoinPacer(const Options& options) : options_(options) {}
+
+  // The session lost the server at `now`: the first attempt is due after_no_answer later.
+  void Lost(absl::Time now) { next_ = now + options_.after_no_answer; }
+  // A paced attempt may start at `now`.
+  bool Due(absl::Time now) const { return now >= next_; }
+  // An attempt that ended at `now` with `outcome` (OK: rejoined, nothing is due until the next
+  // loss).
+  void Attempted(absl::Time now, const absl::Status& outcome);
+  absl::Time next() const { return next_; }
+
+ private:
+  const Options options_;
+  absl::Time next_ = absl::InfinitePast();
+};
+
 // What a server said on Join.
 struct JoinResult {
   v1::RunConfig config;  // The run's settings, model_name among them.
@@ -71,12 +100,12 @@ class ParameterServerSession {
  public:
   virtual ~ParameterServerSession() = default;
 
-  // Start of a run, before the local model is built: joins with the fingerprint of the server's model
-  // (options.model when pinned; a pinned one that disagrees is refused), after checking options.push
-  // against the server's update rule, and returns what the server said. Changes nothing in
-  // `options`: the agent adopts the settings (AdoptRunConfig). Connected afterwards. Errors:
-  // INVALID_ARGUMENT for a pinned model that disagrees with the server's, a push mode the update
-  // rule does not take, or an unknown update rule; FAILED_PRECONDITION for a model mismatch;
+  // Start of a run, before the local model is built: joins with the fingerprint of the server's
+  // model (options.model when pinned; a pinned one that disagrees is refused), after checking
+  // options.push against the server's update rule, and returns what the server said. Changes
+  // nothing in `options`: the agent adopts the settings (AdoptRunConfig). Connected afterwards.
+  // Errors: INVALID_ARGUMENT for a pinned model that disagrees with the server's, a push mode the
+  // update rule does not take, or an unknown update rule; FAILED_PRECONDITION for a model mismatch;
   // UNAVAILABLE when the server did not answer in time.
   virtual absl::StatusOr<JoinResult> Join(int num_actions, const AgentOptions& options) = 0;
 
@@ -138,10 +167,18 @@ struct PsSessionOptions {
   absl::Duration join_for = absl::Seconds(60);
   // Once training, calls to a server that is down give up after this, and the loop learns locally.
   absl::Duration retry_while_training = absl::Seconds(2);
-  // Rejoin attempts try once, with this deadline, at most once per rejoin_every. The deadline is
-  // what a reachable but busy server takes to answer (a refused connection fails at once); one
-  // second was too short on a loaded machine: the server took the Join and the answer came after
-  // the deadline.
+  // Once training, each call (a rejoin attempt among them) first connects within this, on a fresh
+  // channel after a failure; a silent link's connect is given up then and tried anew, so that the
+  // first attempt after a heal connects at once. It bounds a TCP (and TLS) handshake, not an
+  // answer.
+  absl::Duration connect_timeout = absl::Seconds(1);
+  // Rejoin attempts try once: connected within connect_timeout, a Join answered within
+  // rejoin_timeout, which is what a reachable but busy server takes to answer (one second was too
+  // short on a loaded machine: the server took the Join and the answer came after the deadline). An
+  // attempt that got no answer (refused, unreachable, not connected) is retried after rejoin_retry;
+  // one that was answered late, after rejoin_every (RejoinPacer). A server that is down thus gets
+  // at most 1 / rejoin_retry attempts a second from each agent.
+  absl::Duration rejoin_retry = absl::Milliseconds(300);
   absl::Duration rejoin_every = absl::Seconds(3);
   absl::Duration rejoin_timeout = absl::Seconds(3);
   // The shard this server is of a sharded parameter server (common/shard_map.h); 1: unsharded. With
@@ -152,8 +189,21 @@ struct PsSessionOptions {
   std::shared_ptr<PushLog> push_log;
 };
 
+// The session with one server as ShardedSession drives it: the range of the flat vector it serves,
+// and where it stands in an outage.
+class ServerSession : public ParameterServerSession {
+ public:
+  // Rejoined, its catch-up not yet pushed.
+  virtual bool rejoining() const = 0;
+  // Disconnected, and a paced Rejoin would try now.
+  virtual bool rejoin_due() const = 0;
+  // After Join: the slice of the flat vector this server serves (the whole vector unsharded).
+  virtual uint64_t begin() const = 0;
+  virtual uint64_t end() const = 0;
+};
+
 // The session with one parameter server.
-class PsSession : public ParameterServerSession {
+class PsSession : public ServerSession {
  public:
   // The options of `agent` that concern the server, with the default timings.
   static PsSessionOptions OptionsFor(const AgentOptions& agent);
@@ -171,19 +221,20 @@ class PsSession : public ParameterServerSession {
   void Reconnected() override;
 
   bool connected() const override { return state_ == State::kConnected; }
-  // Rejoined, its catch-up not yet pushed.
-  bool rejoining() const { return state_ == State::kRejoining; }
+  bool rejoining() const override { return state_ == State::kRejoining; }
   bool has_pending_push() const override { return ps_->has_pending_push(); }
+  bool rejoin_due() const override;
   uint64_t version() const override { return version_; }
   uint64_t incarnation() const override { return incarnation_; }
-  // After Join: the slice of the flat vector this server serves (the whole vector unsharded).
-  uint64_t begin() const { return begin_; }
-  uint64_t end() const { return end_; }
+  uint64_t begin() const override { return begin_; }
+  uint64_t end() const override { return end_; }
 
  private:
   enum class State { kConnected, kDisconnected, kRejoining };
 
   PsSession(const PsSessionOptions& options, std::unique_ptr<PsClient> client);
+  // One rejoin attempt, unpaced.
+  absl::StatusOr<double> TryRejoin();
 
   const PsSessionOptions options_;
   std::unique_ptr<PsClient> ps_;      // Pushes, pulls; Join at the start.
@@ -193,7 +244,7 @@ class PsSession : public ParameterServerSession {
   uint64_t incarnation_ = 0;
   uint64_t target_version_ = 0;         // Of the target weights held.
   uint64_t server_target_version_ = 0;  // The newest the server announced.
-  absl::Time next_rejoin_ = absl::InfinitePast();
+  RejoinPacer pacer_;
   uint64_t begin_ = 0, end_ = 0;
   uint32_t pending_minibatches_ = 0;  // Of the push that got no answer, for the push log.
 };

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <future>
 #include <optional>
@@ -96,7 +97,7 @@ absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const Agen
 
 absl::StatusOr<std::unique_ptr<ShardedSession>> ShardedSession::Create(
     const std::vector<PsSessionOptions>& shards, PushMode push) {
-  std::vector<std::unique_ptr<PsSession>> sessions;
+  std::vector<std::unique_ptr<ServerSession>> sessions;
   for (const PsSessionOptions& o : shards) {
     CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsSession> session, PsSession::Create(o));
     sessions.push_back(std::move(session));
@@ -104,11 +105,22 @@ absl::StatusOr<std::unique_ptr<ShardedSession>> ShardedSession::Create(
   return std::unique_ptr<ShardedSession>(new ShardedSession(std::move(sessions), push));
 }
 
-ShardedSession::ShardedSession(std::vector<std::unique_ptr<PsSession>> shards, PushMode push)
+ShardedSession::ShardedSession(std::vector<std::unique_ptr<ServerSession>> shards, PushMode push)
     : shards_(std::move(shards)),
+      rejoin_(shards_.size()),
       backlog_(shards_.size(), OutageBacklog(push)),
       online_(shards_.size()),
       target_(shards_.size()) {}
+
+bool ShardedSession::RejoinEnded(size_t shard, bool wait) {
+  std::future<absl::StatusOr<double>>& attempt = rejoin_[shard];
+  if (!attempt.valid()) return false;
+  if (!wait && attempt.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+  const absl::StatusOr<double> back = attempt.get();
+  if (!back.ok()) return false;
+  if (shard == 0) epsilon_ = *back;
+  return true;
+}
 
 absl::Status ShardedSession::PushBacklog(size_t shard) {
   if (backlog_[shard].empty()) return absl::OkStatus();
@@ -156,7 +168,7 @@ absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
         "a push of ", values.size(), " values to a model of ", model_parameter_count_));
   }
   auto range = [&](size_t i) {
-    const PsSession& s = *shards_[i];
+    const ServerSession& s = *shards_[i];
     return values.subspan(s.begin(), s.end() - s.begin());
   };
   std::vector<size_t> live;
@@ -205,16 +217,23 @@ absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
 absl::StatusOr<PullUpdate> ShardedSession::Pull(std::vector<float>* online,
                                                 std::vector<float>* target) {
   const bool any_live = connected();
+  // Away while others are in step: an attempt to bring a shard back runs on a thread of its own,
+  // and this pull takes in those that ended. With every shard away the agent rejoins through
+  // Rejoin.
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    RejoinEnded(i, /*wait=*/false);
+    if (any_live && !Live(i) && !rejoin_[i].valid() && shards_[i]->rejoin_due()) {
+      rejoin_[i] = std::async(std::launch::async, [shard = shards_[i].get()] {
+        return shard->Rejoin(RejoinPace::kPaced);
+      });
+    }
+  }
   std::vector<absl::StatusOr<PullUpdate>> pulled =
       ForEachShard(shards_.size(), [&](size_t i) -> absl::StatusOr<PullUpdate> {
-        PsSession& s = *shards_[i];
-        if (!Live(i)) {
-          // Away while others are in step: try to bring it back (paced), pay what it is owed, then
-          // take its weights. With every shard away the agent rejoins through Rejoin instead.
-          if (!any_live) return absl::UnavailableError("every shard is away");
-          absl::StatusOr<double> back = s.Rejoin(RejoinPace::kPaced);
-          if (!back.ok()) return back.status();
-          if (i == 0) epsilon_ = *back;
+        if (!Live(i)) return absl::UnavailableError(absl::StrCat("shard ", i, " is away"));
+        ServerSession& s = *shards_[i];
+        if (s.rejoining()) {
+          // Back: pay what it is owed, then take its weights.
           if (absl::Status paid = PushBacklog(i); !paid.ok()) return paid;
           s.Reconnected();
         }
@@ -253,14 +272,24 @@ void ShardedSession::Disconnected(const absl::Status& why) {
 }
 
 absl::StatusOr<double> ShardedSession::Rejoin(RejoinPace pace) {
+  // Every shard is away. One whose own attempt (started by a pull) took is back already; the others
+  // try now. Each shard that comes back is also paid what it is owed from before the others went
+  // away.
   std::vector<size_t> away;
+  std::vector<bool> back_already;
   for (size_t i = 0; i < shards_.size(); ++i) {
-    if (!Live(i)) away.push_back(i);
+    if (RejoinEnded(i, /*wait=*/true)) {
+      away.push_back(i);
+      back_already.push_back(true);
+    } else if (!Live(i)) {
+      away.push_back(i);
+      back_already.push_back(false);
+    }
   }
-  // Each shard that comes back is also paid what it is owed from before the others went away.
   const std::vector<absl::StatusOr<double>> rejoined =
       ForEachShard(away.size(), [&](size_t k) -> absl::StatusOr<double> {
-        absl::StatusOr<double> back = shards_[away[k]]->Rejoin(pace);
+        absl::StatusOr<double> back = epsilon_;
+        if (!back_already[k]) back = shards_[away[k]]->Rejoin(pace);
         if (!back.ok()) return back;
         if (absl::Status paid = PushBacklog(away[k]); !paid.ok()) return paid;
         return back;
@@ -283,20 +312,24 @@ absl::StatusOr<double> ShardedSession::Rejoin(RejoinPace pace) {
 }
 
 void ShardedSession::Reconnected() {
-  for (auto& s : shards_) {
-    if (s->rejoining()) s->Reconnected();
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (Live(i) && shards_[i]->rejoining()) shards_[i]->Reconnected();
   }
 }
 
 bool ShardedSession::connected() const {
-  return std::any_of(shards_.begin(), shards_.end(), [](const auto& s) { return s->connected(); });
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (!rejoin_[i].valid() && shards_[i]->connected()) return true;
+  }
+  return false;
 }
 
 bool ShardedSession::has_pending_push() const {
-  return std::any_of(shards_.begin(), shards_.end(),
-                     [](const auto& s) { return s->has_pending_push(); }) ||
-         std::any_of(backlog_.begin(), backlog_.end(),
-                     [](const OutageBacklog& b) { return !b.empty(); });
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    // A shard trying to rejoin is away, and owed at least the push it missed.
+    if (rejoin_[i].valid() || shards_[i]->has_pending_push() || !backlog_[i].empty()) return true;
+  }
+  return false;
 }
 
 uint64_t ShardedSession::version() const {

@@ -15,6 +15,7 @@
 #ifndef CONVOY_AGENT_SHARDED_SESSION_H_
 #define CONVOY_AGENT_SHARDED_SESSION_H_
 
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,31 +26,38 @@
 namespace convoy {
 
 // The parameter servers an agent's --ps names: "host:port" or, for a sharded server,
-// "host:port,host:port,..." in shard order; or "@FILE", a file listing them in shard order (one or more per
-// line, separated by commas or blanks; '#' starts a comment). Errors: INVALID_ARGUMENT for an empty address,
-// a file entry without a port or a file that lists none; a file that cannot be read, its read error.
+// "host:port,host:port,..." in shard order; or "@FILE", a file listing them in shard order (one or
+// more per line, separated by commas or blanks; '#' starts a comment). Errors: INVALID_ARGUMENT for
+// an empty address, a file entry without a port or a file that lists none; a file that cannot be
+// read, its read error.
 absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps);
 
 // A PsSession for one address, a ShardedSession for several. Errors: ParseServerList's, and the
 // channel credentials'.
 absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const AgentOptions& agent);
 
-// The session with every shard of a sharded parameter server, pushes and pulls fanned out in parallel.
+// The session with every shard of a sharded parameter server, pushes and pulls fanned out in
+// parallel.
 //
-// One shard away does not stop the others. While at least one shard is in step the session is connected:
-// each push goes to the shards in step, and each away shard's range goes into that shard's backlog (the
-// minibatch-weighted mean of the gradients, or the sum of the weight changes, as the push mode says); each
-// pull tries to rejoin the away shards (at most once per rejoin interval), pushes a rejoined shard its
-// backlog as one catch-up of all those minibatches, and takes its weights again. Meanwhile the agent keeps
-// that shard's range as last pulled. Only with every shard away is the session disconnected, and the
-// agent's own outage handling (learn locally, Rejoin, catch up) takes over; Rejoin then also pushes each
-// rejoined shard its backlog. has_pending_push() is true while any backlog is owed.
+// One shard away does not stop the others. While at least one shard is in step the session is
+// connected: each push goes to the shards in step, and each away shard's range goes into that
+// shard's backlog (the minibatch-weighted mean of the gradients, or the sum of the weight changes,
+// as the push mode says). Each pull starts a rejoin attempt of an away shard when its session's
+// pacing says one is due, on a thread of the shard's own, and never waits for it: the others'
+// exchanges take what they take with every shard up. The first pull after an attempt took pushes
+// that shard its backlog as one catch-up of all those minibatches, and takes its weights again.
+// Meanwhile the agent keeps that shard's range as last pulled. Only with every shard away is the
+// session disconnected, and the agent's own outage handling (learn locally, Rejoin, catch up) takes
+// over; Rejoin then also pushes each rejoined shard its backlog. has_pending_push() is true while
+// any backlog is owed.
 class ShardedSession : public ParameterServerSession {
  public:
-  // One options per shard, in shard order (num_shards and shard_index set). `push` says how backlogs
-  // add up.
+  // One options per shard, in shard order (num_shards and shard_index set). `push` says how
+  // backlogs add up.
   static absl::StatusOr<std::unique_ptr<ShardedSession>> Create(
       const std::vector<PsSessionOptions>& shards, PushMode push);
+  // Over sessions already made, in shard order (tests drive it over fakes).
+  ShardedSession(std::vector<std::unique_ptr<ServerSession>> shards, PushMode push);
 
   absl::StatusOr<JoinResult> Join(int num_actions, const AgentOptions& options) override;
   void StartTraining() override;
@@ -67,17 +75,22 @@ class ShardedSession : public ParameterServerSession {
   size_t num_shards() const override { return shards_.size(); }
 
  private:
-  ShardedSession(std::vector<std::unique_ptr<PsSession>> shards, PushMode push);
-
-  // In step or rejoining: takes pushes.
+  // In step or rejoining: takes pushes. A shard whose rejoin attempt is in flight is away (and its
+  // session is its attempt's thread's until it ends).
   bool Live(size_t shard) const {
-    return shards_[shard]->connected() || shards_[shard]->rejoining();
+    return !rejoin_[shard].valid() && (shards_[shard]->connected() || shards_[shard]->rejoining());
   }
-  // Pushes what shard `shard` is owed (rejoining), then clears it. Errors: the push's when it got no
-  // answer (the shard is away again and its session resends it); a refusal is logged and lost.
+  // Takes in shard `shard`'s rejoin attempt when it has ended (any time with `wait`): true when it
+  // rejoined. Without an attempt in flight, false.
+  bool RejoinEnded(size_t shard, bool wait);
+  // Pushes what shard `shard` is owed (rejoining), then clears it. Errors: the push's when it got
+  // no answer (the shard is away again and its session resends it); a refusal is logged and lost.
   absl::Status PushBacklog(size_t shard);
 
-  std::vector<std::unique_ptr<PsSession>> shards_;
+  std::vector<std::unique_ptr<ServerSession>> shards_;
+  // Each away shard's rejoin attempt in flight (valid), started by a pull. Declared after shards_,
+  // so that it is waited for before they go.
+  std::vector<std::future<absl::StatusOr<double>>> rejoin_;
   // What each shard is owed from pushes made while it was away, of its range.
   std::vector<OutageBacklog> backlog_;
   // Each shard's pull lands here, then its range is copied into place.

@@ -1,5 +1,6 @@
 // FakeSession: a ParameterServerSession with no server behind it, whose answers a test sets, for
-// driving the agent's sync logic without a network. FakeModel and FakeClock are the model and clock
+// driving the agent's sync logic without a network; FakeShard, one shard of a sharded server for
+// driving ShardedSession. FakeModel and FakeClock are the model and clock
 // the sync reads, with no learner and no wall clock.
 #ifndef CONVOY_TESTS_AGENT_FAKE_SESSION_H_
 #define CONVOY_TESTS_AGENT_FAKE_SESSION_H_
@@ -158,6 +159,162 @@ class FakeSession : public ParameterServerSession {
   std::vector<Applied> applied_ ABSL_GUARDED_BY(mu_);
   int rejoins_ ABSL_GUARDED_BY(mu_) = 0;
   size_t shards_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+// One shard of a sharded server, for driving ShardedSession: it serves [begin, end) of the flat
+// vector, all its weights `weight`. Its server can be away, and its rejoin attempts held, as a
+// silent link holds an attempt until its connect timeout. Thread-safe: ShardedSession calls it from
+// several threads.
+class FakeShard : public ServerSession {
+ public:
+  struct Applied {
+    std::vector<float> values;
+    uint32_t minibatches = 0;
+  };
+
+  FakeShard(uint64_t begin, uint64_t end, float weight)
+      : begin_(begin), end_(end), weights_(end - begin, weight) {}
+
+  // Away: pushes get no answer (kept and resent on rejoin), pulls and rejoins fail.
+  void SetServerAway(bool away) {
+    absl::MutexLock lock(&mu_);
+    away_ = away;
+  }
+  // Held: a rejoin attempt waits, unanswered, until released.
+  void HoldRejoins(bool hold) {
+    absl::MutexLock lock(&mu_);
+    hold_ = hold;
+  }
+  // What rejoin_due() says while disconnected (the pacing is PsSession's, tested on its own).
+  void SetRejoinDue(bool due) {
+    absl::MutexLock lock(&mu_);
+    due_ = due;
+  }
+  // Waits until `n` rejoin attempts have begun.
+  void AwaitRejoinsBegun(int n) const {
+    struct Begun {
+      const int* rejoins;
+      int n;
+    };
+    absl::MutexLock lock(&mu_);
+    Begun begun{&rejoins_, n};
+    mu_.Await(absl::Condition(
+        +[](Begun* b) { return *b->rejoins >= b->n; }, &begun));
+  }
+  int rejoins() const {
+    absl::MutexLock lock(&mu_);
+    return rejoins_;
+  }
+  int pulls() const {
+    absl::MutexLock lock(&mu_);
+    return pulls_;
+  }
+  std::vector<Applied> applied() const {
+    absl::MutexLock lock(&mu_);
+    return applied_;
+  }
+
+  absl::StatusOr<JoinResult> Join(int, const AgentOptions&) override {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kConnected;
+    JoinResult joined;
+    joined.epsilon = FakeSession::kEpsilon;
+    return joined;
+  }
+  void StartTraining() override {}
+  absl::StatusOr<PushResult> Push(absl::Span<const float> values, uint32_t minibatches) override {
+    absl::MutexLock lock(&mu_);
+    if (away_) {
+      pending_ = Applied{{values.begin(), values.end()}, minibatches};
+      state_ = State::kDisconnected;
+      return absl::UnavailableError("the fake shard is away");
+    }
+    applied_.push_back({{values.begin(), values.end()}, minibatches});
+    ++server_version_;
+    PushResult result;
+    result.accepted = true;
+    result.epsilon = FakeSession::kEpsilon;
+    result.version = server_version_;
+    return result;
+  }
+  absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>*) override {
+    absl::MutexLock lock(&mu_);
+    if (away_) {
+      state_ = State::kDisconnected;
+      return absl::UnavailableError("the fake shard is away");
+    }
+    ++pulls_;
+    PullUpdate update;
+    if (version_ != server_version_) {
+      *online = weights_;
+      version_ = server_version_;
+      update.online = true;
+    }
+    return update;
+  }
+  void Disconnected(const absl::Status&) override {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kDisconnected;
+  }
+  absl::StatusOr<double> Rejoin(RejoinPace) override {
+    absl::MutexLock lock(&mu_);
+    ++rejoins_;
+    mu_.Await(absl::Condition(
+        +[](bool* hold) { return !*hold; }, &hold_));
+    if (away_) return absl::UnavailableError("the fake shard is away");
+    if (pending_.has_value()) {
+      applied_.push_back(*pending_);
+      ++server_version_;
+      pending_.reset();
+    }
+    state_ = State::kRejoining;
+    return FakeSession::kEpsilon;
+  }
+  void Reconnected() override {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kConnected;
+    version_ = 0;
+  }
+  bool connected() const override {
+    absl::MutexLock lock(&mu_);
+    return state_ == State::kConnected;
+  }
+  bool rejoining() const override {
+    absl::MutexLock lock(&mu_);
+    return state_ == State::kRejoining;
+  }
+  bool rejoin_due() const override {
+    absl::MutexLock lock(&mu_);
+    return state_ == State::kDisconnected && due_;
+  }
+  bool has_pending_push() const override {
+    absl::MutexLock lock(&mu_);
+    return pending_.has_value();
+  }
+  uint64_t version() const override {
+    absl::MutexLock lock(&mu_);
+    return version_;
+  }
+  uint64_t incarnation() const override { return 1; }
+  uint64_t begin() const override { return begin_; }
+  uint64_t end() const override { return end_; }
+
+ private:
+  enum class State { kConnected, kDisconnected, kRejoining };
+
+  const uint64_t begin_, end_;
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kDisconnected;
+  bool away_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  bool due_ ABSL_GUARDED_BY(mu_) = true;
+  std::vector<float> weights_ ABSL_GUARDED_BY(mu_);
+  uint64_t server_version_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<Applied> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<Applied> applied_ ABSL_GUARDED_BY(mu_);
+  int rejoins_ ABSL_GUARDED_BY(mu_) = 0;
+  int pulls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A model whose every minibatch has the same gradient and whose local step adds it to the weights.

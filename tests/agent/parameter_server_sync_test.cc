@@ -144,6 +144,43 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "Away, each Poll past the poll interval starts a rejoin attempt, with no sync point needed, "
+    "and "
+    "the session's pacing decides whether it tries") {
+  FakeSession session(kServerWeights);
+  FakeModel model({0.0f, 0.0f}, kGradient);
+  FakeClock clock;
+  ParameterServerSync sync(&session, &model, TwoMinibatchesPerSync(), FakeSession::kEpsilon,
+                           &clock);
+  session.SetServerAway(true);
+  sync.Trained();
+  sync.Trained();
+  sync.AwaitExchange();
+  REQUIRE(sync.state() == SyncState::kAway);
+
+  sync.Poll();  // No training since: still an attempt.
+  sync.AwaitExchange();
+  CHECK(session.rejoins() == 1);
+  sync.Poll();  // Within the poll interval: none.
+  sync.AwaitExchange();
+  CHECK(session.rejoins() == 1);
+  clock.Advance(absl::Milliseconds(100));
+  sync.Poll();
+  sync.AwaitExchange();
+  CHECK(session.rejoins() == 2);
+
+  session.SetServerAway(false);
+  clock.Advance(absl::Milliseconds(100));
+  sync.Poll();  // Rejoins.
+  sync.AwaitExchange();
+  CHECK(sync.state() == SyncState::kRejoined);
+  sync.Poll();  // The catch-up.
+  sync.AwaitExchange();
+  CHECK(sync.state() == SyncState::kInStep);
+  CHECK(session.applied().size() == 1);  // The push that got no answer; nothing learned since.
+}
+
 TEST_CASE("A server away at the start leaves the agent away, learning locally") {
   FakeSession session(kServerWeights);
   session.SetServerAway(true);

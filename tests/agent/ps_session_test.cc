@@ -230,6 +230,28 @@ TEST_CASE("A push that got no answer reaches the server exactly once after a rej
   CHECK(session->version() == 3);
 }
 
+TEST_CASE(
+    "After rejoin attempts refused while the server was away, the first attempt once it is back "
+    "takes",
+    "[ps_session][faults]") {
+  LoopbackServer ps(CompactServer());
+  const int port = ps.server->port();
+  OnePushApplied trained(ps);
+  auto& [agent, session, online, target, gradient] = trained;
+  std::unique_ptr<ParameterServer> core = ps.server->TakeCore();
+  CHECK_FALSE(session->Push(gradient, 1).ok());
+  // Each refused at once; gRPC would now hold the channels in its reconnect backoff.
+  for (int i = 0; i < 5; ++i) {
+    CHECK(session->Rejoin(RejoinPace::kNow).status().code() == absl::StatusCode::kUnavailable);
+  }
+  std::unique_ptr<GrpcParameterServer> back = StartOn(port, std::move(core));
+  // A fresh channel connects at once, for the Join and for the resent push alike.
+  const absl::StatusOr<double> rejoined = session->Rejoin(RejoinPace::kNow);
+  CHECK(rejoined.ok());
+  CHECK_FALSE(session->has_pending_push());
+  CHECK(back->core().Status().updates_applied() == 2);
+}
+
 TEST_CASE("A session rejoins a server started afresh and takes its new incarnation's weights",
           "[ps_session][faults]") {
   LoopbackServer ps(CompactServer());
