@@ -137,14 +137,17 @@ absl::StatusOr<PushResult> PsSession::Push(absl::Span<const float> values,
                                            uint32_t minibatch_count) {
   absl::StatusOr<PushResult> pushed =
       ps_->Push(values.data(), values.size(), version_, minibatch_count, incarnation_);
-  if (pushed.ok() && options_.push_log != nullptr) {
-    options_.push_log->Answered({options_.agent_id, ps_->push_session(), ps_->next_sequence() - 1,
-                                 options_.shard_index, minibatch_count},
-                                *pushed);
-  }
+  const LoggedPush logged = {options_.agent_id,
+                             ps_->push_session(),
+                             ps_->next_sequence() - 1,
+                             options_.shard_index,
+                             minibatch_count,
+                             incarnation_,
+                             version_};
+  if (pushed.ok() && options_.push_log != nullptr) options_.push_log->Answered(logged, *pushed);
   if (!pushed.ok()) {
     if (ps_->has_pending_push()) {
-      pending_minibatches_ = minibatch_count;
+      pending_logged_ = logged;
       // No answer: the client keeps this push and resends it under its number on rejoin, so the
       // server applies it once whether or not it already did.
       Disconnected(state_ == State::kRejoining
@@ -216,10 +219,8 @@ absl::StatusOr<double> PsSession::TryRejoin() {
             << joined->version();
   if (ps_->has_pending_push()) {
     absl::StatusOr<PushResult> resent = ps_->ResendPendingPush();
-    if (resent.ok() && options_.push_log != nullptr) {  // The pending push is the newest.
-      options_.push_log->Answered({options_.agent_id, ps_->push_session(), ps_->next_sequence() - 1,
-                                   options_.shard_index, pending_minibatches_},
-                                  *resent);
+    if (resent.ok() && options_.push_log != nullptr) {
+      options_.push_log->Answered(pending_logged_, *resent);
     }
     LOG(INFO) << options_.agent_id << ": resent the push that got no answer: "
               << (!resent.ok()       ? resent.status().ToString()

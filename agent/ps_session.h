@@ -246,7 +246,7 @@ class PsSession : public ServerSession {
   uint64_t server_target_version_ = 0;  // The newest the server announced.
   RejoinPacer pacer_;
   uint64_t begin_ = 0, end_ = 0;
-  uint32_t pending_minibatches_ = 0;  // Of the push that got no answer, for the push log.
+  LoggedPush pending_logged_;  // The push that got no answer, as the push log names it.
 };
 
 }  // namespace convoy

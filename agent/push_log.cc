@@ -37,7 +37,8 @@ void PushLog::Answered(const LoggedPush& push, const PushResult& answer) {
       "push agent=", push.agent_id, " session=", push.session, " sequence=", push.sequence,
       " accepted=", answer.accepted ? 1 : 0, " repeated=", answer.repeated ? 1 : 0,
       " reason=", v1::RejectReason_Name(answer.reason), " incarnation=", answer.incarnation,
-      " version=", answer.version, " shard=", push.shard, " minibatches=", push.minibatches));
+      " version=", answer.version, " shard=", push.shard, " minibatches=", push.minibatches,
+      " base_incarnation=", push.base_incarnation, " base_version=", push.base_version));
 }
 
 void PushLog::Ended(const std::string& agent_id, bool in_step, uint64_t minibatches) {

@@ -2,12 +2,15 @@
 // after the fact against the parameter server's apply log (tests/cluster/chaos_check.py and
 // chaos_agents_check.py):
 //
-//   start agent=A pid=P time=T                              (a process of agent A began)
-//   trained agent=A minibatches=N time=T                    (N minibatches trained so far by this
-//   process) push agent=A session=S sequence=Q accepted=0|1 repeated=0|1 reason=R incarnation=I
-//   version=V
-//        shard=K minibatches=M                              (shard K answered push Q of session S)
-//   end agent=A in_step=0|1 minibatches=N time=T            (the process ended its run cleanly)
+//   start agent=A pid=P time=T
+//       a process of agent A began;
+//   trained agent=A minibatches=N time=T
+//       N minibatches trained so far by this process;
+//   push agent=A session=S sequence=Q accepted=0|1 repeated=0|1 reason=R incarnation=I version=V
+//        shard=K minibatches=M base_incarnation=J base_version=W
+//       shard K answered push Q of session S, computed on version W of start J (one line);
+//   end agent=A in_step=0|1 minibatches=N time=T
+//       the process ended its run cleanly.
 //
 // T is Unix time in seconds. A `push` line is written for every answer, a resent push's too, so a
 // push answered twice (its reply lost, then a repeat) has two lines. Each line is written whole and
@@ -35,6 +38,8 @@ struct LoggedPush {
   uint64_t sequence = 0;
   uint32_t shard = 0;  // 0 unsharded.
   uint32_t minibatches = 0;
+  uint64_t base_incarnation = 0;  // The weights it was computed on (0: unknown).
+  uint64_t base_version = 0;
 };
 
 class PushLog {

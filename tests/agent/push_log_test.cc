@@ -41,7 +41,7 @@ TEST_CASE(
     applied.accepted = true;
     applied.incarnation = 7;
     applied.version = 12;
-    (*log)->Answered({"agent-1", 99, 3, 1, 4}, applied);
+    (*log)->Answered({"agent-1", 99, 3, 1, 4, 7, 11}, applied);
     PushResult refused;
     refused.reason = v1::REJECT_REASON_WRONG_INCARNATION;
     refused.incarnation = 8;
@@ -55,10 +55,12 @@ TEST_CASE(
   CHECK(absl::StartsWith(lines[1], "trained agent=agent-1 minibatches=1 time="));
   CHECK(lines[2] ==
         "push agent=agent-1 session=99 sequence=3 accepted=1 repeated=0 "
-        "reason=REJECT_REASON_UNSPECIFIED incarnation=7 version=12 shard=1 minibatches=4");
+        "reason=REJECT_REASON_UNSPECIFIED incarnation=7 version=12 shard=1 minibatches=4 "
+        "base_incarnation=7 base_version=11");
   CHECK(lines[3] ==
         "push agent=agent-1 session=99 sequence=4 accepted=0 repeated=0 "
-        "reason=REJECT_REASON_WRONG_INCARNATION incarnation=8 version=10 shard=0 minibatches=2");
+        "reason=REJECT_REASON_WRONG_INCARNATION incarnation=8 version=10 shard=0 minibatches=2 "
+        "base_incarnation=0 base_version=0");
   CHECK(absl::StartsWith(lines[4], "end agent=agent-1 in_step=1 minibatches=1 time="));
   unlink(path.c_str());
 }
