@@ -282,9 +282,7 @@ void ParameterServerSync::FinalSync() {
   };
   // Asked first too: a launcher's death ends the run before any attempt (the server went with it,
   // and the launcher's watchdog allows no time for one), and a refusal's time starts sooner.
-  const bool owes = state_ != SyncState::kInStep || minibatches_ > minibatches_at_sync_ ||
-                    session_owes_ || worker_->busy();
-  if (!owes || !server_gone()) AwaitExchange();
+  if (!OwesServer() || !server_gone()) AwaitExchange();
   while (gone == ServerAbsence::kNoEvidence && clock_->Now() < give_up) {
     if (state_ == SyncState::kInStep) {
       if ((minibatches_ == minibatches_at_sync_ && !session_owes_) ||
@@ -304,8 +302,7 @@ void ParameterServerSync::FinalSync() {
     }
     if (state_ == SyncState::kAway) sleep_at_most(absl::Seconds(1));
   }
-  if (state_ != SyncState::kInStep || minibatches_ > minibatches_at_sync_ || session_owes_ ||
-      worker_->busy()) {
+  if (OwesServer()) {
     const std::string lost = absl::StrCat(
         minibatches_ - minibatches_at_sync_ + unanswered_minibatches_,
         " minibatches did not reach it",
@@ -324,6 +321,11 @@ void ParameterServerSync::FinalSync() {
                    << options_.final_sync_for << "; " << lost;
     }
   }
+}
+
+bool ParameterServerSync::OwesServer() const {
+  return state_ != SyncState::kInStep || minibatches_ > minibatches_at_sync_ || session_owes_ ||
+         worker_->busy();
 }
 
 std::string ParameterServerSync::Describe() const {

@@ -146,6 +146,9 @@ class ParameterServerSync {
   bool StartExchange(Exchange::Kind kind, RejoinPace pace = RejoinPace::kPaced);
   void FinishExchange(std::unique_ptr<Exchange> exchange);
   void PublishStats();
+  // Something learned has not reached the server yet: out of step, minibatches since the last sync,
+  // a shard owed, or an exchange still in flight.
+  bool OwesServer() const;
 
   ParameterServerSession* const session_;
   SyncedModel* const model_;
