@@ -137,17 +137,20 @@ absl::StatusOr<PushResult> PsSession::Push(absl::Span<const float> values,
                                            uint32_t minibatch_count) {
   absl::StatusOr<PushResult> pushed =
       ps_->Push(values.data(), values.size(), version_, minibatch_count, incarnation_);
-  const LoggedPush logged = {options_.agent_id,
-                             ps_->push_session(),
-                             ps_->next_sequence() - 1,
-                             options_.shard_index,
-                             minibatch_count,
-                             incarnation_,
-                             version_};
-  if (pushed.ok() && options_.push_log != nullptr) options_.push_log->Answered(logged, *pushed);
+  // Only a run with a push log names its pushes: nothing more on every push otherwise.
+  auto logged = [&] {
+    return LoggedPush{options_.agent_id,
+                      ps_->push_session(),
+                      ps_->next_sequence() - 1,
+                      options_.shard_index,
+                      minibatch_count,
+                      incarnation_,
+                      version_};
+  };
+  if (pushed.ok() && options_.push_log != nullptr) options_.push_log->Answered(logged(), *pushed);
   if (!pushed.ok()) {
     if (ps_->has_pending_push()) {
-      pending_logged_ = logged;
+      if (options_.push_log != nullptr) pending_logged_ = logged();
       // No answer: the client keeps this push and resends it under its number on rejoin, so the
       // server applies it once whether or not it already did.
       Disconnected(state_ == State::kRejoining
