@@ -183,9 +183,10 @@ absl::Status ParameterServer::Initialise() {
   }
 
   const uint64_t version = resumed ? resumed->manifest.version() : 0;
+  const uint64_t checkpoint_writer = resumed ? Lineage::WriterOf(resumed->manifest) : 0;
   if (!options_.apply_log.empty()) {
     CONVOY_ASSIGN_OR_RETURN(apply_log_, ApplyLog::Open(options_.apply_log));
-    apply_log_->Started(incarnation_, version, resumed ? Lineage::WriterOf(resumed->manifest) : 0);
+    apply_log_->Started(incarnation_, version, checkpoint_writer);
     hooks_.push_back(apply_log_.get());
   }
   // With both triggers off it has nothing to count: no lock of its own on the apply path.
@@ -225,8 +226,8 @@ absl::Status ParameterServer::Initialise() {
     // Starts killed before a checkpoint of their own served the version they resumed at; the
     // journal names them, and this start joins it before it serves.
     lineage_.AddResumedStarts(checkpointer_->ResumedStarts());
-    if (absl::Status s = checkpointer_->RecordResumedStart(
-            {incarnation_, version, Lineage::WriterOf(resumed->manifest)});
+    if (absl::Status s =
+            checkpointer_->RecordResumedStart({incarnation_, version, checkpoint_writer});
         !s.ok()) {
       LOG(WARNING) << s
                    << ": if this start is killed before its first checkpoint, pushes computed "
