@@ -3,10 +3,17 @@
 //
 // A cycle is what an agent does per update: push a gradient computed on the version it holds, then
 // pull the weights if they are newer. Each client has its own PsClient on its own gRPC channel (its
-// own TCP connection). The limit is measured in the same run: loopback TCP bytes/s between two
-// threads, and the rate of the optimizer's apply on a model-sized buffer; the limit in cycles/s is
-// min(tcp_bytes_per_s / bytes_per_cycle, apply_per_s), with bytes_per_cycle = push bytes + pull
-// bytes.
+// own TCP connection). The limit is measured in the same run, right before each measurement of
+// cycles: loopback TCP bytes/s between two threads, and the rate of the optimizer's apply on a
+// model-sized buffer; the limit in cycles/s is min(tcp_bytes_per_s / bytes_per_cycle, apply_per_s),
+// with bytes_per_cycle = push bytes + pull bytes. Beside it, the server's serial ceiling: apply
+// plus the publish copy, the one step no two pushes can share.
+//
+// A shared machine's speed drifts by tens of percent within a minute, so a limit measured once and
+// cycles measured later are not a ratio anyone can act on. Each configuration is measured
+// --repeats times, the repeats of all configurations interleaved (repeat 1 of every
+// configuration, then repeat 2, ...), each repeat's fraction taken against the limit measured just
+// before it; the table reports medians and the spread (min-max) over the repeats.
 //
 // Prints a table, then `RESULT key=value` lines. Not a test: it never fails on a slow machine.
 #include <arpa/inet.h>
@@ -25,8 +32,10 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -71,9 +80,20 @@ ABSL_FLAG(double, measure_at_unix_seconds, 0,
           "clients in several processes measure the same seconds; 0: after the warm-up.");
 ABSL_FLAG(convoy::Optimizer, optimizer, convoy::Optimizer::kAdam,
           "Optimizer of the in-process server and of the apply limit.");
-ABSL_FLAG(int64_t, tcp_bytes, int64_t{1} << 30, "Bytes each loopback TCP measurement sends.");
-ABSL_FLAG(int, tcp_repeats, 3, "Loopback TCP measurements; the fastest is the limit.");
-ABSL_FLAG(double, apply_seconds, 2, "Seconds the apply-rate measurement runs.");
+ABSL_FLAG(int64_t, tcp_bytes, int64_t{256} << 20, "Bytes each loopback TCP measurement sends.");
+ABSL_FLAG(int, tcp_repeats, 2,
+          "Loopback TCP measurements before each measurement of cycles; the fastest is the limit.");
+ABSL_FLAG(double, apply_seconds, 0.5,
+          "Seconds each apply-rate measurement runs (apply alone, then apply + publish).");
+ABSL_FLAG(int, repeats, 3,
+          "Measurements of each configuration, interleaved with the other configurations' and each "
+          "after its own measurement of the limit; the table reports medians and spreads.");
+ABSL_FLAG(std::vector<std::string>, client_channel_args, {},
+          "Extra integer gRPC channel arguments for every client channel, name=value,... (to "
+          "compare transport settings; e.g. grpc.http2.bdp_probe=0).");
+ABSL_FLAG(bool, server_info_logs, false,
+          "Show the in-process server's INFO lines (one per joining client). Off: warnings and "
+          "errors only, so that the table is not buried.");
 
 namespace convoy {
 namespace {
@@ -227,6 +247,21 @@ struct CycleResult {
 
 // The clients' TLS and token: plaintext for the in-process server, the security flags for --ps.
 ClientSecurity g_security;
+// --client_channel_args, parsed.
+std::vector<std::pair<std::string, int>> g_channel_args;
+
+absl::Status ParseChannelArgs(const std::vector<std::string>& values) {
+  for (const std::string& arg : values) {
+    const std::pair<std::string, std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
+    int value = 0;
+    if (kv.first.empty() || !absl::SimpleAtoi(kv.second, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--client_channel_args: '", arg, "' is not name=integer (e.g. grpc.http2.bdp_probe=0)"));
+    }
+    g_channel_args.emplace_back(kv.first, value);
+  }
+  return absl::OkStatus();
+}
 
 std::shared_ptr<grpc::Channel> DistinctChannel(const std::string& address) {
   grpc::ChannelArguments args;
@@ -237,6 +272,7 @@ std::shared_ptr<grpc::Channel> DistinctChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A channel argument unique to this channel makes its subchannel (its TCP connection) its own.
   args.SetInt("convoy.bench.channel_id", next_channel_id.fetch_add(1));
+  for (const auto& [name, value] : g_channel_args) args.SetInt(name, value);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       MakeChannelCredentials(g_security);
   CHECK(credentials.ok()) << credentials.status();  // Checked when g_security was set.
@@ -417,6 +453,62 @@ std::string KeyPrefix(TensorEncoding encoding) {
   return encoding == TensorEncoding::kBf16 ? "bf16_" : "";
 }
 
+// The machine's limit, measured again before every measurement of cycles.
+struct Limit {
+  double tcp_bytes_per_s = 0;  // The fastest of --tcp_repeats transfers.
+  ApplyRates apply;
+};
+
+absl::StatusOr<Limit> MeasureLimit(size_t parameters) {
+  Limit limit;
+  for (int i = 0; i < absl::GetFlag(FLAGS_tcp_repeats); ++i) {
+    CONVOY_ASSIGN_OR_RETURN(const double rate, MeasureLoopbackTcp(absl::GetFlag(FLAGS_tcp_bytes)));
+    limit.tcp_bytes_per_s = std::max(limit.tcp_bytes_per_s, rate);
+  }
+  CONVOY_ASSIGN_OR_RETURN(limit.apply,
+                          MeasureApply(parameters, absl::GetFlag(FLAGS_optimizer),
+                                       absl::Seconds(absl::GetFlag(FLAGS_apply_seconds))));
+  return limit;
+}
+
+// One measurement of one configuration, with the limit measured just before it (none against an
+// external server, whose machine this is not).
+struct Sample {
+  CycleResult cycles;
+  std::optional<Limit> limit;
+};
+
+struct Configuration {
+  TensorEncoding push;
+  int clients;
+  std::vector<Sample> samples;
+};
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  if (n == 0) return 0;
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// A figure over the repeats: its median, least and greatest.
+struct Spread {
+  double median = 0;
+  double min = 0;
+  double max = 0;
+};
+
+template <typename F>
+Spread SpreadOf(const std::vector<Sample>& samples, F value) {
+  std::vector<double> values;
+  for (const Sample& sample : samples) values.push_back(value(sample));
+  Spread spread;
+  spread.median = Median(values);
+  spread.min = *std::min_element(values.begin(), values.end());
+  spread.max = *std::max_element(values.begin(), values.end());
+  return spread;
+}
+
 int Run() {
   if (!FlagsInRange(
           "convoy_bench_ps",
@@ -424,12 +516,14 @@ int Run() {
            RealRange("warmup_seconds", absl::GetFlag(FLAGS_warmup_seconds), 0, kNoRealMax),
            IntRange("tcp_bytes", absl::GetFlag(FLAGS_tcp_bytes), 1, int64_t{1} << 40),
            IntRange("tcp_repeats", absl::GetFlag(FLAGS_tcp_repeats), 1, 1000),
+           IntRange("repeats", absl::GetFlag(FLAGS_repeats), 1, 1000),
            RealRange("apply_seconds", absl::GetFlag(FLAGS_apply_seconds), 0, kNoRealMax,
                      Ends::kOpenMin)})) {
     return kExitUsage;
   }
   // Security first: a misconfigured --ps fails before any measurement.
-  if (absl::GetFlag(FLAGS_ps).empty()) {
+  const bool in_process = absl::GetFlag(FLAGS_ps).empty();
+  if (in_process) {
     g_security.insecure = true;
   } else {
     absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
@@ -446,12 +540,8 @@ int Run() {
     LOG(ERROR) << (client_counts.ok() ? encodings.status() : client_counts.status());
     return 2;
   }
-  const double seconds = absl::GetFlag(FLAGS_seconds);
-  const double warmup_seconds = absl::GetFlag(FLAGS_warmup_seconds);
-  if (!(seconds > 0) || warmup_seconds < 0 || absl::GetFlag(FLAGS_tcp_bytes) <= 0 ||
-      absl::GetFlag(FLAGS_tcp_repeats) < 1 || !(absl::GetFlag(FLAGS_apply_seconds) > 0)) {
-    LOG(ERROR) << "--seconds, --tcp_bytes, --tcp_repeats and --apply_seconds must be positive, "
-                  "--warmup_seconds not negative";
+  if (absl::Status s = ParseChannelArgs(absl::GetFlag(FLAGS_client_channel_args)); !s.ok()) {
+    LOG(ERROR) << s;
     return 2;
   }
   absl::StatusOr<ModelInfo> model = DescribeModel(absl::GetFlag(FLAGS_model));
@@ -459,60 +549,33 @@ int Run() {
     LOG(ERROR) << model.status();
     return 2;
   }
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  const double warmup_seconds = absl::GetFlag(FLAGS_warmup_seconds);
+  const int repeats = absl::GetFlag(FLAGS_repeats);
   const size_t parameters = model->parameter_count;
   const double fp32_bytes =
       static_cast<double>(parameters) * BytesPerElement(TensorEncoding::kFp32);
   auto bytes_per_cycle = [&](TensorEncoding push) {
     return static_cast<double>(parameters) * BytesPerElement(push) + fp32_bytes;
   };
+  auto limit_for = [&](const Limit& limit, TensorEncoding push) {
+    return std::min(limit.tcp_bytes_per_s / bytes_per_cycle(push), limit.apply.apply_per_s);
+  };
+  // The in-process server logs a line per joining client: hundreds over a run.
+  if (!absl::GetFlag(FLAGS_server_info_logs)) FLAGS_minloglevel = google::GLOG_WARNING;
 
-  // The limit, measured before any server runs so nothing competes with it.
   std::printf("convoy_bench_ps: model %s, %zu parameters (%.2f MB fp32), %u hardware threads\n",
               model->spec.name.c_str(), parameters, fp32_bytes / 1e6,
               std::thread::hardware_concurrency());
-  std::fflush(stdout);
-  double tcp_bytes_per_s = 0;
-  std::vector<std::string> tcp_runs;
-  for (int i = 0; i < absl::GetFlag(FLAGS_tcp_repeats); ++i) {
-    absl::StatusOr<double> rate = MeasureLoopbackTcp(absl::GetFlag(FLAGS_tcp_bytes));
-    if (!rate.ok()) {
-      LOG(ERROR) << "loopback TCP measurement failed: " << rate.status();
-      return 1;
-    }
-    tcp_runs.push_back(absl::StrFormat("%.2f", *rate / 1e9));
-    tcp_bytes_per_s = std::max(tcp_bytes_per_s, *rate);
-  }
-  absl::StatusOr<ApplyRates> apply =
-      MeasureApply(parameters, absl::GetFlag(FLAGS_optimizer),
-                   absl::Seconds(absl::GetFlag(FLAGS_apply_seconds)));
-  if (!apply.ok()) {
-    LOG(ERROR) << "apply measurement failed: " << apply.status();
-    return 1;
-  }
-  auto limit_for = [&](TensorEncoding push) {
-    return std::min(tcp_bytes_per_s / bytes_per_cycle(push), apply->apply_per_s);
-  };
-
-  std::printf("\nMachine limit\n");
-  std::printf("  loopback TCP          %8.2f GB/s   (best of %s GB/s, %.2f GB each)\n",
-              tcp_bytes_per_s / 1e9, absl::StrJoin(tcp_runs, ", ").c_str(),
-              absl::GetFlag(FLAGS_tcp_bytes) / 1e9);
-  std::printf("  %-8s apply        %8.1f /s     (%.2f ms)\n",
-              std::string(OptimizerName(absl::GetFlag(FLAGS_optimizer))).c_str(),
-              apply->apply_per_s, 1e3 / apply->apply_per_s);
-  std::printf("  apply + publish copy  %8.1f /s     (%.2f ms)\n", apply->apply_publish_per_s,
-              1e3 / apply->apply_publish_per_s);
   for (TensorEncoding push : *encodings) {
-    const double tcp_cycles = tcp_bytes_per_s / bytes_per_cycle(push);
-    std::printf(
-        "  %s push: %.2f MB/cycle, TCP allows %.1f cycles/s, apply %.1f/s -> limit %.1f cycles/s\n",
-        Name(push), bytes_per_cycle(push) / 1e6, tcp_cycles, apply->apply_per_s, limit_for(push));
+    std::printf("  %s push: %.2f MB per cycle (push + fp32 pull)\n", Name(push),
+                bytes_per_cycle(push) / 1e6);
   }
   std::fflush(stdout);
 
   std::unique_ptr<GrpcParameterServer> server;
   std::string address = absl::GetFlag(FLAGS_ps);
-  if (address.empty()) {
+  if (in_process) {
     ParameterServerOptions options;
     options.model = absl::GetFlag(FLAGS_model);
     options.optimizer.kind = absl::GetFlag(FLAGS_optimizer);
@@ -534,38 +597,107 @@ int Run() {
     server = *std::move(started);
     address = absl::StrCat("127.0.0.1:", server->port());
   }
-  std::printf("\nPush+pull cycles against %s (%s), %.1f s measured after %.1f s warm-up each\n",
-              address.c_str(), server ? "in-process server" : "external server", seconds,
-              warmup_seconds);
-  std::printf("%-6s %7s %11s %9s %9s %10s %12s %9s %9s\n", "push", "clients", "cycles/s", "p50 ms",
-              "p99 ms", "MB/s", "limit c/s", "fraction", "rejected");
+  std::printf(
+      "\nPush+pull cycles against %s (%s), %.1f s measured after %.1f s warm-up each, %d "
+      "repeats interleaved%s\n",
+      address.c_str(), in_process ? "in-process server" : "external server", seconds,
+      warmup_seconds, repeats,
+      in_process ? "; before each, the limit: loopback TCP, apply, apply + publish" : "");
+  std::printf("%-3s %-5s %7s %10s %8s %8s %7s %8s %8s %9s %8s %8s\n", "rep", "push", "clients",
+              "cycles/s", "p50 ms", "p99 ms", "MB/s", "TCP GB/s", "apply/s", "+publish", "limit",
+              "fraction");
   std::fflush(stdout);
 
+  std::vector<Configuration> configurations;
+  for (TensorEncoding push : *encodings) {
+    for (int clients : *client_counts) configurations.push_back({push, clients, {}});
+  }
+  for (int repeat = 1; repeat <= repeats; ++repeat) {
+    for (Configuration& configuration : configurations) {
+      Sample sample;
+      if (in_process) {
+        absl::StatusOr<Limit> limit = MeasureLimit(parameters);
+        if (!limit.ok()) {
+          LOG(ERROR) << "measuring the limit failed: " << limit.status();
+          return 1;
+        }
+        sample.limit = *limit;
+      }
+      absl::StatusOr<CycleResult> r =
+          MeasureCycles(address, *model, configuration.push, configuration.clients,
+                        absl::Seconds(warmup_seconds), absl::Seconds(seconds));
+      if (!r.ok()) {
+        LOG(ERROR) << Name(configuration.push) << " with " << configuration.clients
+                   << " clients failed: " << r.status();
+        return 1;
+      }
+      sample.cycles = *r;
+      std::printf("%-3d %-5s %7d %10.1f %8.2f %8.2f %7.0f", repeat, Name(configuration.push),
+                  configuration.clients, r->cycles_per_s, r->p50_ms, r->p99_ms,
+                  r->cycles_per_s * bytes_per_cycle(configuration.push) / 1e6);
+      if (sample.limit) {
+        const double limit = limit_for(*sample.limit, configuration.push);
+        std::printf(" %8.2f %8.1f %9.1f %8.1f %8.3f", sample.limit->tcp_bytes_per_s / 1e9,
+                    sample.limit->apply.apply_per_s, sample.limit->apply.apply_publish_per_s, limit,
+                    r->cycles_per_s / limit);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+      configuration.samples.push_back(sample);
+    }
+  }
+
+  std::printf(
+      "\nMedians over %d repeats (spread: least-greatest). fraction: of the limit measured just "
+      "before each repeat;\nof ceiling: of the server's serial ceiling (apply + publish) then.\n",
+      repeats);
+  std::printf("%-5s %7s %10s %15s %8s %8s %8s %8s %15s %9s %9s %9s\n", "push", "clients",
+              "cycles/s", "spread", "p50 ms", "p99 ms", "limit", "fraction", "spread", "ceiling",
+              "of ceil.", "rejected");
   std::vector<std::string> results;
   auto result = [&](const std::string& key, double value) {
     results.push_back(absl::StrFormat("RESULT %s=%.6g", key, value));
   };
-  for (TensorEncoding push : *encodings) {
-    const double limit = limit_for(push);
-    for (int clients : *client_counts) {
-      absl::StatusOr<CycleResult> r = MeasureCycles(
-          address, *model, push, clients, absl::Seconds(warmup_seconds), absl::Seconds(seconds));
-      if (!r.ok()) {
-        LOG(ERROR) << Name(push) << " with " << clients << " clients failed: " << r.status();
-        return 1;
-      }
-      const double fraction = r->cycles_per_s / limit;
-      std::printf("%-6s %7d %11.1f %9.2f %9.2f %10.0f %12.1f %9.3f %9llu\n", Name(push), clients,
-                  r->cycles_per_s, r->p50_ms, r->p99_ms,
-                  r->cycles_per_s * bytes_per_cycle(push) / 1e6, limit, fraction,
-                  static_cast<unsigned long long>(r->rejected));
-      std::fflush(stdout);
-      const std::string prefix = KeyPrefix(push);
-      result(absl::StrCat(prefix, "cycles_per_s_", clients), r->cycles_per_s);
-      result(absl::StrCat(prefix, "p50_ms_", clients), r->p50_ms);
-      result(absl::StrCat(prefix, "p99_ms_", clients), r->p99_ms);
-      result(absl::StrCat(prefix, "fraction_of_limit_", clients), fraction);
+  for (const Configuration& configuration : configurations) {
+    const std::vector<Sample>& samples = configuration.samples;
+    const TensorEncoding push = configuration.push;
+    const Spread cycles = SpreadOf(samples, [](const Sample& s) { return s.cycles.cycles_per_s; });
+    const double p50 = SpreadOf(samples, [](const Sample& s) { return s.cycles.p50_ms; }).median;
+    const double p99 = SpreadOf(samples, [](const Sample& s) { return s.cycles.p99_ms; }).median;
+    uint64_t rejected = 0;
+    for (const Sample& s : samples) rejected += s.cycles.rejected;
+    const std::string prefix = KeyPrefix(push);
+    const std::string n = absl::StrCat(configuration.clients);
+    result(absl::StrCat(prefix, "cycles_per_s_", n), cycles.median);
+    result(absl::StrCat(prefix, "cycles_per_s_min_", n), cycles.min);
+    result(absl::StrCat(prefix, "cycles_per_s_max_", n), cycles.max);
+    result(absl::StrCat(prefix, "p50_ms_", n), p50);
+    result(absl::StrCat(prefix, "p99_ms_", n), p99);
+    std::printf("%-5s %7d %10.1f %7.1f-%-7.1f %8.2f %8.2f", Name(push), configuration.clients,
+                cycles.median, cycles.min, cycles.max, p50, p99);
+    if (in_process) {
+      const Spread limit =
+          SpreadOf(samples, [&](const Sample& s) { return limit_for(*s.limit, push); });
+      const Spread fraction = SpreadOf(samples, [&](const Sample& s) {
+        return s.cycles.cycles_per_s / limit_for(*s.limit, push);
+      });
+      const Spread ceiling =
+          SpreadOf(samples, [](const Sample& s) { return s.limit->apply.apply_publish_per_s; });
+      const Spread of_ceiling = SpreadOf(samples, [](const Sample& s) {
+        return s.cycles.cycles_per_s / s.limit->apply.apply_publish_per_s;
+      });
+      std::printf(" %8.1f %8.3f %7.3f-%-7.3f %9.1f %9.3f", limit.median, fraction.median,
+                  fraction.min, fraction.max, ceiling.median, of_ceiling.median);
+      result(absl::StrCat(prefix, "limit_cycles_per_s_", n), limit.median);
+      result(absl::StrCat(prefix, "fraction_of_limit_", n), fraction.median);
+      result(absl::StrCat(prefix, "fraction_of_limit_min_", n), fraction.min);
+      result(absl::StrCat(prefix, "fraction_of_limit_max_", n), fraction.max);
+      result(absl::StrCat(prefix, "serial_ceiling_per_s_", n), ceiling.median);
+      result(absl::StrCat(prefix, "fraction_of_serial_ceiling_", n), of_ceiling.median);
+    } else {
+      std::printf(" %8s %8s %15s %9s %9s", "-", "-", "-", "-", "-");
     }
+    std::printf(" %9llu\n", static_cast<unsigned long long>(rejected));
   }
   if (server != nullptr) {
     const v1::StatusResponse status = server->core().Status();
@@ -576,12 +708,21 @@ int Run() {
   }
 
   result("parameters", static_cast<double>(parameters));
-  result("tcp_bytes_per_s", tcp_bytes_per_s);
-  result("apply_per_s", apply->apply_per_s);
-  result("apply_publish_per_s", apply->apply_publish_per_s);
+  if (in_process) {
+    // The machine over the whole run: medians of every repeat's limit measurement.
+    std::vector<Sample> all;
+    for (const Configuration& c : configurations)
+      all.insert(all.end(), c.samples.begin(), c.samples.end());
+    result("tcp_bytes_per_s",
+           SpreadOf(all, [](const Sample& s) { return s.limit->tcp_bytes_per_s; }).median);
+    result("apply_per_s",
+           SpreadOf(all, [](const Sample& s) { return s.limit->apply.apply_per_s; }).median);
+    result("apply_publish_per_s", SpreadOf(all, [](const Sample& s) {
+                                    return s.limit->apply.apply_publish_per_s;
+                                  }).median);
+  }
   for (TensorEncoding push : *encodings) {
     result(absl::StrCat(KeyPrefix(push), "bytes_per_cycle"), bytes_per_cycle(push));
-    result(absl::StrCat(KeyPrefix(push), "limit_cycles_per_s"), limit_for(push));
   }
   std::printf("\n");
   for (const std::string& line : results) std::printf("%s\n", line.c_str());
@@ -594,12 +735,11 @@ int Run() {
 int main(int argc, char** argv) {
   convoy::InitProcess(
       argc, argv,
-      "Push+pull cycles/s of a parameter server with 1..N concurrent clients "
-      "over\n"
-      "loopback, against the machine's limit measured in the same run (loopback TCP bytes/s and "
-      "the\n"
-      "optimizer's apply rate). Ends with RESULT key=value lines.\n"
+      "Push+pull cycles/s of a parameter server with 1..N concurrent clients over loopback,\n"
+      "each measurement repeated (--repeats, interleaved) after its own measurement of the\n"
+      "machine's limit (loopback TCP bytes/s, the optimizer's apply rate, apply + publish).\n"
+      "Reports medians and spreads; ends with RESULT key=value lines.\n"
       "Usage: convoy_bench_ps [--clients=1,4,16,64] [--encodings=fp32,bf16] [--seconds=5]\n"
-      "                       [--ps=host:port]");
+      "                       [--repeats=3] [--ps=host:port,...]");
   return convoy::Run();
 }

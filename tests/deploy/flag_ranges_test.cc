@@ -170,6 +170,7 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kSim, "--max_connections=0", "--max_connections must be in [1, 65536], got 0"},
       {Binary::kBenchPs, "--seconds=0", "--seconds must be in (0, inf), got 0"},
       {Binary::kBenchPs, "--tcp_repeats=0", "--tcp_repeats must be in [1, 1000], got 0"},
+      {Binary::kBenchPs, "--repeats=0", "--repeats must be in [1, 1000], got 0"},
       {Binary::kBenchSim, "--threads=-1", "--threads must be in [0, 1024], got -1"},
       {Binary::kBenchSim, "--seconds=-2", "--seconds must be in (0, inf), got -2"},
   };
