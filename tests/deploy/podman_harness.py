@@ -86,7 +86,9 @@ class Podman:
             skip("no netavark (Debian: apt-get install netavark aardvark-dns)")
         self.name = name
         self.state = Path(os.environ.get("CONVOY_PODMAN_STATE", "/var/cache/convoy/podman"))
-        free_gb = shutil.disk_usage(self.state.parent if not self.state.exists() else self.state).free / 2**30
+        # The state directory, or on a fresh machine the nearest of its parents that exists yet.
+        existing = next(p for p in (self.state, *self.state.parents) if p.exists())
+        free_gb = shutil.disk_usage(existing).free / 2**30
         if free_gb < 10:
             skip(f"only {free_gb:.0f} GB free for {self.state}; the image build needs 10")
         conf = self.state / "conf"
