@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -151,17 +152,26 @@ template <typename Call>
 absl::Status PsClient::WithRetries(const char* what, Call call) {
   Backoff backoff(options_.backoff);
   const absl::Time give_up = absl::Now() + options_.retry_for;
+  absl::BitGen rng;
   while (true) {
     absl::Status status = Connect();
     if (status.ok()) status = call();
-    if (status.code() != absl::StatusCode::kUnavailable) return status;
-    const absl::Duration delay = backoff.NextDelay();
+    // A busy server names its delay (RESOURCE_EXHAUSTED with a retry pushback): waited out, with up
+    // to half again as jitter so that the agents it turned away do not come back together.
+    const std::optional<absl::Duration> pushback = RetryAfter(status);
+    if (status.code() != absl::StatusCode::kUnavailable && !pushback.has_value()) return status;
+    absl::Duration delay = backoff.NextDelay();
+    if (pushback.has_value()) {
+      delay = std::max(delay, *pushback * absl::Uniform(rng, 1.0, 1.5));
+    }
     if (absl::Now() + delay > give_up) {
+      // Either way the server did not take the call: an outage to its caller.
       return absl::UnavailableError(absl::StrCat(what, " to ", options_.address, " failed for ",
                                                  absl::FormatDuration(options_.retry_for), ": ",
                                                  status.message()));
     }
-    VLOG(1) << what << " unavailable (" << status.message() << "), retrying in " << delay;
+    VLOG(1) << what << (pushback ? " refused, server busy" : " unavailable") << " ("
+            << status.message() << "), retrying in " << delay;
     absl::SleepFor(delay);
   }
 }
@@ -252,7 +262,7 @@ absl::StatusOr<PushResult> PsClient::SendPush(const float* values, size_t count,
       }
     }
     writer->WritesDone();
-    return FromGrpcStatus(writer->Finish());
+    return FromGrpcCall(writer->Finish(), context);
   });
   if (!status.ok()) return status;
   PushResult result;
@@ -264,6 +274,7 @@ absl::StatusOr<PushResult> PsClient::SendPush(const float* values, size_t count,
   result.target_version = response.target_version();
   result.incarnation = response.incarnation();
   result.repeated = response.repeated();
+  result.step_pushes = response.step_pushes();
   result.message = response.message();
   return result;
 }
@@ -320,7 +331,7 @@ absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_i
       (void)reader->Finish();
       return absl::DataLossError(absl::StrCat("pull stream: ", incoming.parse_error().message()));
     }
-    absl::Status status = FromGrpcStatus(reader->Finish());
+    absl::Status status = FromGrpcCall(reader->Finish(), context);
     if (!status.ok()) return status;
     if (!bad.ok()) return bad;
     if (first) return absl::DataLossError("pull stream carried no chunk");

@@ -2,8 +2,10 @@
 //
 // Every call has a deadline. A call that fails with UNAVAILABLE (the server is down or restarting)
 // is retried with exponential backoff and jitter until `retry_for` has passed, so an agent rides
-// out a PS restart; other errors are returned at once. Thread-compatible: one PsClient per agent
-// thread.
+// out a PS restart; a push the server refused as busy (RESOURCE_EXHAUSTED with a retry pushback,
+// docs/protocol.md "A busy server") is retried likewise, after at least the delay it named. After
+// `retry_for` both are UNAVAILABLE; other errors are returned at once. Thread-compatible: one
+// PsClient per agent thread.
 //
 // Partitions: a call in flight on a silent link (a dead switch: nothing arrives, nothing says so)
 // fails once what it sent has gone unacknowledged for `silent_link_timeout`, not at its deadline.
@@ -82,7 +84,8 @@ struct PushResult {
   double epsilon = 0;
   uint64_t target_version = 0;
   uint64_t incarnation = 0;
-  bool repeated = false;  // A retry reached a server that had already answered this push.
+  bool repeated = false;     // A retry reached a server that had already answered this push.
+  uint32_t step_pushes = 0;  // The pushes the server's step that made `version` combined.
   std::string message;
 };
 

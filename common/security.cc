@@ -105,7 +105,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
   return grpc::SslCredentials(options);
 }
 
-bool CallAuthorized(const grpc::ServerContext& context, const std::string& token) {
+bool CallAuthorized(const grpc::ServerContextBase& context, const std::string& token) {
   if (token.empty()) return true;
   const std::multimap<grpc::string_ref, grpc::string_ref>& metadata = context.client_metadata();
   auto it = metadata.find(kAuthorizationHeader);

@@ -50,7 +50,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 
 // Whether the call carries "authorization: Bearer <token>" (constant-time comparison). An empty
 // token accepts every call.
-bool CallAuthorized(const grpc::ServerContext& context, const std::string& token);
+bool CallAuthorized(const grpc::ServerContextBase& context, const std::string& token);
 
 // Adds the bearer token (if any) to an outgoing call.
 void AddAuthToken(grpc::ClientContext* context, const std::string& token);

@@ -25,10 +25,17 @@ void ApplyLog::Started(uint64_t incarnation, uint64_t version, uint64_t checkpoi
       checkpoint_writer == 0 ? "" : absl::StrCat(" resumed_from=", checkpoint_writer)));
 }
 
-void ApplyLog::Applied(const AppliedPush& push) {
-  Append(absl::StrCat("apply incarnation=", push.incarnation, " version=", push.version, " agent=",
-                      push.agent_id, " session=", push.push_session, " sequence=", push.sequence,
-                      " minibatches=", push.minibatches, " staleness=", push.staleness));
+void ApplyLog::Applied(absl::Mutex&, const AppliedStep& step) {
+  // One write for the whole step: its lines land together, in summation order.
+  std::string lines;
+  for (const AppliedPush& push : step.pushes) {
+    absl::StrAppend(&lines, "apply incarnation=", step.incarnation, " version=", step.version,
+                    " agent=", push.agent_id, " session=", push.push_session,
+                    " sequence=", push.sequence, " minibatches=", push.minibatches,
+                    " staleness=", push.staleness, "\n");
+  }
+  lines.pop_back();  // Append ends the last line.
+  Append(lines);
 }
 
 void ApplyLog::Checkpointed(uint64_t incarnation, uint64_t version) {

@@ -8,6 +8,9 @@
 //   apply incarnation=I version=V agent=A session=S sequence=Q minibatches=N staleness=T
 //   checkpoint incarnation=I version=V                  (after the checkpoint is durable)
 //
+// One optimizer step that combined K pushes (--max_pushes_per_step) writes K "apply" lines of the
+// same version, in the order the step summed them; versions rise by one from step to step.
+//
 // A start's "checkpoint" line follows the durable write, so a start killed between the two wrote a
 // checkpoint its lines never name; resumed_from names its writer all the same.
 //
@@ -23,11 +26,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "param_server/apply_hooks.h"
+#include "param_server/server_part.h"
 
 namespace convoy {
 
-class ApplyLog : public ApplyHook {
+class ApplyLog : public ServerPart {
  public:
   // Opens (creating, or appending to) `path`. Errors: ErrnoError's code naming the path.
   static absl::StatusOr<std::unique_ptr<ApplyLog>> Open(const std::string& path);
@@ -40,7 +43,7 @@ class ApplyLog : public ApplyHook {
   // together.
   // `checkpoint_writer`: the start that wrote the checkpoint resumed from (0: fresh, or unknown).
   void Started(uint64_t incarnation, uint64_t version, uint64_t checkpoint_writer = 0);
-  void Applied(const AppliedPush& push) override;
+  void Applied(absl::Mutex& mu, const AppliedStep& step) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Checkpointed(uint64_t incarnation, uint64_t version) override;
 
  private:

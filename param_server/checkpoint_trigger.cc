@@ -31,9 +31,9 @@ void CheckpointTrigger::Stop() {
   task.reset();
 }
 
-void CheckpointTrigger::AfterApply(const AppliedPush&) {
+void CheckpointTrigger::AfterApply(const AppliedStep& step) {
   absl::MutexLock lock(&mu_);
-  ++updates_since_checkpoint_;
+  updates_since_checkpoint_ += step.pushes.size();
   if (task_ != nullptr && DueByUpdates()) task_->Wake();
 }
 

@@ -1,6 +1,6 @@
 // CheckpointTrigger: when the periodic checkpoint is due, every checkpoint_every_updates applied
-// updates and/or every checkpoint_every, and the background task that writes it. It follows the
-// applies as a hook (apply_hooks.h), so Apply does not know about checkpoints.
+// updates (applied pushes) and/or every checkpoint_every, and the background task that writes it.
+// It follows the applies as a part (server_part.h), so the apply does not know about checkpoints.
 //
 // Thread-safe. Its lock is never held while the checkpoint runs, and the server calls AfterApply
 // with none of its own locks held: a checkpoint takes the server's writer lock, and Stop waits for
@@ -16,11 +16,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/periodic_task.h"
-#include "param_server/apply_hooks.h"
+#include "param_server/server_part.h"
 
 namespace convoy {
 
-class CheckpointTrigger : public ApplyHook {
+class CheckpointTrigger : public ServerPart {
  public:
   // every_updates: applied updates between periodic checkpoints, 0: off. every: time between them,
   // zero or less: off.
@@ -40,11 +40,9 @@ class CheckpointTrigger : public ApplyHook {
   // checkpoint takes. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
-  void Applied(const AppliedPush&) override {}
-  // Counts the update and wakes the task once every_updates are due.
-  void AfterApply(const AppliedPush& push) override ABSL_LOCKS_EXCLUDED(mu_);
-  // Any checkpoint, periodic or asked for, leaves the periodic schedule as it is.
-  void Checkpointed(uint64_t, uint64_t) override {}
+  // Counts the step's pushes and wakes the task once every_updates are due. Any checkpoint,
+  // periodic or asked for, leaves the periodic schedule as it is.
+  void AfterApply(const AppliedStep& step) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // In the task: whether a trigger is due now; if one is, both start counting again from now. A

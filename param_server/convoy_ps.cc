@@ -25,7 +25,8 @@
 namespace {
 // The defaults every flag below shows: ParameterServerOptions', written once there.
 const convoy::ParameterServerOptions& Defaults() {
-  static const convoy::ParameterServerOptions* const defaults = new convoy::ParameterServerOptions();
+  static const convoy::ParameterServerOptions* const defaults =
+      new convoy::ParameterServerOptions();
   return *defaults;
 }
 }  // namespace
@@ -36,36 +37,41 @@ ABSL_FLAG(std::string, port_file, "",
           "If set, the bound port is written to this file once serving.");
 ABSL_FLAG(std::string, model, Defaults().model,
           "Model to serve (registry name, e.g. cookbook, nature_dueling).");
-ABSL_FLAG(int, num_actions, Defaults().num_actions,
-          "Number of discrete actions of the Q-network.");
+ABSL_FLAG(int, num_actions, Defaults().num_actions, "Number of discrete actions of the Q-network.");
 ABSL_FLAG(uint64_t, seed, Defaults().seed, "Seed of the initial weights.");
-ABSL_FLAG(std::string, init_checkpoint, "",
-          "Take the initial weights from: a checkpoint directory (ckpt-...), a run's --checkpoint_dir "
-          "(its newest), or a sharded run's checkpoint set (the directory holding shard-0, shard-1, "
-          "...), assembled; each shard takes its slice, so a run can restart with another "
-          "--num_shards. The optimizer's state and the versions start over.");
+ABSL_FLAG(
+    std::string, init_checkpoint, "",
+    "Take the initial weights from: a checkpoint directory (ckpt-...), a run's --checkpoint_dir "
+    "(its newest), or a sharded run's checkpoint set (the directory holding shard-0, shard-1, "
+    "...), assembled; each shard takes its slice, so a run can restart with another "
+    "--num_shards. The optimizer's state and the versions start over.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for checkpoints; empty disables them.");
 ABSL_FLAG(bool, resume, Defaults().resume,
           "Continue the run of the newest valid checkpoint in --checkpoint_dir. Without it, a "
           "--checkpoint_dir that holds checkpoints is refused (exit 2): they are another run's.");
 ABSL_FLAG(int, keep_checkpoints, Defaults().keep_checkpoints, "Newest checkpoints to keep.");
-ABSL_FLAG(uint64_t, checkpoint_every_updates, Defaults().checkpoint_every_updates, "Checkpoint every N applied updates (0: off).");
+ABSL_FLAG(uint64_t, checkpoint_every_updates, Defaults().checkpoint_every_updates,
+          "Checkpoint every N applied updates (0: off).");
 ABSL_FLAG(double, checkpoint_every_seconds, absl::ToDoubleSeconds(Defaults().checkpoint_every),
           "Checkpoint every N seconds (0: off).");
 ABSL_FLAG(convoy::Optimizer, optimizer, Defaults().optimizer.kind,
           "adam, adamw, rmsprop, sgd, or delta (w += pushed tensor).");
-ABSL_FLAG(double, learning_rate, Defaults().optimizer.learning_rate,
-          "Learning rate of the server's optimizer, and of the agents' local Adam (handed to agents).");
+ABSL_FLAG(
+    double, learning_rate, Defaults().optimizer.learning_rate,
+    "Learning rate of the server's optimizer, and of the agents' local Adam (handed to agents).");
 ABSL_FLAG(double, beta1, Defaults().optimizer.beta1, "Adam beta1.");
 ABSL_FLAG(double, beta2, Defaults().optimizer.beta2, "Adam beta2.");
 ABSL_FLAG(double, eps, Defaults().optimizer.eps, "Optimizer epsilon (Adam, RMSprop).");
-ABSL_FLAG(double, weight_decay, Defaults().optimizer.weight_decay, "Weight decay (L2; decoupled for adamw).");
+ABSL_FLAG(double, weight_decay, Defaults().optimizer.weight_decay,
+          "Weight decay (L2; decoupled for adamw).");
 ABSL_FLAG(double, momentum, Defaults().optimizer.momentum, "Momentum for sgd and rmsprop.");
 ABSL_FLAG(double, rmsprop_alpha, Defaults().optimizer.rmsprop_alpha, "RMSprop smoothing constant.");
-ABSL_FLAG(double, max_grad_norm, Defaults().optimizer.max_grad_norm, "Clip each pushed gradient's L2 norm to this (0: off).");
+ABSL_FLAG(double, max_grad_norm, Defaults().optimizer.max_grad_norm,
+          "Clip each pushed gradient's L2 norm to this (0: off).");
 ABSL_FLAG(int64_t, max_staleness, Defaults().max_staleness,
           "Reject pushes computed more than this many versions ago (-1: accept any).");
-ABSL_FLAG(bool, staleness_lr_scaling, Defaults().staleness_lr_scaling, "Apply a push s versions old with lr / (1 + s).");
+ABSL_FLAG(bool, staleness_lr_scaling, Defaults().staleness_lr_scaling,
+          "Apply a push s versions old with lr / (1 + s).");
 ABSL_FLAG(uint64_t, average_horizon, Defaults().average_horizon,
           "The averaged network (pull NETWORK_AVERAGE; average.pt in checkpoints): the online "
           "weights averaged exponentially over this many applied minibatches (0: off).");
@@ -76,11 +82,13 @@ ABSL_FLAG(
     "global: one epsilon decayed per update (the cookbook's); apex: fixed per-agent epsilons.");
 ABSL_FLAG(double, start_epsilon, Defaults().exploration.start_epsilon, "Initial global epsilon.");
 ABSL_FLAG(double, min_epsilon, Defaults().exploration.min_epsilon, "Floor of the global epsilon.");
-ABSL_FLAG(double, per_iter_epsilon_reduction,
-          Defaults().exploration.per_iter_epsilon_reduction, "Subtracted from epsilon per applied update.");
-ABSL_FLAG(double, apex_base_epsilon, Defaults().exploration.apex_base_epsilon, "Ape-X: epsilon_i = base^(1 + alpha * i / (N - 1)).");
+ABSL_FLAG(double, per_iter_epsilon_reduction, Defaults().exploration.per_iter_epsilon_reduction,
+          "Subtracted from epsilon per applied update.");
+ABSL_FLAG(double, apex_base_epsilon, Defaults().exploration.apex_base_epsilon,
+          "Ape-X: epsilon_i = base^(1 + alpha * i / (N - 1)).");
 ABSL_FLAG(double, apex_alpha, Defaults().exploration.apex_alpha, "Ape-X alpha.");
-ABSL_FLAG(uint32_t, apex_num_agents, Defaults().exploration.apex_num_agents, "Ape-X: N, the number of agents.");
+ABSL_FLAG(uint32_t, apex_num_agents, Defaults().exploration.apex_num_agents,
+          "Ape-X: N, the number of agents.");
 // The run settings agents adopt (common/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_PS_RUN_SETTING_FLAG)
 ABSL_FLAG(double, shutdown_grace_seconds, 10,
@@ -110,7 +118,33 @@ ABSL_FLAG(int, credentials_days, 365, "Validity of the --write_credentials certi
 ABSL_FLAG(bool, health_without_auth, false, "Answer health checks without the bearer token.");
 ABSL_FLAG(double, stream_idle_timeout_seconds, 60,
           "Cancel a push stream that sends no chunk for this long, so a stalled client frees its "
-          "handler thread and buffer (0: never).");
+          "push buffer (0: never).");
+ABSL_FLAG(uint32_t, max_pushes_per_step, Defaults().max_pushes_per_step,
+          "Pushes one optimizer step may combine: the apply worker drains up to this many queued "
+          "pushes, decides each (exactly-once, lineage, staleness) against the version before the "
+          "step, and steps once on the accepted ones' minibatch-weighted mean, making one version. "
+          "1: one step per push.");
+ABSL_FLAG(uint32_t, push_buffers, 0,
+          "Model-sized buffers pushes are received into: the bound on pushes being received, "
+          "queued or applied, and on their memory (this x parameters x 4 bytes). 0: 2 x "
+          "--max_pushes_per_step + 4.");
+ABSL_FLAG(uint32_t, max_waiting_pushes, 4096,
+          "Push streams that may wait, unread, for a buffer; the next is refused with "
+          "RESOURCE_EXHAUSTED (SERVER_BUSY) and a retry delay, which agents honour.");
+ABSL_FLAG(
+    uint32_t, concurrent_pulls, 0,
+    "Pulls written at once (each of the newest version when its turn comes); the others wait, "
+    "holding nothing, so the weights in flight are bounded. 0: as many as the default push "
+    "buffers.");
+ABSL_FLAG(uint32_t, receive_window_kib, 256,
+          "Each stream's HTTP/2 receive window, KiB, fixed: what a push waiting for a buffer may "
+          "have sent ahead (the transport holds about connections x this), and one push's rate is "
+          "at most this per round trip. 0: gRPC's adaptive window (BDP probing), which grows to "
+          "megabytes per connection.");
+ABSL_FLAG(uint32_t, apply_threads, 0,
+          "Threads of the optimizer step (LibTorch's intra-op pool: the combination of a step's "
+          "pushes and the optimizer's element-wise work, split into ranges of the parameters). "
+          "0: one per core.");
 ABSL_FLAG(std::string, apply_log, "",
           "Append every start, applied update (which agent's push became which version) and "
           "checkpoint to this file, one line each, for audits and replays; empty: none.");
@@ -139,41 +173,46 @@ RunSettings RunSettingsFromFlags() {
 // settings' ranges are the table's.
 bool NumericFlagsInRange() {
   std::vector<FlagRange> ranges = RunSettingRanges(RunSettingsFromFlags());
-  const std::vector<FlagRange> others =
-      {IntRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
-       IntRange("num_actions", absl::GetFlag(FLAGS_num_actions), 1, 4096),
-       IntRange("keep_checkpoints", absl::GetFlag(FLAGS_keep_checkpoints), 1, 100000),
-       RealRange("checkpoint_every_seconds", absl::GetFlag(FLAGS_checkpoint_every_seconds), 0,
-                 kNoRealMax),
-       RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
-                 Ends::kOpenMin),
-       RealRange("beta1", absl::GetFlag(FLAGS_beta1), 0, 1, Ends::kOpenMax),
-       RealRange("beta2", absl::GetFlag(FLAGS_beta2), 0, 1, Ends::kOpenMax),
-       RealRange("eps", absl::GetFlag(FLAGS_eps), 0, 1, Ends::kOpenMin),
-       RealRange("weight_decay", absl::GetFlag(FLAGS_weight_decay), 0, 1),
-       RealRange("momentum", absl::GetFlag(FLAGS_momentum), 0, 1, Ends::kOpenMax),
-       RealRange("rmsprop_alpha", absl::GetFlag(FLAGS_rmsprop_alpha), 0, 1, Ends::kOpenMax),
-       RealRange("max_grad_norm", absl::GetFlag(FLAGS_max_grad_norm), 0, kNoRealMax),
-       IntRange("max_staleness", absl::GetFlag(FLAGS_max_staleness), -1, kNoIntMax),
-       UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
-       RealRange("average_every_seconds", absl::GetFlag(FLAGS_average_every_seconds), 0, kNoRealMax,
-                 Ends::kOpenMin),
-       RealRange("start_epsilon", absl::GetFlag(FLAGS_start_epsilon), 0, 1),
-       RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
-       RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
-                 1),
-       RealRange("apex_base_epsilon", absl::GetFlag(FLAGS_apex_base_epsilon), 0, 1),
-       RealRange("apex_alpha", absl::GetFlag(FLAGS_apex_alpha), 0, 100),
-       UintRange("apex_num_agents", absl::GetFlag(FLAGS_apex_num_agents), 1, 65536),
-       RealRange("shutdown_grace_seconds", absl::GetFlag(FLAGS_shutdown_grace_seconds), 0,
-                 kNoRealMax),
-       IntRange("credentials_days", absl::GetFlag(FLAGS_credentials_days), 1, 36500),
-       RealRange("stream_idle_timeout_seconds", absl::GetFlag(FLAGS_stream_idle_timeout_seconds), 0,
-                 kNoRealMax),
-       RealRange("fault_lose_replies", absl::GetFlag(FLAGS_fault_lose_replies), 0, 1),
-       UintRange("num_shards", absl::GetFlag(FLAGS_num_shards), 1, 65536),
-       UintRange("shard_index", absl::GetFlag(FLAGS_shard_index), 0,
-                 std::max<uint32_t>(absl::GetFlag(FLAGS_num_shards), 1) - 1)};
+  const std::vector<FlagRange> others = {
+      IntRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
+      IntRange("num_actions", absl::GetFlag(FLAGS_num_actions), 1, 4096),
+      IntRange("keep_checkpoints", absl::GetFlag(FLAGS_keep_checkpoints), 1, 100000),
+      RealRange("checkpoint_every_seconds", absl::GetFlag(FLAGS_checkpoint_every_seconds), 0,
+                kNoRealMax),
+      RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax, Ends::kOpenMin),
+      RealRange("beta1", absl::GetFlag(FLAGS_beta1), 0, 1, Ends::kOpenMax),
+      RealRange("beta2", absl::GetFlag(FLAGS_beta2), 0, 1, Ends::kOpenMax),
+      RealRange("eps", absl::GetFlag(FLAGS_eps), 0, 1, Ends::kOpenMin),
+      RealRange("weight_decay", absl::GetFlag(FLAGS_weight_decay), 0, 1),
+      RealRange("momentum", absl::GetFlag(FLAGS_momentum), 0, 1, Ends::kOpenMax),
+      RealRange("rmsprop_alpha", absl::GetFlag(FLAGS_rmsprop_alpha), 0, 1, Ends::kOpenMax),
+      RealRange("max_grad_norm", absl::GetFlag(FLAGS_max_grad_norm), 0, kNoRealMax),
+      IntRange("max_staleness", absl::GetFlag(FLAGS_max_staleness), -1, kNoIntMax),
+      UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
+      RealRange("average_every_seconds", absl::GetFlag(FLAGS_average_every_seconds), 0, kNoRealMax,
+                Ends::kOpenMin),
+      RealRange("start_epsilon", absl::GetFlag(FLAGS_start_epsilon), 0, 1),
+      RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
+      RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
+                1),
+      RealRange("apex_base_epsilon", absl::GetFlag(FLAGS_apex_base_epsilon), 0, 1),
+      RealRange("apex_alpha", absl::GetFlag(FLAGS_apex_alpha), 0, 100),
+      UintRange("apex_num_agents", absl::GetFlag(FLAGS_apex_num_agents), 1, 65536),
+      RealRange("shutdown_grace_seconds", absl::GetFlag(FLAGS_shutdown_grace_seconds), 0,
+                kNoRealMax),
+      IntRange("credentials_days", absl::GetFlag(FLAGS_credentials_days), 1, 36500),
+      RealRange("stream_idle_timeout_seconds", absl::GetFlag(FLAGS_stream_idle_timeout_seconds), 0,
+                kNoRealMax),
+      RealRange("fault_lose_replies", absl::GetFlag(FLAGS_fault_lose_replies), 0, 1),
+      UintRange("max_pushes_per_step", absl::GetFlag(FLAGS_max_pushes_per_step), 1, 65536),
+      UintRange("push_buffers", absl::GetFlag(FLAGS_push_buffers), 0, 1 << 20),
+      UintRange("max_waiting_pushes", absl::GetFlag(FLAGS_max_waiting_pushes), 0, 1 << 24),
+      UintRange("concurrent_pulls", absl::GetFlag(FLAGS_concurrent_pulls), 0, 1 << 20),
+      UintRange("receive_window_kib", absl::GetFlag(FLAGS_receive_window_kib), 0, 1 << 20),
+      UintRange("apply_threads", absl::GetFlag(FLAGS_apply_threads), 0, 4096),
+      UintRange("num_shards", absl::GetFlag(FLAGS_num_shards), 1, 65536),
+      UintRange("shard_index", absl::GetFlag(FLAGS_shard_index), 0,
+                std::max<uint32_t>(absl::GetFlag(FLAGS_num_shards), 1) - 1)};
   ranges.insert(ranges.end(), others.begin(), others.end());
   return FlagsInRange("convoy_ps", ranges);
 }
@@ -214,11 +253,13 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.apply_log = absl::GetFlag(FLAGS_apply_log);
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
   o.shard_index = absl::GetFlag(FLAGS_shard_index);
+  o.max_pushes_per_step = absl::GetFlag(FLAGS_max_pushes_per_step);
+  o.apply_threads = absl::GetFlag(FLAGS_apply_threads);
   return o;
 }
 
-// What the run did, as GetStatus has it, for the log's last line: the version, the bytes on the wire, and
-// each agent with the host it joined from and its pushes.
+// What the run did, as GetStatus has it, for the log's last line: the version, the bytes on the
+// wire, and each agent with the host it joined from and its pushes.
 std::string FinalStatusLine(const v1::StatusResponse& status) {
   std::vector<std::string> agents;
   for (const v1::AgentStatus& agent : status.agents()) {
@@ -228,7 +269,8 @@ std::string FinalStatusLine(const v1::StatusResponse& status) {
   }
   return absl::StrCat("final status: version ", status.version(), ", updates ",
                       status.updates_applied(), ", bytes in ", status.bytes_in(), " out ",
-                      status.bytes_out(), ", agents: ", agents.empty() ? "none" : absl::StrJoin(agents, ", "));
+                      status.bytes_out(),
+                      ", agents: ", agents.empty() ? "none" : absl::StrJoin(agents, ", "));
 }
 
 int WriteCredentials(const std::string& dir) {
@@ -301,9 +343,14 @@ int Run() {
   const uint64_t version = (*core)->version();
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_bind), ":", absl::GetFlag(FLAGS_port));
+  ServiceOptions service;
+  service.stream_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_idle_timeout_seconds));
+  service.push_buffers = absl::GetFlag(FLAGS_push_buffers);
+  service.max_waiting_pushes = absl::GetFlag(FLAGS_max_waiting_pushes);
+  service.concurrent_pulls = absl::GetFlag(FLAGS_concurrent_pulls);
+  service.receive_window_bytes = absl::GetFlag(FLAGS_receive_window_kib) << 10;
   absl::StatusOr<std::unique_ptr<GrpcParameterServer>> server =
-      GrpcParameterServer::Start(*std::move(core), address, security,
-                                 absl::Seconds(absl::GetFlag(FLAGS_stream_idle_timeout_seconds)));
+      GrpcParameterServer::Start(*std::move(core), address, security, service);
   if (!server.ok()) {
     LOG(ERROR) << server.status();
     return 1;
@@ -326,13 +373,19 @@ int Run() {
                     : "")
             << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
             << " bytes fp32; optimizer " << OptimizerName(options.optimizer.kind) << " lr "
-            << options.optimizer.learning_rate << "; version " << version << "; on " << bound
+            << options.optimizer.learning_rate << ", steps of up to " << options.max_pushes_per_step
+            << " pushes on " << ApplyThreads() << " threads, "
+            << PushBuffersFor(service, options.max_pushes_per_step) << " push buffers ("
+            << PushBuffersFor(service, options.max_pushes_per_step) * model.parameter_count *
+                   sizeof(float) / (1 << 20)
+            << " MiB); version " << version << "; on " << bound
             << (security.tls_cert_file.empty() ? " (plaintext" : " (TLS")
             << (security.tls_client_ca_file.empty() ? "" : ", client certificates required")
             << (security.auth_token.empty() ? ", no token)" : ", bearer token)");
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     // Whole or absent: a launcher polling for the file never reads half a number.
-    if (absl::Status s = WriteFileAtomically(port_file, absl::StrCat((*server)->port(), "\n"), 0644);
+    if (absl::Status s =
+            WriteFileAtomically(port_file, absl::StrCat((*server)->port(), "\n"), 0644);
         !s.ok()) {
       LOG(ERROR) << "--port_file: " << s;
       return 1;

@@ -23,22 +23,23 @@ inline constexpr char kParameterServerServiceName[] = "convoy.v1.ParameterServer
 class GrpcParameterServer {
  public:
   // Listens on `address` ("host:port"; port 0 picks a free one) with `security` (TLS or explicit
-  // plaintext, bearer token) and reports SERVING. Errors: the credentials' (a missing TLS file, TLS
-  // neither given nor waived with insecure); UNAVAILABLE when the address cannot be bound.
-  // A push stream idle for `stream_idle_timeout` (zero: never) is cancelled and counted as a
-  // rejection.
+  // plaintext, bearer token) and reports SERVING. `service` bounds the pushes in flight and says
+  // when an idle push stream is cancelled (service.h). Errors: the credentials' (a missing TLS
+  // file, TLS neither given nor waived with insecure); UNAVAILABLE when the address cannot be
+  // bound.
   static absl::StatusOr<std::unique_ptr<GrpcParameterServer>> Start(
       std::unique_ptr<ParameterServer> server, const std::string& address,
-      const ServerSecurity& security, absl::Duration stream_idle_timeout = absl::Seconds(60));
+      const ServerSecurity& security, const ServiceOptions& service = {});
   ~GrpcParameterServer();
 
   // The clean stop: NOT_SERVING, refuse new pushes, let in-flight RPCs finish (cancelling those
-  // still running after `grace`), then write a final checkpoint when checkpoints are on.
+  // still running after `grace`; a push already received is still applied and answered), then
+  // write a final checkpoint when checkpoints are on.
   // Idempotent. Returns the final checkpoint's status (OK when checkpoints are off).
   absl::Status Shutdown(absl::Duration grace = absl::Seconds(10));
 
-  // Shuts down (as Shutdown with no grace) and hands back the core, to be served again: for tests of a
-  // server that is unreachable for a while yet keeps its state and incarnation.
+  // Shuts down (as Shutdown with no grace) and hands back the core, to be served again: for tests
+  // of a server that is unreachable for a while yet keeps its state and incarnation.
   std::unique_ptr<ParameterServer> TakeCore();
 
   int port() const { return port_; }

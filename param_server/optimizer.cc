@@ -1,5 +1,6 @@
 #include "param_server/optimizer.h"
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <sstream>
@@ -12,6 +13,10 @@
 
 namespace convoy {
 namespace {
+
+// Elements per task of LibTorch's intra-op pool when combining pushes: large enough that a task's
+// overhead is noise, small enough that a cookbook-sized model spreads over a machine's cores.
+constexpr int64_t kCombineGrain = int64_t{1} << 15;
 
 // The LibTorch optimizers, run on a single parameter that views the master buffer.
 class TorchFlatOptimizer final : public FlatOptimizer {
@@ -67,6 +72,12 @@ class TorchFlatOptimizer final : public FlatOptimizer {
     param_.mutable_grad() = torch::Tensor();  // Do not keep a view of the caller's buffer.
   }
 
+  void Step(const std::vector<StepInput>& inputs) override {
+    if (inputs.empty()) return;
+    const double lr_scale = CombineGradients(inputs, static_cast<size_t>(size_));
+    Apply(inputs.front().values, lr_scale);
+  }
+
   absl::StatusOr<std::string> SaveState() const override {
     torch::serialize::OutputArchive archive;
     optimizer_->save(archive);
@@ -82,8 +93,9 @@ class TorchFlatOptimizer final : public FlatOptimizer {
       archive.load_from(in);
       optimizer_->load(archive);
     } catch (const c10::Error& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("optimizer state does not match '", OptimizerName(options_.kind), "': ", e.what_without_backtrace()));
+      return absl::InvalidArgumentError(absl::StrCat("optimizer state does not match '",
+                                                     OptimizerName(options_.kind),
+                                                     "': ", e.what_without_backtrace()));
     }
     return absl::OkStatus();
   }
@@ -106,7 +118,8 @@ class TorchFlatOptimizer final : public FlatOptimizer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };
 
-// w += lr_scale * delta: the cookbook's agents pushed weight deltas computed by their own optimizers.
+// w += lr_scale * delta: the cookbook's agents pushed weight deltas computed by their own
+// optimizers.
 class DeltaOptimizer final : public FlatOptimizer {
  public:
   DeltaOptimizer(const OptimizerOptions& options, float* weights, size_t size)
@@ -121,10 +134,15 @@ class DeltaOptimizer final : public FlatOptimizer {
     weights_.add_(delta, lr_scale);
   }
 
+  void Step(const std::vector<StepInput>& inputs) override {
+    for (const StepInput& input : inputs) Apply(input.values, input.lr_scale);
+  }
+
   absl::StatusOr<std::string> SaveState() const override { return std::string(); }
   absl::Status RestoreState(const std::string& bytes) override {
     if (!bytes.empty()) {
-      return absl::InvalidArgumentError("the delta rule keeps no state, but the checkpoint holds some");
+      return absl::InvalidArgumentError(
+          "the delta rule keeps no state, but the checkpoint holds some");
     }
     return absl::OkStatus();
   }
@@ -135,6 +153,57 @@ class DeltaOptimizer final : public FlatOptimizer {
 };
 
 }  // namespace
+
+void SetApplyThreads(uint32_t threads) {
+  if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+}
+
+int ApplyThreads() { return at::get_num_threads(); }
+
+double CombineGradients(const std::vector<StepInput>& inputs, size_t size) {
+  if (inputs.size() <= 1) return inputs.empty() ? 1.0 : inputs.front().lr_scale;
+  double minibatches = 0;
+  for (const StepInput& input : inputs) minibatches += input.minibatches;
+  std::vector<float> weights;
+  double lr_scale = 0;
+  for (const StepInput& input : inputs) {
+    const double share = input.minibatches / minibatches;
+    weights.push_back(static_cast<float>(share));
+    lr_scale += share * input.lr_scale;
+  }
+  float* const out = inputs.front().values;
+  at::parallel_for(0, static_cast<int64_t>(size), kCombineGrain, [&](int64_t begin, int64_t end) {
+    // One pass per input over a range that stays in cache, each a loop the compiler vectorises;
+    // element by element the sum is ((w0 x0 + w1 x1) + w2 x2) + ..., in the inputs' order.
+    const float w0 = weights[0];
+    for (int64_t j = begin; j < end; ++j) out[j] = w0 * out[j];
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      const float w = weights[i];
+      const float* const x = inputs[i].values;
+      for (int64_t j = begin; j < end; ++j) out[j] += w * x[j];
+    }
+  });
+  return lr_scale;
+}
+
+absl::Status FlatOptimizer::SaveTo(absl::Mutex&, CheckpointData& data) const {
+  CONVOY_ASSIGN_OR_RETURN(data.optimizer_state, SaveState());
+  data.manifest.set_optimizer(std::string(OptimizerName(options_.kind)));
+  return absl::OkStatus();
+}
+
+absl::Status FlatOptimizer::Restore(absl::Mutex&, LoadedCheckpoint& checkpoint) {
+  if (checkpoint.manifest.optimizer() != OptimizerName(options_.kind)) {
+    LOG(WARNING) << "checkpoint " << checkpoint.path << " was written with optimizer '"
+                 << checkpoint.manifest.optimizer() << "'; starting '"
+                 << OptimizerName(options_.kind) << "' with fresh state";
+    return absl::OkStatus();
+  }
+  if (absl::Status s = RestoreState(checkpoint.optimizer_state); !s.ok()) {
+    return absl::DataLossError(absl::StrCat(checkpoint.path, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::string_view OptimizerName(Optimizer optimizer) {
   switch (optimizer) {
@@ -175,7 +244,8 @@ std::string AbslUnparseFlag(Optimizer optimizer) { return std::string(OptimizerN
 
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   if (!(o.learning_rate > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("learning rate must be > 0, got ", o.learning_rate));
+    return absl::InvalidArgumentError(
+        absl::StrCat("learning rate must be > 0, got ", o.learning_rate));
   }
   if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1) {
     return absl::InvalidArgumentError(
@@ -183,7 +253,8 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   }
   if (!(o.eps > 0)) return absl::InvalidArgumentError(absl::StrCat("eps must be > 0, got ", o.eps));
   if (o.weight_decay < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("weight decay must be >= 0, got ", o.weight_decay));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight decay must be >= 0, got ", o.weight_decay));
   }
   if (o.momentum < 0) {
     return absl::InvalidArgumentError(absl::StrCat("momentum must be >= 0, got ", o.momentum));
@@ -195,10 +266,11 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<FlatOptimizer>> FlatOptimizer::Create(const OptimizerOptions& options,
-                                                                     float* weights, size_t size) {
+absl::StatusOr<std::unique_ptr<FlatOptimizer>> FlatOptimizer::Create(
+    const OptimizerOptions& options, float* weights, size_t size) {
   CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(options));
-  if (options.kind == Optimizer::kDelta) return std::make_unique<DeltaOptimizer>(options, weights, size);
+  if (options.kind == Optimizer::kDelta)
+    return std::make_unique<DeltaOptimizer>(options, weights, size);
   return std::make_unique<TorchFlatOptimizer>(options, weights, size);
 }
 

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -42,52 +43,32 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
       {"min_epsilon", absl::StrCat(o.exploration.min_epsilon)},
       {"per_iter_epsilon_reduction", absl::StrCat(o.exploration.per_iter_epsilon_reduction)},
       {"seed", absl::StrCat(o.seed)},
+      {"max_pushes_per_step", absl::StrCat(o.max_pushes_per_step)},
   };
   for (auto& [name, value] : RunSettingValues(o)) hyperparameters.emplace(name, value);
   return hyperparameters;
 }
 
-// The optimizer's state in a checkpoint: its bytes and the optimizer that wrote them.
-absl::Status SaveOptimizerTo(const FlatOptimizer& optimizer, Optimizer kind, CheckpointData& data) {
-  CONVOY_ASSIGN_OR_RETURN(data.optimizer_state, optimizer.SaveState());
-  data.manifest.set_optimizer(std::string(OptimizerName(kind)));
-  return absl::OkStatus();
-}
+// A push of a drained batch, as the worker decides it.
+struct Decided {
+  enum class Kind {
+    kApplied,        // In the step.
+    kRefused,        // By the lineage or staleness rule; nothing applied.
+    kRepeat,         // Answered before: that answer again.
+    kRepeatInBatch,  // Of a push earlier in this batch: that push's answer, once it is final.
+  };
+  Kind kind = Kind::kRefused;
+  PushOutcome outcome;
+  uint32_t agent_index = 0;
+  size_t first = 0;  // kRepeatInBatch: the earlier push's index in the batch.
+};
 
-// Continues the optimizer state `checkpoint` holds; state of another optimizer is dropped with a
-// warning, and the optimizer starts fresh. Errors: DATA_LOSS when the state does not fit.
-absl::Status RestoreOptimizer(const LoadedCheckpoint& checkpoint, Optimizer kind,
-                              FlatOptimizer& optimizer) {
-  if (checkpoint.manifest.optimizer() != OptimizerName(kind)) {
-    LOG(WARNING) << "checkpoint " << checkpoint.path << " was written with optimizer '"
-                 << checkpoint.manifest.optimizer() << "'; starting '" << OptimizerName(kind)
-                 << "' with fresh state";
-    return absl::OkStatus();
-  }
-  if (absl::Status s = optimizer.RestoreState(checkpoint.optimizer_state); !s.ok()) {
-    return absl::DataLossError(absl::StrCat(checkpoint.path, ": ", s.message()));
-  }
-  return absl::OkStatus();
+// The key exactly-once records a push under.
+std::string PushKey(const PushHeader& header) {
+  return absl::StrCat(header.agent_id, "/", header.push_session, "/", header.sequence);
 }
 
 }  // namespace
-
-void ParameterServer::Counters::SaveTo(v1::CheckpointManifest& manifest) const {
-  manifest.set_updates_applied(updates_applied);
-  manifest.set_applied_minibatches(applied_minibatches);
-  for (const auto& [reason, count] : rejections) {
-    (*manifest.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
-  }
-}
-
-void ParameterServer::Counters::Restore(const v1::CheckpointManifest& manifest) {
-  updates_applied = manifest.updates_applied();
-  applied_minibatches = manifest.applied_minibatches();
-  for (const auto& [name, count] : manifest.rejections()) {
-    v1::RejectReason reason;
-    if (v1::RejectReason_Parse(name, &reason)) rejections[reason] = count;
-  }
-}
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
     const ParameterServerOptions& options) {
@@ -96,6 +77,9 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   // The run settings' ranges are the table's (common/run_settings.h), as convoy_ps's flags check
   // them.
   CONVOY_RETURN_IF_ERROR(CheckFlagRanges(RunSettingRanges(options)));
+  if (options.max_pushes_per_step < 1) {
+    return absl::InvalidArgumentError("max_pushes_per_step must be at least 1");
+  }
   if (options.average_horizon > 0 && options.average_every <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("average_every must be positive when averaging is on");
   }
@@ -114,9 +98,12 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
                                                    options.shard_index));
   }
   KeepLargeAllocationsInHeap();  // Also when embedded in a test or benchmark.
+  SetApplyThreads(options.apply_threads);
   std::unique_ptr<ParameterServer> server(
       new ParameterServer(options, std::move(model), std::move(map)));
   CONVOY_RETURN_IF_ERROR(server->Initialise());
+  ParameterServer* const self = server.get();
+  server->apply_worker_ = std::thread([self] { self->ApplyLoop(); });
   return server;
 }
 
@@ -129,11 +116,15 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       incarnation_(NewIncarnation()),
       started_(absl::Now()),
       staleness_(options.max_staleness, options.staleness_lr_scaling),
+      exploration_(options.exploration),
+      counters_(kRateWindow, started_),
       target_(options.target_update_frequency),
-      apply_rate_(kRateWindow, started_),
       checkpoint_trigger_(options.checkpoint_every_updates, options.checkpoint_every) {}
 
 ParameterServer::~ParameterServer() {
+  // Everything queued is still decided and answered.
+  queue_.Close();
+  if (apply_worker_.joinable()) apply_worker_.join();
   std::unique_ptr<PeriodicTask> average_task;
   {
     absl::MutexLock lock(&loop_mu_);
@@ -187,11 +178,6 @@ absl::Status ParameterServer::Initialise() {
   if (!options_.apply_log.empty()) {
     CONVOY_ASSIGN_OR_RETURN(apply_log_, ApplyLog::Open(options_.apply_log));
     apply_log_->Started(incarnation_, version, checkpoint_writer);
-    hooks_.push_back(apply_log_.get());
-  }
-  // With both triggers off it has nothing to count: no lock of its own on the apply path.
-  if (checkpointer_ != nullptr && checkpoint_trigger_.enabled()) {
-    hooks_.push_back(&checkpoint_trigger_);
   }
   run_id_ = checkpointer_ != nullptr ? checkpointer_->run_id() : Checkpointer::NewRunId();
   lineage_.Start(incarnation_, version);
@@ -202,20 +188,31 @@ absl::Status ParameterServer::Initialise() {
     status_checkpoint_version_.store(version);
     status_checkpoint_unix_ms_.store(absl::ToUnixMillis(absl::Now()));
   }
-  absl::MutexLock lock(&apply_mu_);
-  store_ = std::make_unique<WeightStore>(std::move(initial), version);
-  CONVOY_ASSIGN_OR_RETURN(
-      optimizer_,
-      FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size()));
-  exploration_ = std::make_unique<ExplorationSchedule>(options_.exploration);
-
-  absl::MutexLock stats(&stats_mu_);
+  std::shared_ptr<const WeightSnapshot> initial_snapshot;
+  uint64_t applied_minibatches = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    store_ = std::make_unique<WeightStore>(std::move(initial), version);
+    CONVOY_ASSIGN_OR_RETURN(
+        optimizer_,
+        FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size()));
+    // Told of each step in this order: the counters first (the target reads the run's minibatches
+    // from the step, which the worker takes from them).
+    parts_ = {optimizer_.get(), &exploration_, &counters_, &target_, &dedup_};
+    if (apply_log_ != nullptr) parts_.push_back(apply_log_.get());
+    // With both triggers off it has nothing to count.
+    if (checkpointer_ != nullptr && checkpoint_trigger_.enabled()) {
+      parts_.push_back(&checkpoint_trigger_);
+    }
+    initial_snapshot = store_->Snapshot();
+    if (resumed) {
+      for (ServerPart* part : parts_) CONVOY_RETURN_IF_ERROR(part->Restore(mu_, *resumed));
+      applied_minibatches = counters_.applied_minibatches();
+    } else {
+      target_.Start(mu_, initial_snapshot);
+    }
+  }
   if (resumed) {
-    CONVOY_RETURN_IF_ERROR(RestoreOptimizer(*resumed, options_.optimizer.kind, *optimizer_));
-    exploration_->set_global_epsilon(resumed->manifest.epsilon());
-    target_.Restore(resumed->manifest, std::move(resumed->target));
-    counters_.Restore(resumed->manifest);
-    dedup_.Restore(resumed->manifest);
     if (!lineage_.Restore(resumed->manifest)) {
       LOG(WARNING)
           << "checkpoint " << resumed->path
@@ -236,14 +233,11 @@ absl::Status ParameterServer::Initialise() {
     // "resumed from ... at version N" ends the line: scripts and tests read the version there.
     LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version "
               << version;
-  } else {
-    target_.Start(store_->Snapshot());
   }
-  counters_.epsilon = exploration_->global_epsilon();
   if (options_.average_horizon == 0) return absl::OkStatus();
   absl::MutexLock average(&average_mu_);
-  average_ = std::make_unique<WeightAverage>(options_.average_horizon, store_->Snapshot()->values,
-                                             version, counters_.applied_minibatches);
+  average_ = std::make_unique<WeightAverage>(options_.average_horizon, initial_snapshot->values,
+                                             version, applied_minibatches);
   if (resumed && !resumed->average.empty()) {
     if (absl::Status s = average_->Restore(resumed->manifest, std::move(resumed->average));
         !s.ok()) {
@@ -273,8 +267,8 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
       break;
   }
   {
-    absl::MutexLock lock(&apply_mu_);
-    config.set_epsilon(exploration_->EpsilonFor(agent_index));
+    absl::MutexLock lock(&mu_);
+    config.set_epsilon(exploration_.EpsilonFor(agent_index));
   }
   config.set_min_epsilon(options_.exploration.min_epsilon);
   config.set_per_iter_epsilon_reduction(options_.exploration.per_iter_epsilon_reduction);
@@ -318,14 +312,42 @@ absl::StatusOr<v1::JoinResponse> ParameterServer::Join(const v1::JoinRequest& re
   response.set_model_fingerprint(model_.fingerprint);
   response.set_incarnation(incarnation_);
   *response.mutable_shard() = shard_info();
-  {
-    absl::MutexLock lock(&stats_mu_);
-    agents_.Joined(request.agent_id(), request.hostname(), request.agent_index());
-    response.set_target_version(target_.version());
-  }
+  agents_.Joined(request.agent_id(), request.hostname(), request.agent_index());
+  response.set_target_version(target_.version());
   LOG(INFO) << "agent " << request.agent_id() << " (index " << request.agent_index()
             << ") joined from " << request.hostname();
   return response;
+}
+
+void ParameterServer::Submit(const PushHeader& header, std::vector<float> values, PushDone done) {
+  QueuedPush push{header, std::move(values), std::move(done)};
+  if (queue_.Add(push)) return;
+  // Closed: the server is being destroyed.
+  PushOutcome outcome;
+  outcome.reason = v1::REJECT_REASON_SHUTTING_DOWN;
+  outcome.version = store_->version();
+  outcome.incarnation = incarnation_;
+  CountRejection(header.agent_id, v1::REJECT_REASON_SHUTTING_DOWN);
+  std::move(push.done)(outcome, std::move(push.values));
+}
+
+PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>& values) {
+  // Shared with the worker's callback, which may still be returning when the answer is read.
+  struct Answer {
+    absl::Notification ready;
+    PushOutcome outcome;
+    std::vector<float> buffer;
+  };
+  auto answer = std::make_shared<Answer>();
+  Submit(header, std::move(values),
+         [answer](const PushOutcome& outcome, std::vector<float> buffer) {
+           answer->outcome = outcome;
+           answer->buffer = std::move(buffer);
+           answer->ready.Notify();
+         });
+  answer->ready.WaitForNotification();
+  values = std::move(answer->buffer);
+  return answer->outcome;
 }
 
 PushOutcome ParameterServer::Apply(const std::string& agent_id, uint64_t base_version,
@@ -337,81 +359,139 @@ PushOutcome ParameterServer::Apply(const std::string& agent_id, uint64_t base_ve
   return Apply(header, values);
 }
 
-PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>& values) {
-  const std::string& agent_id = header.agent_id;
-  const uint32_t minibatch_count = header.minibatch_count;
-  PushOutcome outcome;
-  std::optional<AppliedPush> applied;
-  const uint32_t agent_index = agents_.Seen(agent_id);
-  {
-    absl::MutexLock lock(&apply_mu_);
-    // Repeat detection and the apply are one step under the writer's lock, so two attempts of one
-    // push that arrive together still apply once.
-    const PushDeduplicator::Seen seen =
-        dedup_.Check(agent_id, header.push_session, header.sequence);
-    if (seen.verdict != PushDeduplicator::Verdict::kNew) {
-      PushOutcome again = seen.answer;
-      if (seen.verdict == PushDeduplicator::Verdict::kSuperseded) {
-        again.reason = v1::REJECT_REASON_SUPERSEDED;
-        again.version = store_->version();
-        again.incarnation = incarnation_;
-        again.epsilon = exploration_->EpsilonFor(agent_index);
-      }
-      again.repeated = true;
-      absl::MutexLock stats(&stats_mu_);
-      ++counters_.repeated_pushes;
-      if (!again.accepted) ++counters_.rejections[again.reason];
-      again.target_version = target_.version();
-      return again;
-    }
-    if (header.base_incarnation != 0 && header.base_incarnation != incarnation_ &&
-        !lineage_.HoldsEarlier(header.base_incarnation, header.base_version)) {
-      // Computed on weights these never were: versions a killed start applied after its last
-      // checkpoint, or another run's. Their numbers say nothing about staleness here.
-      outcome.reason = v1::REJECT_REASON_BASE_NOT_IN_LINEAGE;
-    } else {
-      // This start's version, or one of the lineage's (at most the version this start resumed at):
-      // either way a version of these weights, as stale as the versions applied since.
-      const StalenessDecision decision = staleness_.Decide(store_->version(), header.base_version);
-      outcome.staleness = decision.staleness;
-      if (decision.kind == StalenessDecision::Kind::kApply) {
-        optimizer_->Apply(values.data(), decision.lr_scale);
-        const uint64_t version = store_->version() + 1;
-        applied =
-            AppliedPush{incarnation_,    version,         agent_id,          header.push_session,
-                        header.sequence, minibatch_count, decision.staleness};
-        for (ApplyHook* hook : hooks_) hook->Applied(*applied);
-        exploration_->OnUpdateApplied();
-        store_->Publish(version);
-        outcome.accepted = true;
-      } else {
-        outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
-                             ? v1::REJECT_REASON_STALE
-                             : v1::REJECT_REASON_AHEAD;
-      }
-    }
-    outcome.version = store_->version();
-    outcome.incarnation = incarnation_;
-    outcome.epsilon = exploration_->EpsilonFor(agent_index);
-    dedup_.Record(agent_id, header.push_session, header.sequence, outcome);
+void ParameterServer::ApplyLoop() {
+  while (true) {
+    std::vector<QueuedPush> batch = queue_.Take(options_.max_pushes_per_step);
+    if (batch.empty()) return;  // Closed and drained.
+    ApplyBatch(batch);
+  }
+}
 
-    absl::MutexLock stats(&stats_mu_);
-    agents_.Answered(agent_id, outcome);
-    if (outcome.accepted) {
-      ++counters_.updates_applied;
-      counters_.applied_minibatches += minibatch_count;
-      counters_.epsilon = exploration_->global_epsilon();
-      target_.OnApplied(counters_.applied_minibatches, *store_);
-      apply_rate_.Record(1);
-    } else {
-      ++counters_.rejections[outcome.reason];
+void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
+  std::vector<Decided> decided(batch.size());
+  // Marked seen before the writer's lock (the registry's is a leaf of its own).
+  for (size_t i = 0; i < batch.size(); ++i) {
+    decided[i].agent_index = agents_.Seen(batch[i].header.agent_id);
+  }
+  AppliedStep step;
+  {
+    absl::MutexLock lock(&mu_);
+    counters_.Drained(static_cast<uint32_t>(batch.size()));
+    const uint64_t base = store_->version();
+    // Pushes of this batch that exactly-once records, by key: a repeat of one of them in the same
+    // batch is answered with its answer, once that is final.
+    std::map<std::string, size_t> in_batch;
+    std::vector<StepInput> inputs;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const PushHeader& header = batch[i].header;
+      Decided& d = decided[i];
+      PushOutcome& outcome = d.outcome;
+      if (header.sequence != 0) {
+        if (auto it = in_batch.find(PushKey(header)); it != in_batch.end()) {
+          d.kind = Decided::Kind::kRepeatInBatch;
+          d.first = it->second;
+          continue;
+        }
+      }
+      // Repeat detection and the apply are one step under the writer's lock, so two attempts of
+      // one push that arrive together still apply once.
+      const PushDeduplicator::Seen seen =
+          dedup_.Check(header.agent_id, header.push_session, header.sequence);
+      if (seen.verdict == PushDeduplicator::Verdict::kRepeat) {
+        d.kind = Decided::Kind::kRepeat;
+        outcome = seen.answer;
+        continue;
+      }
+      if (seen.verdict == PushDeduplicator::Verdict::kSuperseded) {
+        d.kind = Decided::Kind::kRepeat;
+        outcome.reason = v1::REJECT_REASON_SUPERSEDED;
+        continue;
+      }
+      if (header.base_incarnation != 0 && header.base_incarnation != incarnation_ &&
+          !lineage_.HoldsEarlier(header.base_incarnation, header.base_version)) {
+        // Computed on weights these never were: versions a killed start applied after its last
+        // checkpoint, or another run's. Their numbers say nothing about staleness here.
+        outcome.reason = v1::REJECT_REASON_BASE_NOT_IN_LINEAGE;
+      } else {
+        // This start's version, or one of the lineage's (at most the version this start resumed
+        // at): either way a version of these weights, as stale as the versions applied since.
+        const StalenessDecision decision = staleness_.Decide(base, header.base_version);
+        outcome.staleness = decision.staleness;
+        if (decision.kind == StalenessDecision::Kind::kApply) {
+          d.kind = Decided::Kind::kApplied;
+          outcome.accepted = true;
+          inputs.push_back(
+              StepInput{batch[i].values.data(), header.minibatch_count, decision.lr_scale});
+          step.pushes.push_back(AppliedPush{header.agent_id, header.push_session, header.sequence,
+                                            header.minibatch_count, decision.staleness});
+          step.minibatches += header.minibatch_count;
+        } else {
+          outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
+                               ? v1::REJECT_REASON_STALE
+                               : v1::REJECT_REASON_AHEAD;
+        }
+      }
+      // Recorded now, so that a later push of this agent in the batch is decided against it (its
+      // version is filled in below, once the step is taken).
+      dedup_.Record(header.agent_id, header.push_session, header.sequence, outcome);
+      if (header.sequence != 0) in_batch[PushKey(header)] = i;
     }
-    outcome.target_version = target_.version();
+
+    if (!inputs.empty()) {
+      optimizer_->Step(inputs);
+      step.incarnation = incarnation_;
+      step.version = base + 1;
+      step.applied_minibatches = counters_.applied_minibatches() + step.minibatches;
+      store_->Publish(step.version);
+      step.published = store_->Snapshot();
+      for (ServerPart* part : parts_) part->Applied(mu_, step);
+    }
+
+    // Every push of the batch is answered with the version the step made (the base when nothing
+    // applied).
+    const uint64_t version = store_->version();
+    const uint64_t target_version = target_.version();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const PushHeader& header = batch[i].header;
+      Decided& d = decided[i];
+      PushOutcome& outcome = d.outcome;
+      switch (d.kind) {
+        case Decided::Kind::kApplied:
+        case Decided::Kind::kRefused:
+          outcome.version = version;
+          outcome.incarnation = incarnation_;
+          outcome.epsilon = exploration_.EpsilonFor(d.agent_index);
+          outcome.step_pushes = static_cast<uint32_t>(inputs.size());
+          dedup_.Record(header.agent_id, header.push_session, header.sequence, outcome);
+          if (!outcome.accepted) counters_.Rejected(outcome.reason);
+          agents_.Answered(header.agent_id, outcome);
+          break;
+        case Decided::Kind::kRepeatInBatch:
+          outcome = decided[d.first].outcome;
+          outcome.repeated = true;
+          counters_.Repeated();
+          if (!outcome.accepted) counters_.Rejected(outcome.reason);
+          break;
+        case Decided::Kind::kRepeat:
+          if (outcome.reason == v1::REJECT_REASON_SUPERSEDED) {
+            outcome.version = version;
+            outcome.incarnation = incarnation_;
+            outcome.epsilon = exploration_.EpsilonFor(d.agent_index);
+          }
+          outcome.repeated = true;
+          counters_.Repeated();
+          if (!outcome.accepted) counters_.Rejected(outcome.reason);
+          break;
+      }
+      outcome.target_version = target_version;
+    }
   }
-  if (applied) {
-    for (ApplyHook* hook : hooks_) hook->AfterApply(*applied);
+  if (!step.pushes.empty()) {
+    for (ServerPart* part : parts_) part->AfterApply(step);
   }
-  return outcome;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    std::move(batch[i].done)(decided[i].outcome, std::move(batch[i].values));
+  }
 }
 
 std::shared_ptr<const WeightSnapshot> ParameterServer::Snapshot(v1::Network network) const {
@@ -430,11 +510,10 @@ bool ParameterServer::FoldAverage() {
   std::shared_ptr<const WeightSnapshot> weights;
   uint64_t applied_minibatches = 0;
   {
-    // The published weights and the minibatches that made them are updated together under these.
-    absl::MutexLock apply(&apply_mu_);
-    absl::MutexLock stats(&stats_mu_);
+    // The published weights and the minibatches that made them are updated together under mu_.
+    absl::MutexLock apply(&mu_);
     weights = store_->Snapshot();
-    applied_minibatches = counters_.applied_minibatches;
+    applied_minibatches = counters_.applied_minibatches();
   }
   // Two folds that read in one order and fold in the other: the older one finds its minibatches
   // already covered and changes nothing.
@@ -443,8 +522,7 @@ bool ParameterServer::FoldAverage() {
 }
 
 void ParameterServer::CountRejection(const std::string& agent_id, v1::RejectReason reason) {
-  absl::MutexLock lock(&stats_mu_);
-  ++counters_.rejections[reason];
+  refused_[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   if (!agent_id.empty()) agents_.Refused(agent_id);
 }
 
@@ -454,14 +532,12 @@ void ParameterServer::CountBytes(uint64_t in, uint64_t out) {
 }
 
 void ParameterServer::CountPull(const std::string& agent_id, bool not_newer) {
-  absl::MutexLock lock(&stats_mu_);
-  ++(not_newer ? counters_.pulls_not_newer : counters_.pulls_served);
+  (not_newer ? pulls_not_newer_ : pulls_served_).fetch_add(1, std::memory_order_relaxed);
   if (!agent_id.empty()) agents_.Seen(agent_id);
 }
 
 v1::StatusResponse ParameterServer::Status() const {
   v1::StatusResponse status;
-  status.set_version(store_->version());
   status.set_parameter_count(model_.parameter_count);
   *status.mutable_shard() = shard_info();
   status.set_checkpoint_version(status_checkpoint_version_.load());
@@ -469,28 +545,32 @@ v1::StatusResponse ParameterServer::Status() const {
   status.set_model_name(model_.spec.name);
   status.set_model_fingerprint(model_.fingerprint);
   status.set_incarnation(incarnation_);
+  status.set_run_id(run_id_);
   status.set_bytes_in(bytes_in_.load(std::memory_order_relaxed));
   status.set_bytes_out(bytes_out_.load(std::memory_order_relaxed));
   status.set_unauthenticated_calls(unauthenticated_.load(std::memory_order_relaxed));
-  absl::MutexLock lock(&stats_mu_);
-  // Read under the lock, as Apply's are: the rate meter's times never go backwards, and uptime and
-  // rate are of one moment.
-  const absl::Time now = absl::Now();
-  status.set_uptime_seconds(absl::ToDoubleSeconds(now - started_));
-  status.set_updates_applied(counters_.updates_applied);
-  status.set_applied_minibatches(counters_.applied_minibatches);
-  status.set_target_version(target_.version());
-  status.set_epsilon(counters_.epsilon);
-  status.set_pulls_served(counters_.pulls_served);
-  status.set_pulls_not_newer(counters_.pulls_not_newer);
-  status.set_checkpoints_written(counters_.checkpoints_written);
-  status.set_checkpoint_failures(counters_.checkpoint_failures);
-  status.set_repeated_pushes(counters_.repeated_pushes);
-  status.set_run_id(run_id_);
-  for (const auto& [reason, count] : counters_.rejections) {
-    (*status.mutable_rejections())[v1::RejectReason_Name(reason)] = count;
+  status.set_pulls_served(pulls_served_.load(std::memory_order_relaxed));
+  status.set_pulls_not_newer(pulls_not_newer_.load(std::memory_order_relaxed));
+  status.set_checkpoints_written(checkpoints_written_.load(std::memory_order_relaxed));
+  status.set_checkpoint_failures(checkpoint_failures_.load(std::memory_order_relaxed));
+  status.set_max_pushes_per_step(options_.max_pushes_per_step);
+  status.set_pushes_queued(static_cast<uint32_t>(queue_.size()));
+  {
+    absl::MutexLock lock(&mu_);
+    // Of one moment: the version, the counts of the steps that made it, and the epsilon they left.
+    const absl::Time now = absl::Now();
+    status.set_uptime_seconds(absl::ToDoubleSeconds(now - started_));
+    status.set_version(store_->version());
+    status.set_epsilon(exploration_.global_epsilon());
+    counters_.AddTo(status, now);
   }
-  status.set_pushes_per_second(apply_rate_.PerSecond(now));
+  status.set_target_version(target_.version());
+  for (size_t reason = 0; reason < refused_.size(); ++reason) {
+    const uint64_t count = refused_[reason].load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    (*status.mutable_rejections())[v1::RejectReason_Name(static_cast<v1::RejectReason>(reason))] +=
+        count;
+  }
   agents_.AddTo(status);
   return status;
 }
@@ -508,19 +588,21 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
     if (average_ != nullptr) average_->SaveTo(data);
   }
   {
-    // A consistent cut: weights, optimizer state and counters of one version.
-    absl::MutexLock lock(&apply_mu_);
+    // A consistent cut: every part as of one version.
+    absl::MutexLock lock(&mu_);
     data.weights = store_->Snapshot();
     if (data.weights->version == checkpointed_version_) return checkpointed_path_;  // Nothing new.
-    CONVOY_RETURN_IF_ERROR(SaveOptimizerTo(*optimizer_, options_.optimizer.kind, data));
-    target_.SaveTo(data);
+    for (ServerPart* part : parts_) CONVOY_RETURN_IF_ERROR(part->SaveTo(mu_, data));
     m.set_version(data.weights->version);
-    m.set_epsilon(exploration_->global_epsilon());
     // The records say exactly which pushes the checkpoint's version contains.
-    dedup_.SaveTo(m);
     lineage_.SaveTo(data.weights->version, m);
-    absl::MutexLock stats(&stats_mu_);
-    counters_.SaveTo(m);
+  }
+  // The refusals before the apply carry over with the policy's (ApplyCounters::SaveTo).
+  for (size_t reason = 0; reason < refused_.size(); ++reason) {
+    const uint64_t count = refused_[reason].load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    (*m.mutable_rejections())[v1::RejectReason_Name(static_cast<v1::RejectReason>(reason))] +=
+        count;
   }
   m.set_model_name(model_.spec.name);
   m.set_model_fingerprint(model_.fingerprint);
@@ -536,13 +618,10 @@ absl::StatusOr<std::string> ParameterServer::Checkpoint() {
     checkpointed_path_ = *path;
     status_checkpoint_version_.store(m.version());
     status_checkpoint_unix_ms_.store(m.created_unix_ms());
-    for (ApplyHook* hook : hooks_) hook->Checkpointed(incarnation_, m.version());
-  }
-  absl::MutexLock stats(&stats_mu_);
-  if (path.ok()) {
-    ++counters_.checkpoints_written;
+    for (ServerPart* part : parts_) part->Checkpointed(incarnation_, m.version());
+    checkpoints_written_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    ++counters_.checkpoint_failures;
+    checkpoint_failures_.fetch_add(1, std::memory_order_relaxed);
   }
   return path;
 }

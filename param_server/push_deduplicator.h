@@ -5,8 +5,9 @@
 // not touch it, so a push retried across a rejoin is still recognised. The records are part of each
 // checkpoint (SaveTo, Restore), so a push retried across a restart is recognised too.
 //
-// Not thread-safe: the server checks, applies and records under its writer's lock, so that two
-// attempts of one push that arrive together still apply once.
+// A part of the server (server_part.h), not thread-safe: the server checks, applies and records
+// under its writer's lock, so that two attempts of one push that arrive together still apply once,
+// also when one optimizer step drains both.
 #ifndef CONVOY_PARAM_SERVER_PUSH_DEDUPLICATOR_H_
 #define CONVOY_PARAM_SERVER_PUSH_DEDUPLICATOR_H_
 
@@ -16,10 +17,11 @@
 
 #include "convoy/v1/checkpoint.pb.h"
 #include "param_server/push_outcome.h"
+#include "param_server/server_part.h"
 
 namespace convoy {
 
-class PushDeduplicator {
+class PushDeduplicator : public ServerPart {
  public:
   enum class Verdict {
     kNew,         // Not seen: apply it, then Record the answer.
@@ -41,6 +43,18 @@ class PushDeduplicator {
   // Replaces the records with a checkpoint's; a manifest without any (an older checkpoint) leaves
   // none. Records without an agent or a sequence are skipped.
   void Restore(const v1::CheckpointManifest& manifest);
+
+  // The same, as a part of the server's checkpoints.
+  absl::Status SaveTo(absl::Mutex& mu, CheckpointData& data) const override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    SaveTo(data.manifest);
+    return absl::OkStatus();
+  }
+  absl::Status Restore(absl::Mutex& mu, LoadedCheckpoint& checkpoint) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    Restore(checkpoint.manifest);
+    return absl::OkStatus();
+  }
 
  private:
   struct LastPush {

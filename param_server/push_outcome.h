@@ -18,8 +18,10 @@ struct PushOutcome {
   uint64_t staleness = 0;
   uint64_t target_version = 0;
   double epsilon = 0;
-  bool repeated =
-      false;  // A retry of a push already answered: this is that answer, nothing applied.
+  // A retry of a push already answered: this is that answer, nothing applied.
+  bool repeated = false;
+  // The pushes the optimizer step that made `version` combined (0 when none applied).
+  uint32_t step_pushes = 0;
 };
 
 }  // namespace convoy

@@ -6,46 +6,48 @@
 
 namespace convoy {
 
-void TargetNetwork::Start(std::shared_ptr<const WeightSnapshot> initial) {
-  absl::MutexLock lock(&mu_);
-  weights_ = std::move(initial);
-  version_ = 0;
-  minibatches_at_copy_ = 0;
+void TargetNetwork::Publish(std::shared_ptr<const WeightSnapshot> weights, uint64_t version) {
+  absl::MutexLock lock(&published_mu_);
+  weights_ = std::move(weights);
+  version_ = version;
 }
 
-void TargetNetwork::Restore(const v1::CheckpointManifest& manifest, std::vector<float> values) {
+void TargetNetwork::Start(absl::Mutex&, std::shared_ptr<const WeightSnapshot> initial) {
+  minibatches_at_copy_ = 0;
+  Publish(std::move(initial), 0);
+}
+
+absl::Status TargetNetwork::Restore(absl::Mutex&, LoadedCheckpoint& checkpoint) {
+  const v1::CheckpointManifest& manifest = checkpoint.manifest;
   auto weights = std::make_shared<WeightSnapshot>();
   weights->version = manifest.target_version();
-  weights->values = std::move(values);
-  absl::MutexLock lock(&mu_);
-  weights_ = std::move(weights);
-  version_ = manifest.target_version();
+  weights->values = std::move(checkpoint.target);
   minibatches_at_copy_ = manifest.minibatches_at_target();
+  Publish(std::move(weights), manifest.target_version());
+  return absl::OkStatus();
 }
 
-void TargetNetwork::SaveTo(CheckpointData& data) const {
-  absl::MutexLock lock(&mu_);
+absl::Status TargetNetwork::SaveTo(absl::Mutex&, CheckpointData& data) const {
+  absl::MutexLock lock(&published_mu_);
   data.target = weights_;
   data.manifest.set_target_version(version_);
   data.manifest.set_minibatches_at_target(minibatches_at_copy_);
+  return absl::OkStatus();
 }
 
-bool TargetNetwork::OnApplied(uint64_t applied_minibatches, const WeightStore& online) {
-  absl::MutexLock lock(&mu_);
-  if (!TargetRefreshDue(applied_minibatches, minibatches_at_copy_, update_frequency_)) return false;
-  weights_ = online.Snapshot();
-  version_ = weights_->version;
-  minibatches_at_copy_ = applied_minibatches;
-  return true;
+void TargetNetwork::Applied(absl::Mutex&, const AppliedStep& step) {
+  if (!TargetRefreshDue(step.applied_minibatches, minibatches_at_copy_, update_frequency_)) return;
+  minibatches_at_copy_ = step.applied_minibatches;
+  Publish(step.published, step.published->version);
 }
 
 std::shared_ptr<const WeightSnapshot> TargetNetwork::Snapshot() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&published_mu_);
   return weights_;
 }
 
 uint64_t TargetNetwork::version() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&published_mu_);
   return version_;
 }
 

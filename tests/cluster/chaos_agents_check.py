@@ -114,13 +114,13 @@ def main():
         lineage, taken = chaos_check.lineage_of(starts, name)
         applies = collections.defaultdict(list)  # push -> [(start, version, minibatches)]
         for start in starts:
-            for version, push in start["applies"].items():
-                applies[push].append((start, version, start["minibatches"][version]))
+            for version, step in start["applies"].items():
+                for push, minibatches in step:
+                    applies[push].append((start, version, minibatches))
         in_lineage = {}
-        for version, push in lineage.items():
-            start = next(s for s in starts if s["incarnation"] in taken and
-                         taken[s["incarnation"]][0] < version <= taken[s["incarnation"]][1])
-            in_lineage[push] = start["minibatches"][version]
+        for version, step in lineage.items():
+            for push, minibatches in step:
+                in_lineage[push] = minibatches
         lost = {}  # push -> minibatches, applied only by killed starts after their last checkpoint
         for push, where in applies.items():
             for start, version, minibatches in where:
@@ -130,7 +130,7 @@ def main():
                 chaos_check.lost_by_design(start, version, starts[-1], f"{name}: push {push}")
                 if push not in in_lineage:
                     lost[push] = minibatches
-        lost_updates = sum(1 for s in starts for v in s["applies"]
+        lost_updates = sum(len(step) for s in starts for v, step in s["applies"].items()
                            if not taken.get(s["incarnation"], (0, -1))[0] < v <= taken.get(
                                s["incarnation"], (0, -1))[1])
         bound = 2 * args.checkpoint_every * (len(starts) - 1)
@@ -141,7 +141,8 @@ def main():
                        "applies": applies, "in_lineage": in_lineage, "lost": lost,
                        "lost_updates": lost_updates, "bound": bound, "final": starts[-1]["last"]})
         print(f"chaos_agents_check: {name}: {len(starts)} starts, "
-              f"{sum(len(s['applies']) for s in starts)} updates applied; within each start versions rise "
+              f"{sum(len(step) for s in starts for step in s['applies'].values())} updates applied in "
+              f"{sum(len(s['applies']) for s in starts)} steps; within each start versions rise "
               f"by one and no push is applied twice; the final version {starts[-1]['last']} descends "
               f"through {len(taken)} starts with no push in its lineage twice")
 
@@ -200,7 +201,8 @@ def main():
                         continue
                     start = shard["by_incarnation"].get(f["incarnation"])
                     version = int(f["version"])
-                    if start is None or start["applies"].get(version) != push:
+                    if start is None or push not in chaos_check.pushes_of(
+                            start["applies"].get(version, [])):
                         fail(f"{where}: {push} was answered as version {version} of incarnation "
                              f"{f['incarnation']} of {shard['name']}, which applied "
                              f"{start and start['applies'].get(version)}")

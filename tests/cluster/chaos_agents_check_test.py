@@ -149,5 +149,65 @@ class ChaosAgentsCheckTest(unittest.TestCase):
         self.assertIn("go backwards", out)
 
 
+# One server whose second and third versions are steps that combined the pushes of two agents.
+BATCHED = """\
+start incarnation=31 version=0
+apply incarnation=31 version=1 agent=a session=s1 sequence=1 minibatches=4 staleness=0
+apply incarnation=31 version=2 agent=b session=u1 sequence=1 minibatches=2 staleness=0
+apply incarnation=31 version=2 agent=a session=s1 sequence=2 minibatches=4 staleness=0
+apply incarnation=31 version=3 agent=a session=s1 sequence=3 minibatches=4 staleness=1
+apply incarnation=31 version=3 agent=b session=u1 sequence=2 minibatches=2 staleness=0
+checkpoint incarnation=31 version=3
+"""
+
+
+class ApplyLogStepsTest(unittest.TestCase):
+    """chaos_check.py's reading of the apply log when steps combine pushes (--max_pushes_per_step)."""
+
+    def read(self, text):
+        sys.path.insert(0, HERE)
+        import chaos_check
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write(text)
+        self.addCleanup(os.unlink, f.name)
+        return chaos_check, chaos_check.read_apply_log(f.name)
+
+    def test_a_version_is_a_step_of_several_pushes_in_summation_order(self):
+        chaos_check, (starts, _) = self.read(BATCHED)
+        self.assertEqual(starts[0]["last"], 3)
+        self.assertEqual(starts[0]["applies"][2], [(("b", "u1", "1"), 2), (("a", "s1", "2"), 4)])
+        lineage, taken = chaos_check.lineage_of(starts)
+        self.assertEqual([len(lineage[v]) for v in (1, 2, 3)], [1, 2, 2])
+        self.assertEqual(taken, {"31": (0, 3)})
+
+    def test_the_lines_of_a_step_apart_fail(self):
+        apart = BATCHED.replace(
+            "apply incarnation=31 version=2 agent=a session=s1 sequence=2 minibatches=4 staleness=0\n"
+            "apply incarnation=31 version=3 agent=a session=s1 sequence=3 minibatches=4 staleness=1\n",
+            "apply incarnation=31 version=3 agent=a session=s1 sequence=3 minibatches=4 staleness=1\n"
+            "apply incarnation=31 version=2 agent=a session=s1 sequence=2 minibatches=4 staleness=0\n")
+        result = subprocess.run([sys.executable, "-c",
+                                 "import sys; sys.path.insert(0, sys.argv[1]); import chaos_check; "
+                                 "chaos_check.read_apply_log(sys.argv[2])",
+                                 HERE, self.write_log(apart)], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 1, result.stdout)
+        self.assertIn("applied version 2 after 3", result.stdout)
+
+    def test_a_push_twice_in_one_step_fails(self):
+        twice = BATCHED.replace("agent=b session=u1 sequence=1", "agent=a session=s1 sequence=2")
+        result = subprocess.run([sys.executable, "-c",
+                                 "import sys; sys.path.insert(0, sys.argv[1]); import chaos_check; "
+                                 "chaos_check.read_apply_log(sys.argv[2])",
+                                 HERE, self.write_log(twice)], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 1, result.stdout)
+        self.assertIn("more than once", result.stdout)
+
+    def write_log(self, text):
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write(text)
+        self.addCleanup(os.unlink, f.name)
+        return f.name
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -4,8 +4,9 @@
     chaos_check.py APPLY_LOG PUSH_LOG... --lineage=OUT --checkpoint_every=N --kills=K
 
 Checks, printing what it counted:
-  * within each start of the server (incarnation) versions go up by one from the version it resumed at,
-    and no push (agent, session, sequence) is applied twice;
+  * within each start of the server (incarnation) versions go up by one from the version it resumed at
+    (the "apply" lines of one version are one optimizer step's pushes, together, in the order it summed
+    them), and no push (agent, session, sequence) is applied twice;
   * the lineage the final weights descend from: the last start's updates, then those of the start that
     wrote the checkpoint it resumed from, back to version 0; each resume point is a checkpoint some
     earlier start wrote; no push appears twice in it;
@@ -13,8 +14,8 @@ Checks, printing what it counted:
     incarnation, and is in the lineage, unless that incarnation was killed and applied it after the last
     checkpoint the lineage took from it (lost by design: counted, and at most 2 * N per kill);
   * the last start wrote a checkpoint of its last version (the one the replay compares with).
-Writes the lineage to OUT, one "session sequence" line per version, in version order. Exits 1 on the
-first violation, naming it.
+Writes the lineage to OUT, one line per version in version order: "session sequence minibatches" for
+each push of its step, in the order the step summed them. Exits 1 on the first violation, naming it.
 
 The functions above main() are shared with chaos_agents_check.py (the run with convoy_agent on shards).
 """
@@ -35,47 +36,54 @@ def fail(message):
     sys.exit(1)
 
 
+def pushes_of(step):
+    """The pushes of one step, [(push, minibatches)], without their minibatches."""
+    return [push for push, _ in step]
+
+
 def read_apply_log(path, name="apply log"):
-    """The server's starts, in order: incarnation, resumed version, applies by version (push and
-    minibatches), checkpoints. Fails when versions do not rise by one within a start, or a start applied
-    a push twice."""
+    """The server's starts, in order: incarnation, resumed version, applies by version (each version's
+    step: [(push, minibatches)] in summation order), checkpoints. Fails when versions do not rise by one
+    within a start, a step's lines are not together, or a start applied a push twice."""
     starts = []
     by_incarnation = {}
+    previous = None  # The last line's (kind, incarnation, version).
     for number, line in enumerate(open(path), 1):
         if not line.strip():
             continue
         kind, f = fields(line)
         if kind == "start":
             start = {"incarnation": f["incarnation"], "from": int(f["version"]), "applies": {},
-                     "minibatches": {}, "checkpoints": set(), "last": int(f["version"]),
-                     "writer": f.get("resumed_from")}
+                     "checkpoints": set(), "last": int(f["version"]), "writer": f.get("resumed_from")}
             if f["incarnation"] in by_incarnation:
                 fail(f"{name} line {number}: incarnation {f['incarnation']} started twice")
             starts.append(start)
             by_incarnation[f["incarnation"]] = start
+            previous = None
             continue
         start = by_incarnation.get(f["incarnation"])
         if start is None:
             fail(f"{name} line {number}: {kind} of incarnation {f['incarnation']} before its start")
         version = int(f["version"])
         if kind == "apply":
-            if version != start["last"] + 1:
+            same_step = previous == ("apply", f["incarnation"], version)
+            if not same_step and version != start["last"] + 1:
                 fail(f"{name} line {number}: incarnation {f['incarnation']} applied version {version} "
                      f"after {start['last']}")
             start["last"] = version
             push = (f["agent"], f["session"], f["sequence"])
-            start["applies"][version] = push
-            start["minibatches"][version] = int(f.get("minibatches", 1))
+            start["applies"].setdefault(version, []).append((push, int(f.get("minibatches", 1))))
         elif kind == "checkpoint":
             if version > start["last"]:
                 fail(f"{name} line {number}: a checkpoint of version {version} ahead of the updates")
             start["checkpoints"].add(version)
         else:
             fail(f"{name} line {number}: unknown record '{kind}'")
+        previous = (kind, f["incarnation"], version)
     if not starts:
         fail(f"the {name} has no start")
     for start in starts:
-        pushes = list(start["applies"].values())
+        pushes = [push for step in start["applies"].values() for push in pushes_of(step)]
         twice = [p for p, n in collections.Counter(pushes).items() if n > 1]
         if twice:
             fail(f"{name}: incarnation {start['incarnation']} applied {twice[0]} more than once")
@@ -118,8 +126,8 @@ def held_by(starts, index):
 
 
 def lineage_of(starts, name="the server"):
-    """The lineage of the last start's last version: {version: push}, and {incarnation: (low, high)}, the
-    versions (low, high] each start contributed. Fails when the last start did not checkpoint its last
+    """The lineage of the last start's last version: {version: step}, each step [(push, minibatches)] in
+    summation order, and {incarnation: (low, high)}, the versions (low, high] each start contributed. Fails when the last start did not checkpoint its last
     version, a start resumed at a checkpoint no earlier start wrote, or a push is in the lineage twice."""
     last = starts[-1]
     if last["last"] not in last["checkpoints"]:
@@ -142,7 +150,8 @@ def lineage_of(starts, name="the server"):
             lineage[version] = start["applies"][version]
     if sorted(lineage) != list(range(1, last["last"] + 1)):
         fail(f"the lineage of {name} does not cover every version from 1 to the last")
-    twice = [p for p, n in collections.Counter(lineage.values()).items() if n > 1]
+    twice = [p for p, n in collections.Counter(push for step in lineage.values()
+                                              for push in pushes_of(step)).items() if n > 1]
     if twice:
         fail(f"push {twice[0]} is applied twice in the lineage of the final weights of {name}")
     taken = {start["incarnation"]: (low, high) for start, low, high in segments}
@@ -167,9 +176,10 @@ def main():
     args = parser.parse_args()
 
     starts, by_incarnation = read_apply_log(args.apply_log)
-    applied = sum(len(s["applies"]) for s in starts)
-    print(f"chaos_check: {len(starts)} starts of the server, {applied} updates applied in all; within "
-          f"each start versions rise by one and no push is applied twice")
+    applied = sum(len(step) for s in starts for step in s["applies"].values())
+    steps = sum(len(s["applies"]) for s in starts)
+    print(f"chaos_check: {len(starts)} starts of the server, {applied} updates applied in all in {steps} "
+          f"steps; within each start versions rise by one and no push is applied twice")
 
     lineage, taken = lineage_of(starts)
     last = starts[-1]
@@ -196,7 +206,7 @@ def main():
             push = (f["agent"], f["session"], f["sequence"])
             start = by_incarnation.get(f["incarnation"])
             version = int(f["version"])
-            if start is None or start["applies"].get(version) != push:
+            if start is None or push not in pushes_of(start["applies"].get(version, [])):
                 fail(f"{path}:{number}: {push} was answered as version {version} of incarnation "
                      f"{f['incarnation']}, which applied {start and start['applies'].get(version)}")
             versions_by_agent[(f["session"], f["incarnation"])].append(version)
@@ -222,8 +232,8 @@ def main():
 
     with open(args.lineage, "w") as out:
         for version in range(1, last["last"] + 1):
-            _, session, sequence = lineage[version]
-            out.write(f"{session} {sequence}\n")
+            out.write(" ".join(f"{session} {sequence} {minibatches}"
+                               for (_, session, sequence), minibatches in lineage[version]) + "\n")
 
 
 if __name__ == "__main__":

@@ -2,15 +2,18 @@
 //
 //   convoy_chaos_replay --model=M --seed=S --lineage=FILE --final=DIR --learning_rate=LR
 // starts from the weights convoy_ps --model=M --seed=S starts from, replays the lineage
-// (chaos_check.py's, one "session sequence" per version, in version order) with plain SGD,
-// w -= LR * g, each g recomputed by ReplayableGradient, and compares the result with the final
-// checkpoint's weights bit for bit. Exact, not approximate: LR * g is exact for the values
-// ReplayableGradient draws, so each step is one rounding of w - LR * g, as the server's SGD does
-// it, in the same order. Exit 0: equal; 1: not, with how many values differ and by how much; 2: bad
-// arguments or files.
+// (chaos_check.py's: one line per version, in version order, each "session sequence minibatches"
+// for every push of that version's step in the order the step summed them) with plain SGD,
+// w -= LR * g, each push's gradient recomputed by ReplayableGradient and a step's combined by the
+// server's own CombineGradients (their minibatch-weighted mean), and compares the result with the
+// final checkpoint's weights bit for bit. Exact, not approximate: LR is a power of two, so LR * g
+// is exact and each step is one rounding of w - LR * g, as the server's SGD does it, in the same
+// order. Exit 0: equal; 1: not, with how many values differ and by how much; 2: bad arguments or
+// files.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,10 +22,13 @@
 #include "agent/synthetic_gradient.h"
 #include "common/model_registry.h"
 #include "common/weights_file.h"
+#include "param_server/optimizer.h"
 
 ABSL_FLAG(std::string, model, "tiny", "The run's model.");
 ABSL_FLAG(uint64_t, seed, 1, "The run's convoy_ps --seed (its initial weights).");
-ABSL_FLAG(std::string, lineage, "", "The lineage, one 'session sequence' line per version.");
+ABSL_FLAG(std::string, lineage, "",
+          "The lineage, one line per version: 'session sequence minibatches' for each push of its "
+          "step.");
 ABSL_FLAG(std::string, final, "", "The final weights (a checkpoint directory or its weights.pt).");
 ABSL_FLAG(double, learning_rate, 0.0625, "The server's SGD learning rate.");
 
@@ -46,12 +52,30 @@ int Check(const ModelInfo& model) {
     return 2;
   }
   const float lr = static_cast<float>(absl::GetFlag(FLAGS_learning_rate));
-  std::vector<float> gradient(weights->size());
-  uint64_t session = 0, sequence = 0, versions = 0;
-  while (lineage >> session >> sequence) {
-    ReplayableGradient(session, sequence, gradient.size(), gradient.data());
-    for (size_t i = 0; i < gradient.size(); ++i) (*weights)[i] -= lr * gradient[i];
+  std::vector<std::vector<float>> gradients;
+  uint64_t versions = 0, pushes = 0;
+  std::string line;
+  while (std::getline(lineage, line)) {
+    std::istringstream step(line);
+    std::vector<StepInput> inputs;
+    uint64_t session = 0, sequence = 0;
+    uint32_t minibatches = 0;
+    while (step >> session >> sequence >> minibatches) {
+      if (gradients.size() <= inputs.size()) gradients.emplace_back(weights->size());
+      std::vector<float>& gradient = gradients[inputs.size()];
+      ReplayableGradient(session, sequence, gradient.size(), gradient.data());
+      inputs.push_back(StepInput{gradient.data(), minibatches, 1.0});
+    }
+    if (inputs.empty()) {
+      std::fprintf(stderr, "convoy_chaos_replay: version %llu of the lineage has no push\n",
+                   static_cast<unsigned long long>(versions + 1));
+      return 2;
+    }
+    CombineGradients(inputs, weights->size());  // As the server's step does; into inputs[0].
+    const float* gradient = inputs.front().values;
+    for (size_t i = 0; i < weights->size(); ++i) (*weights)[i] -= lr * gradient[i];
     ++versions;
+    pushes += inputs.size();
   }
   size_t differ = 0;
   double largest = 0;
@@ -70,9 +94,11 @@ int Check(const ModelInfo& model) {
     return 1;
   }
   std::printf(
-      "convoy_chaos_replay: the replay of the lineage's %llu pushes in version order equals the "
-      "final weights, all %zu values bit for bit\n",
-      static_cast<unsigned long long>(versions), weights->size());
+      "convoy_chaos_replay: the replay of the lineage's %llu pushes in %llu steps, in version "
+      "order, "
+      "equals the final weights, all %zu values bit for bit\n",
+      static_cast<unsigned long long>(pushes), static_cast<unsigned long long>(versions),
+      weights->size());
   return 0;
 }
 

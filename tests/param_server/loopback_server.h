@@ -15,11 +15,12 @@ namespace convoy::testing {
 
 struct LoopbackServer {
   explicit LoopbackServer(const ParameterServerOptions& options,
-                          ServerSecurity security = PlaintextSecurity()) {
+                          ServerSecurity security = PlaintextSecurity(),
+                          const ServiceOptions& service = {}) {
     absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
     REQUIRE(core.ok());
     absl::StatusOr<std::unique_ptr<GrpcParameterServer>> started =
-        GrpcParameterServer::Start(*std::move(core), "127.0.0.1:0", security);
+        GrpcParameterServer::Start(*std::move(core), "127.0.0.1:0", security, service);
     REQUIRE(started.ok());
     server = *std::move(started);
     address = absl::StrCat("127.0.0.1:", server->port());
@@ -45,7 +46,8 @@ struct LoopbackServer {
     return o;
   }
 
-  v1::StatusResponse Status() const { return server->core().Status(); }
+  // GetStatus's answer: the core's, with the service's admission figures.
+  v1::StatusResponse Status() const { return server->service().Status(); }
 
   std::unique_ptr<GrpcParameterServer> server;
   std::string address;
@@ -53,8 +55,8 @@ struct LoopbackServer {
   std::unique_ptr<v1::ParameterServer::Stub> stub;
 };
 
-// A client's copy of the newest online weights and the version and incarnation they are at, which its
-// next push names as its base: the pull-then-push cycle of the load and concurrency tests.
+// A client's copy of the newest online weights and the version and incarnation they are at, which
+// its next push names as its base: the pull-then-push cycle of the load and concurrency tests.
 struct PulledWeights {
   uint64_t version = 0;
   uint64_t incarnation = 0;
@@ -62,7 +64,8 @@ struct PulledWeights {
 
   // Pulls the online network when the server's is newer than this copy.
   absl::Status Refresh(PsClient& client) {
-    absl::StatusOr<PullResult> pulled = client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
+    absl::StatusOr<PullResult> pulled =
+        client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
     if (!pulled.ok()) return pulled.status();
     version = pulled->version;
     incarnation = pulled->incarnation;

@@ -24,14 +24,15 @@ namespace {
 
 using testing::MakeTempDir;
 
-// The delta rule with a push of all ones adds exactly 1 to every weight, so a snapshot of version v
-// holds initial + v everywhere: a snapshot mixing two versions, or stamped with the wrong one,
-// shows.
+// The delta rule with a push of all ones adds exactly 1 to every weight, so with one step per push
+// a snapshot of version v holds initial + v everywhere: a snapshot mixing two versions, or stamped
+// with the wrong one, shows.
 ParameterServerOptions DeltaOptions() {
   ParameterServerOptions o;
   o.model = "tiny";
   o.optimizer.kind = Optimizer::kDelta;
   o.target_update_frequency = 3;
+  o.max_pushes_per_step = 1;
   return o;
 }
 

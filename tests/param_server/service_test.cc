@@ -1,6 +1,7 @@
 // Integration tests of convoy_ps's gRPC service over loopback, with a real server and real clients.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -8,12 +9,16 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "common/grpc_status.h"
 #include "common/tensor_chunk.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "param_server/optimizer.h"
+#include "param_server/pull_cache.h"
 #include "param_server/weight_store.h"
 #include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
+#include "tests/support/subprocess.h"
 
 namespace convoy {
 namespace {
@@ -110,8 +115,7 @@ TEST_CASE("Pull sends weights once, then says not newer", "[service]") {
   CHECK_FALSE(second->updated);
   CHECK(ps.Status().pulls_not_newer() == 1);
   // Holding version 0 of another incarnation (a restarted server) still gets weights.
-  CHECK(client.Pull(first->version, first->incarnation + 1, v1::NETWORK_ONLINE, &weights)
-            ->updated);
+  CHECK(client.Pull(first->version, first->incarnation + 1, v1::NETWORK_ONLINE, &weights)->updated);
 }
 
 TEST_CASE("bf16 pulls and pushes carry the weights within bf16 precision", "[service]") {
@@ -139,7 +143,8 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
   o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.learning_rate = 0.01;
   o.optimizer.momentum = 0.9;
-  o.max_staleness = 2;  // Some pushes will be stale under contention.
+  o.max_staleness = 2;        // Some pushes will be stale under contention.
+  o.max_pushes_per_step = 1;  // One version per push (batching: the test after this one).
   LoopbackServer ps(o);
   const std::vector<float> initial = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
   const size_t n = initial.size();
@@ -166,7 +171,8 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
           std::lock_guard<std::mutex> lock(mu);
           accepted.emplace(pushed->version, std::move(g));
         } else {
-          if (pushed->reason != v1::REJECT_REASON_STALE) ++wrong_reasons;  // Asserted after the join.
+          if (pushed->reason != v1::REJECT_REASON_STALE)
+            ++wrong_reasons;  // Asserted after the join.
           ++rejected;
         }
       }
@@ -182,8 +188,8 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
   CHECK(Rejections(status, v1::REJECT_REASON_STALE) == static_cast<uint64_t>(rejected.load()));
   CHECK(status.version() == accepted.size());
 
-  // Versions 1..N, each produced by exactly one accepted push; replaying them in that order with the
-  // same optimizer gives the server's weights bit for bit.
+  // Versions 1..N, each produced by exactly one accepted push; replaying them in that order with
+  // the same optimizer gives the server's weights bit for bit.
   std::vector<float> replay = initial;
   OptimizerOptions sgd = o.optimizer;
   auto optimizer = *FlatOptimizer::Create(sgd, replay.data(), n);
@@ -195,15 +201,164 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
   CHECK(replay == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
 }
 
+TEST_CASE(
+    "Concurrent pushers with batching: the apply log's steps, replayed, are the server's weights",
+    "[service][concurrency][batching]") {
+  const std::string dir = testing::MakeTempDir("convoy_service_batching");
+  ParameterServerOptions o = Options("cookbook");
+  o.optimizer.kind = Optimizer::kSgd;
+  o.optimizer.learning_rate = 0.01;
+  o.optimizer.momentum = 0.9;
+  o.apply_log = dir + "/apply.log";
+  LoopbackServer ps(o);
+  const std::vector<float> initial = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  const size_t n = initial.size();
+  constexpr int kThreads = 6, kPushes = 8;
+  std::mutex mu;
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<float>> sent;  // (session, sequence) -> g.
+  std::atomic<int> errors{0}, refused{0}, combined{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
+      testing::PulledWeights newest;
+      for (int i = 0; i < kPushes; ++i) {
+        if (!newest.Refresh(client).ok()) {
+          ++errors;
+          continue;
+        }
+        std::vector<float> g = RandomVector(n, 1000 * t + i);
+        const std::pair<uint64_t, uint64_t> key{client.push_session(), client.next_sequence()};
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          sent.emplace(key, g);
+        }
+        absl::StatusOr<PushResult> pushed =
+            client.Push(g.data(), n, newest.version, 1 + (i % 3), newest.incarnation);
+        if (!pushed.ok()) {
+          ++errors;
+        } else if (!pushed->accepted) {
+          ++refused;
+        } else if (pushed->step_pushes > 1) {
+          ++combined;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(errors.load() == 0);
+  CHECK(refused.load() == 0);  // No --max_staleness.
+  const v1::StatusResponse status = ps.Status();
+  CHECK(status.updates_applied() == kThreads * kPushes);
+  CHECK(status.apply_steps() == status.version());
+  INFO(combined.load() << " pushes were answered from a step that combined several");
+
+  // Each version's "apply" lines, in the order the step summed them.
+  std::map<uint64_t, std::vector<std::pair<std::pair<uint64_t, uint64_t>, uint32_t>>> steps;
+  for (absl::string_view line :
+       absl::StrSplit(testing::ReadWholeFile(o.apply_log), '\n', absl::SkipEmpty())) {
+    if (!absl::StartsWith(line, "apply ")) continue;
+    std::map<std::string, std::string> fields;
+    for (absl::string_view field : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      const std::pair<std::string, std::string> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
+      fields[kv.first] = kv.second;
+    }
+    steps[std::stoull(fields["version"])].push_back(
+        {{std::stoull(fields["session"]), std::stoull(fields["sequence"])},
+         static_cast<uint32_t>(std::stoul(fields["minibatches"]))});
+  }
+  REQUIRE(steps.size() == status.version());
+  std::vector<float> replay = initial;
+  auto optimizer = *FlatOptimizer::Create(o.optimizer, replay.data(), n);
+  uint64_t expected_version = 1;
+  size_t replayed = 0;
+  for (auto& [version, pushes] : steps) {
+    REQUIRE(version == expected_version++);
+    std::vector<std::vector<float>> gradients;
+    std::vector<StepInput> inputs;
+    for (const auto& [key, minibatches] : pushes) {
+      REQUIRE(sent.count(key) == 1);
+      gradients.push_back(sent[key]);
+    }
+    for (size_t i = 0; i < pushes.size(); ++i) {
+      inputs.push_back(StepInput{gradients[i].data(), pushes[i].second, 1.0});
+    }
+    optimizer->Step(inputs);
+    replayed += pushes.size();
+  }
+  CHECK(replayed == static_cast<size_t>(kThreads * kPushes));
+  const std::vector<float>& served = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  size_t differ = 0;
+  for (size_t i = 0; i < n; ++i) differ += replay[i] != served[i];
+  CHECK(differ == 0);
+}
+
+TEST_CASE(
+    "With batching a pull never sees a torn snapshot: one whole number of pushes in every weight",
+    "[service][concurrency][batching]") {
+  ParameterServerOptions o = Options("cookbook");
+  o.optimizer.kind = Optimizer::kDelta;  // w += 1 per push: a snapshot is initial + pushes applied.
+  LoopbackServer ps(o);
+  const std::vector<float> initial = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  const size_t n = initial.size();
+  constexpr int kPushers = 4, kPushesEach = 12;
+  std::atomic<bool> done{false};
+  std::atomic<int> failed{0}, torn{0}, pulls{0};
+  std::vector<std::thread> pullers;
+  for (int p = 0; p < 2; ++p) {
+    pullers.emplace_back([&, p] {
+      PsClient client(ps.ClientOptions("puller-" + std::to_string(p)));
+      std::vector<float> weights;
+      while (!done.load()) {
+        absl::StatusOr<PullResult> r = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
+        if (!r.ok()) {
+          ++failed;
+          return;
+        }
+        ++pulls;
+        // One whole number k of pushes, the same in every weight (within float rounding).
+        const double k = std::round(static_cast<double>(weights[0]) - initial[0]);
+        bool whole = k >= static_cast<double>(r->version);
+        for (size_t i = 0; i < n && whole; ++i) {
+          whole = std::abs(static_cast<double>(weights[i]) - initial[i] - k) < 0.25;
+        }
+        if (!whole) ++torn;
+      }
+    });
+  }
+  std::vector<std::thread> pushers;
+  for (int t = 0; t < kPushers; ++t) {
+    pushers.emplace_back([&, t] {
+      PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
+      const std::vector<float> ones(n, 1.0f);
+      for (int i = 0; i < kPushesEach; ++i) {
+        absl::StatusOr<PushResult> pushed = client.Push(ones.data(), n, 0, 1);
+        if (!pushed.ok() || !pushed->accepted) ++failed;
+      }
+    });
+  }
+  for (std::thread& t : pushers) t.join();
+  done = true;
+  for (std::thread& t : pullers) t.join();
+  CHECK(failed.load() == 0);
+  CHECK(torn.load() == 0);
+  CHECK(pulls.load() >= 2);
+  const std::vector<float>& last = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
+  CHECK(std::abs(static_cast<double>(last[n - 1]) - initial[n - 1] - kPushers * kPushesEach) <
+        0.25);
+}
+
 TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[service][concurrency]") {
   ParameterServerOptions o = Options("cookbook");
   o.optimizer.kind = Optimizer::kDelta;  // w += 1 per push: every version has a known state.
+  o.max_pushes_per_step = 1;             // One version per push.
   LoopbackServer ps(o);
   const std::vector<float> initial = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
   const size_t n = initial.size();
   constexpr int kPushes = 60;
   std::atomic<bool> done{false};
-  // Counted here and asserted on the test's thread: Catch2's assertions are not thread-safe (v3.7 aborts).
+  // Counted here and asserted on the test's thread: Catch2's assertions are not thread-safe (v3.7
+  // aborts).
   std::atomic<int> failed_pulls{0}, failed_pushes{0};
   std::mutex mu;
   std::map<uint64_t, std::vector<float>> pulled;
@@ -327,7 +482,8 @@ TEST_CASE("Every bad push gets its status, is counted by reason, and changes not
     cases.push_back({"a missing last chunk", chunks, grpc::StatusCode::INVALID_ARGUMENT,
                      v1::REJECT_REASON_BAD_CHUNKS});
   }
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     std::vector<float> values = good;
     values[values.size() / 2] = bad;
     cases.push_back({std::isnan(bad) ? "NaN" : "Inf", Chunked(model, values, quarter),
@@ -345,8 +501,8 @@ TEST_CASE("Every bad push gets its status, is counted by reason, and changes not
     cases.push_back({"an unknown encoding", chunks, grpc::StatusCode::INVALID_ARGUMENT,
                      v1::REJECT_REASON_UNKNOWN_ENCODING});
   }
-  cases.push_back({"an empty push", {}, grpc::StatusCode::INVALID_ARGUMENT,
-                   v1::REJECT_REASON_EMPTY});
+  cases.push_back(
+      {"an empty push", {}, grpc::StatusCode::INVALID_ARGUMENT, v1::REJECT_REASON_EMPTY});
 
   for (const Case& c : cases) {
     INFO(c.name);
@@ -400,8 +556,7 @@ TEST_CASE("A message over the chunk limit is refused by the transport", "[servic
   chunk.set_model_fingerprint(ps.server->core().model().fingerprint);
   chunk.mutable_data()->assign(2 << 20, '\0');
   v1::PushResponse response;
-  CHECK(RawPush(*ps.stub, {chunk}, &response).error_code() ==
-        grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(RawPush(*ps.stub, {chunk}, &response).error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(ps.Status().version() == 0);
 }
 
@@ -435,7 +590,8 @@ TEST_CASE("A push whose reply is lost after the apply is retried and applied onc
   o.optimizer.momentum = 0;
   LoopbackServer ps(o);
   std::atomic<int> dropped{0};
-  // The first reply after an apply never reaches the client, as when the connection drops right then.
+  // The first reply after an apply never reaches the client, as when the connection drops right
+  // then.
   ps.server->service().SetAfterApplyHookForTesting([&](const PushOutcome&) {
     if (dropped.fetch_add(1) == 0) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost");
     return grpc::Status::OK;
@@ -443,7 +599,8 @@ TEST_CASE("A push whose reply is lost after the apply is retried and applied onc
   const std::vector<float> before = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
   PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g = RandomVector(before.size(), 3);
-  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 0, 1, ps.Status().incarnation());
+  absl::StatusOr<PushResult> pushed =
+      client.Push(g.data(), g.size(), 0, 1, ps.Status().incarnation());
   REQUIRE(pushed.ok());
   CHECK(dropped == 2);  // The first attempt and its retry both reached the server.
   CHECK(pushed->accepted);
@@ -607,7 +764,8 @@ TEST_CASE("A 100M-parameter model pushes and pulls in 1 MiB chunks", "[service][
 namespace convoy {
 namespace {
 
-TEST_CASE("A pull's chunks refer to the snapshot and outlive a snapshot swap", "[service][zero_copy]") {
+TEST_CASE("A pull's chunks refer to the snapshot and outlive a snapshot swap",
+          "[service][zero_copy]") {
   const size_t n = 50000;
   std::vector<float> initial(n);
   for (size_t i = 0; i < n; ++i) initial[i] = 0.001f * static_cast<float>(i);
@@ -622,8 +780,9 @@ TEST_CASE("A pull's chunks refer to the snapshot and outlive a snapshot swap", "
   chunk.keep_alive = snapshot;
   auto sent = std::make_unique<grpc::ByteBuffer>();
   bool own = false;
-  REQUIRE(grpc::SerializationTraits<OutgoingChunk<v1::WeightChunk>>::Serialize(chunk, sent.get(), &own)
-              .ok());
+  REQUIRE(
+      grpc::SerializationTraits<OutgoingChunk<v1::WeightChunk>>::Serialize(chunk, sent.get(), &own)
+          .ok());
   chunk.keep_alive.reset();
   snapshot.reset();  // Only the serialised chunk holds version 1 now.
 
@@ -678,10 +837,188 @@ TEST_CASE("A client that knows only the .proto pulls the same bytes the snapshot
       ++chunks;
     }
     REQUIRE(reader->Finish().ok());
-    CHECK(chunks == static_cast<int>((exact.size() + ElementsPerChunk(local) - 1) /
-                                     ElementsPerChunk(local)));
+    CHECK(chunks ==
+          static_cast<int>((exact.size() + ElementsPerChunk(local) - 1) / ElementsPerChunk(local)));
     CHECK(got == expected);
   }
+}
+
+// A push stream that holds a receive buffer: its first chunk is sent, the rest when Finish() is
+// called.
+class StalledPush {
+ public:
+  StalledPush(LoopbackServer& ps, const std::string& agent) {
+    const ModelInfo& model = ps.server->core().model();
+    chunks_ = Chunked(model, std::vector<float>(model.parameter_count, 0.5f),
+                      ElementsPerChunk(TensorEncoding::kFp32));
+    chunks_[0].set_agent_id(agent);
+    writer_ = ps.stub->PushGradients(&context_, &response_);
+    REQUIRE(writer_->Write(chunks_[0]));
+  }
+  grpc::Status Finish() {
+    for (size_t i = 1; i < chunks_.size(); ++i) {
+      if (!writer_->Write(chunks_[i])) break;
+    }
+    writer_->WritesDone();
+    return writer_->Finish();
+  }
+  const v1::PushResponse& response() const { return response_; }
+
+ private:
+  std::vector<v1::GradientChunk> chunks_;
+  grpc::ClientContext context_;
+  v1::PushResponse response_;
+  std::unique_ptr<grpc::ClientWriter<v1::GradientChunk>> writer_;
+};
+
+// Polls the server's status until `done` holds, for up to 10 s.
+template <typename Done>
+bool StatusReaches(const LoopbackServer& ps, Done done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < give_up) {
+    if (done(ps.Status())) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+TEST_CASE(
+    "A push that finds every buffer in use waits unread, holding no thread, and is applied once "
+    "one frees",
+    "[service][admission]") {
+  ServiceOptions service;
+  service.push_buffers = 1;
+  service.max_waiting_pushes = 8;
+  LoopbackServer ps(Options("cookbook"), LoopbackServer::PlaintextSecurity(), service);
+  const size_t n = ps.server->core().model().parameter_count;
+  StalledPush stalled(ps, "stalled");
+  REQUIRE(
+      StatusReaches(ps, [](const v1::StatusResponse& s) { return s.push_buffers_in_use() == 1; }));
+  constexpr int kWaiters = 3;
+  std::atomic<int> applied{0};
+  std::vector<std::thread> pushers;
+  for (int t = 0; t < kWaiters; ++t) {
+    pushers.emplace_back([&, t] {
+      PsClient client(ps.ClientOptions("waiter-" + std::to_string(t)));
+      const std::vector<float> g(n, 0.25f);
+      absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, 0, 1);
+      if (pushed.ok() && pushed->accepted) ++applied;
+    });
+  }
+  const bool all_waiting =
+      StatusReaches(ps, [](const v1::StatusResponse& s) { return s.pushes_waiting() == kWaiters; });
+  CHECK(all_waiting);
+  CHECK(ps.Status().updates_applied() == 0);
+  REQUIRE(stalled.Finish().ok());
+  for (std::thread& t : pushers) t.join();
+  CHECK(stalled.response().accepted());
+  CHECK(applied.load() == kWaiters);
+  const v1::StatusResponse status = ps.Status();
+  CHECK(status.updates_applied() == 1 + kWaiters);
+  CHECK(status.push_buffers() == 1);
+  CHECK(status.push_buffer_bytes() == n * sizeof(float));
+  CHECK(status.pushes_waiting() == 0);
+  CHECK(Rejections(status, v1::REJECT_REASON_SERVER_BUSY) == 0);
+}
+
+TEST_CASE(
+    "A push beyond the waiting bound is refused SERVER_BUSY with a retry delay, which a client "
+    "honours",
+    "[service][admission]") {
+  ServiceOptions service;
+  service.push_buffers = 1;
+  service.max_waiting_pushes = 0;
+  service.busy_retry_after = absl::Milliseconds(100);
+  LoopbackServer ps(Options("cookbook"), LoopbackServer::PlaintextSecurity(), service);
+  const ModelInfo& model = ps.server->core().model();
+  StalledPush stalled(ps, "stalled");
+  REQUIRE(
+      StatusReaches(ps, [](const v1::StatusResponse& s) { return s.push_buffers_in_use() == 1; }));
+
+  // What the wire says: RESOURCE_EXHAUSTED, gRPC's retry pushback, nothing applied.
+  {
+    grpc::ClientContext context;
+    v1::PushResponse response;
+    auto writer = ps.stub->PushGradients(&context, &response);
+    auto chunks = Chunked(model, std::vector<float>(model.parameter_count, 0.1f),
+                          ElementsPerChunk(TensorEncoding::kFp32));
+    for (const v1::GradientChunk& c : chunks) {
+      if (!writer->Write(c)) break;
+    }
+    writer->WritesDone();
+    const grpc::Status refused = writer->Finish();
+    CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+    CHECK_THAT(refused.error_message(), Catch::Matchers::ContainsSubstring("busy"));
+    const auto& trailers = context.GetServerTrailingMetadata();
+    const auto pushback = trailers.find(kRetryPushbackKey);
+    REQUIRE(pushback != trailers.end());
+    CHECK(std::string(pushback->second.data(), pushback->second.size()) == "100");
+  }
+  CHECK(Rejections(ps.Status(), v1::REJECT_REASON_SERVER_BUSY) == 1);
+
+  // A client is refused, waits out the delay and tries again until the buffer is free.
+  absl::StatusOr<PushResult> pushed;
+  std::thread client_thread([&] {
+    PsClient client(ps.ClientOptions("patient"));
+    const std::vector<float> g(model.parameter_count, 0.25f);
+    pushed = client.Push(g.data(), g.size(), 0, 1);
+  });
+  REQUIRE(StatusReaches(ps, [](const v1::StatusResponse& s) {
+    return Rejections(s, v1::REJECT_REASON_SERVER_BUSY) >= 3;
+  }));
+  REQUIRE(stalled.Finish().ok());
+  client_thread.join();
+  REQUIRE(pushed.ok());
+  CHECK(pushed->accepted);
+  CHECK_FALSE(pushed->repeated);
+  CHECK(ps.Status().updates_applied() == 2);  // The stalled push and the patient one, once each.
+}
+
+TEST_CASE("Pullers of one version share one serialization of it; a newer version replaces it",
+          "[service][pull_cache]") {
+  WeightStore store(std::vector<float>(600000, 0.5f), 3);  // Two chunks in bf16, three in fp32.
+  PullCache cache;
+  bool built = false;
+  std::shared_ptr<const SerializedPull> first =
+      cache.Get(store.Snapshot(), v1::NETWORK_ONLINE, TensorEncoding::kBf16, 7, &built);
+  CHECK(built);
+  std::shared_ptr<const SerializedPull> again =
+      cache.Get(store.Snapshot(), v1::NETWORK_ONLINE, TensorEncoding::kBf16, 7, &built);
+  CHECK_FALSE(built);
+  CHECK(again == first);
+  CHECK(first->chunks.size() == 2);
+  // Another encoding or network is its own entry.
+  cache.Get(store.Snapshot(), v1::NETWORK_ONLINE, TensorEncoding::kFp32, 7, &built);
+  CHECK(built);
+  store.Publish(4);
+  std::shared_ptr<const SerializedPull> newer =
+      cache.Get(store.Snapshot(), v1::NETWORK_ONLINE, TensorEncoding::kBf16, 7, &built);
+  CHECK(built);
+  CHECK(newer->snapshot->version == 4);
+  // A late puller of the older version is served it, and does not push the newer one out.
+  cache.Get(first->snapshot, v1::NETWORK_ONLINE, TensorEncoding::kBf16, 7, &built);
+  CHECK(built);
+  CHECK(cache.Get(store.Snapshot(), v1::NETWORK_ONLINE, TensorEncoding::kBf16, 7, &built) == newer);
+  CHECK_FALSE(built);
+  // The bytes are protobuf's for the same chunk.
+  grpc::ByteBuffer copy(newer->chunks[1]);
+  std::vector<grpc::Slice> slices;
+  REQUIRE(copy.Dump(&slices).ok());
+  std::string wire;
+  for (const grpc::Slice& slice : slices)
+    wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  v1::WeightChunk parsed;
+  REQUIRE(parsed.ParseFromString(wire));
+  CHECK(parsed.version() == 4);
+  CHECK(parsed.offset() == ElementsPerChunk(TensorEncoding::kBf16));
+  CHECK(parsed.incarnation() == 7);
+  v1::WeightChunk expected = parsed;
+  std::string data;
+  EncodeTensor(store.Snapshot()->values.data() + parsed.offset(),
+               parsed.data().size() / BytesPerElement(TensorEncoding::kBf16), TensorEncoding::kBf16,
+               &data);
+  expected.set_data(data);
+  CHECK(expected.SerializeAsString() == wire);
 }
 
 }  // namespace
