@@ -136,6 +136,12 @@ ABSL_FLAG(
     "Pulls written at once (each of the newest version when its turn comes); the others wait, "
     "holding nothing, so the weights in flight are bounded. 0: as many as the default push "
     "buffers.");
+ABSL_FLAG(uint32_t, max_waiting_pulls, 4096,
+          "Pulls that may wait for their turn (--concurrent_pulls); the next is refused with "
+          "RESOURCE_EXHAUSTED and a retry delay, which agents honour.");
+ABSL_FLAG(uint32_t, busy_retry_after_ms, 250,
+          "The retry delay, ms, that a refusal for a busy server asks of the agent (gRPC's retry "
+          "pushback); agents wait it out with up to half again as jitter.");
 ABSL_FLAG(uint32_t, receive_window_kib, 256,
           "Each stream's HTTP/2 receive window, KiB, fixed: what a push waiting for a buffer may "
           "have sent ahead (the transport holds about connections x this), and one push's rate is "
@@ -208,6 +214,8 @@ bool NumericFlagsInRange() {
       UintRange("push_buffers", absl::GetFlag(FLAGS_push_buffers), 0, 1 << 20),
       UintRange("max_waiting_pushes", absl::GetFlag(FLAGS_max_waiting_pushes), 0, 1 << 24),
       UintRange("concurrent_pulls", absl::GetFlag(FLAGS_concurrent_pulls), 0, 1 << 20),
+      UintRange("max_waiting_pulls", absl::GetFlag(FLAGS_max_waiting_pulls), 0, 1 << 24),
+      UintRange("busy_retry_after_ms", absl::GetFlag(FLAGS_busy_retry_after_ms), 1, 3600000),
       UintRange("receive_window_kib", absl::GetFlag(FLAGS_receive_window_kib), 0, 1 << 20),
       UintRange("apply_threads", absl::GetFlag(FLAGS_apply_threads), 0, 4096),
       UintRange("num_shards", absl::GetFlag(FLAGS_num_shards), 1, 65536),
@@ -348,6 +356,8 @@ int Run() {
   service.push_buffers = absl::GetFlag(FLAGS_push_buffers);
   service.max_waiting_pushes = absl::GetFlag(FLAGS_max_waiting_pushes);
   service.concurrent_pulls = absl::GetFlag(FLAGS_concurrent_pulls);
+  service.max_waiting_pulls = absl::GetFlag(FLAGS_max_waiting_pulls);
+  service.busy_retry_after = absl::Milliseconds(absl::GetFlag(FLAGS_busy_retry_after_ms));
   service.receive_window_bytes = absl::GetFlag(FLAGS_receive_window_kib) << 10;
   absl::StatusOr<std::unique_ptr<GrpcParameterServer>> server =
       GrpcParameterServer::Start(*std::move(core), address, security, service);
