@@ -73,6 +73,9 @@ ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
           "Replay capacity per agent, transitions.");
+ABSL_FLAG(uint32_t, max_pushes_per_step, 0,
+          "convoy_ps --max_pushes_per_step (pushes one optimizer step may combine); 0: the "
+          "server's default.");
 ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
           "The server's averaged network's horizon, applied minibatches; evaluated at the end of "
           "each run beside the last weights (0: off).");
@@ -100,6 +103,8 @@ struct RunResult {
   double env_steps = 0, train_steps = 0;
   double eval_seconds = 0;  // Spent evaluating during the run (competing with training).
   int failed_agents = 0;
+  // The server's (shard 0's) pushes applied and optimizer steps over the run.
+  uint64_t pushes_applied = 0, apply_steps = 0;
 };
 
 bool Majority(const EvalSummary& s) {
@@ -204,6 +209,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
   options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
+  options.max_pushes_per_step = absl::GetFlag(FLAGS_max_pushes_per_step);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return cluster.status();
   std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,
@@ -243,6 +249,10 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   result.env_steps = totals.env_steps;
   result.train_steps = totals.train_steps;
   const int final_episodes = absl::GetFlag(FLAGS_final_eval_episodes);
+  if (absl::StatusOr<v1::StatusResponse> status = (*cluster)->PsStatus(); status.ok()) {
+    result.pushes_applied = status->updates_applied();
+    result.apply_steps = status->apply_steps();
+  }
   RunEnd end;
   absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&end.last_weights);
   std::optional<absl::StatusOr<PullResult>> pulled_average;
@@ -361,6 +371,10 @@ void PrintResults(const RunResult& r) {
   std::printf("RESULT env_steps_agents_%d=%.0f\n", n, r.env_steps);
   std::printf("RESULT train_steps_agents_%d=%.0f\n", n, r.train_steps);
   std::printf("RESULT env_steps_per_s_agents_%d=%.2f\n", n, r.env_steps / r.training_seconds);
+  std::printf("RESULT pushes_applied_per_s_agents_%d=%.2f\n", n,
+              static_cast<double>(r.pushes_applied) / r.training_seconds);
+  std::printf("RESULT pushes_per_step_agents_%d=%.3f\n", n,
+              r.apply_steps > 0 ? static_cast<double>(r.pushes_applied) / r.apply_steps : 0.0);
   std::printf("RESULT env_steps_per_s_per_agent_agents_%d=%.2f\n", n,
               r.env_steps / r.training_seconds / n);
   std::printf("RESULT train_steps_per_s_agents_%d=%.3f\n", n, r.train_steps / r.training_seconds);

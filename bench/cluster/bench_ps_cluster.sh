@@ -9,7 +9,8 @@
 #   bench/cluster/bench_ps_cluster.sh [--links=1gbit,2.5gbit] [--ps_nodes=1] [--clients=4,8,16]
 #                                     [--client_nodes=4] [--client_link=RATE] [--seconds=5]
 #                                     [--model=cookbook] [--bin=build/bin] [--repeats=1]
-#                                     [--client_flags="..."] [--congestion=system,reno]
+#                                     [--client_flags="..."] [--server_flags="..."]
+#                                     [--congestion=system,reno]
 #
 # The limit: every cycle pushes a gradient and pulls the weights, each shard's range over its node's link,
 # so a PS node's link carries 1/N of each cycle once each way. The links are full duplex (tbf shapes each
@@ -33,7 +34,8 @@
 # each (docs/benchmarks.md, "The transport at the link's limit").
 #
 # --repeats runs every configuration (bare TCP, then convoy's cycles) that many times and reports the
-# medians and the spread (min-max) of the fractions. --client_flags are passed to every
+# medians and the spread (min-max) of the fractions. --server_flags are passed to every convoy_ps (e.g.
+# --max_pushes_per_step=1 to compare one step per push). --client_flags are passed to every
 # convoy_bench_ps client (to compare transport settings).
 set -euo pipefail
 
@@ -49,6 +51,7 @@ PS_NODES=1
 CLIENT_LINK=""
 REPEATS=1
 CLIENT_FLAGS=""
+SERVER_FLAGS=""
 CONGESTION=system
 NAME=cvbench
 for a in "$@"; do
@@ -63,6 +66,7 @@ for a in "$@"; do
     --client_link=*) CLIENT_LINK=${a#*=} ;;
     --repeats=*) REPEATS=${a#*=} ;;
     --client_flags=*) CLIENT_FLAGS=${a#*=} ;;
+    --server_flags=*) SERVER_FLAGS=${a#*=} ;;
     --congestion=*) CONGESTION=${a#*=} ;;
     *) echo "bench_ps_cluster: unknown argument '$a' (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -83,6 +87,7 @@ for cc in "${congestion_list[@]}"; do
     { echo "bench_ps_cluster: --congestion=$cc: not one of this kernel's ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control)) or system" >&2; exit 2; }
 done
 read -ra client_flags <<<"$CLIENT_FLAGS"
+read -ra server_flags <<<"$SERVER_FLAGS"
 node() { "$CLUSTER" --name="$NAME" exec "$@"; }
 
 # Bytes so far on the first $1 nodes' links, counted at their bridge ports: "in" (towards the PS nodes,
@@ -100,14 +105,28 @@ sleep_until() { sleep "$(python3 -c "import time; print(max(0, $1 - time.time())
 # The PS links' busy fractions (in out) over a window of $SECONDS_EACH starting at Unix time $2, for $1
 # shards.
 measure_busy() {
-  local shards=$1 at=$2 before after
+  local shards=$1 at=$2 before after cpu_before cpu_after
   sleep_until "$at"
   read -r -a before < <(ps_link_bytes "$shards")
+  cpu_before=$(ps_cpu_seconds)
   sleep "$SECONDS_EACH"
   read -r -a after < <(ps_link_bytes "$shards")
+  cpu_after=$(ps_cpu_seconds)
   python3 -c "
 full = $SECONDS_EACH * $shards * $link_bits / 8
-print(f'{(${after[0]} - ${before[0]}) / full:.4f} {(${after[1]} - ${before[1]}) / full:.4f}')"
+print(f'{(${after[0]} - ${before[0]}) / full:.4f} {(${after[1]} - ${before[1]}) / full:.4f} {$cpu_after - $cpu_before:.3f}')"
+}
+
+# The CPU seconds (user + system) the convoy_ps processes of this run have used so far, all shards.
+ps_cpu_seconds() {
+  local pid total=0 ticks
+  ticks=$(getconf CLK_TCK)
+  for pid in $(pgrep -f -- "--port_file=$T/ps-" || true); do
+    # Fields 14 and 15 of /proc/PID/stat, counted after the command's closing parenthesis.
+    total=$((total + $({ sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null || true; } |
+      awk '{print $12 + $13} END {if (NR == 0) print 0}')))
+  done
+  python3 -c "print($total / $ticks)"
 }
 
 # The raw transfer for $1 shards and $2 clients: iperf3 with the cycles' flows, both directions at once.
@@ -136,7 +155,7 @@ iperf_transfer() {
       clients_pids+=($!)
     done
   done
-  busy=$(measure_busy "$shards" "$start_at")
+  busy=$(measure_busy "$shards" "$start_at" | cut -d" " -f1,2)  # The servers' CPU is not of interest here.
   for p in "${clients_pids[@]}"; do wait "$p" || { echo "bench_ps_cluster: iperf3 failed (see $T)" >&2; exit 1; }; done
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   echo "$busy"
@@ -191,8 +210,8 @@ tcp_cycles() {
 TCP_PORT=5300
 results=()
 rows=()
-printf '\n%-7s %-8s %6s %7s %6s %4s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n' tcp link shards clients nodes rep \
-  "cycles/s" "limit c/s" "fraction" "p50 ms" "TCP c/s" "iperf in" "iperf out" "PS in" "PS out"
+printf '\n%-7s %-8s %6s %7s %6s %4s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n' tcp link shards clients nodes rep \
+  "cycles/s" "limit c/s" "fraction" "p50 ms" "TCP c/s" "iperf in" "iperf out" "PS in" "PS out" "PS ms/c"
 for link in "${link_list[@]}"; do
   link_bits=$(python3 -c "
 import re, sys
@@ -207,7 +226,8 @@ print(int(float(m.group(1)) * {'bit': 1, 'kbit': 1e3, 'mbit': 1e6, 'gbit': 1e9}[
       "$CLUSTER" --name="$NAME" link "$s" "$link" >/dev/null 2>&1
       addr=$("$CLUSTER" --name="$NAME" addr "$s")
       node "$s" "$BIN/convoy_ps" --model="$MODEL" --bind="$addr" --port=50051 --port_file="$T/ps-$s.port" \
-        --insecure --num_shards="$shards" --shard_index="$s" >"$T/ps-$link-$shards-$s.log" 2>&1 &
+        --insecure --num_shards="$shards" --shard_index="$s" "${server_flags[@]}" \
+        >"$T/ps-$link-$shards-$s.log" 2>&1 &
       ps_pids+=($!)
       servers+=("$addr:50051")
     done
@@ -243,7 +263,7 @@ print(int(float(m.group(1)) * {'bit': 1, 'kbit': 1e3, 'mbit': 1e6, 'gbit': 1e9}[
             pids+=($!)
           done
           # The PS links' bytes over the measured window, as a check on the cycles.
-          read -r busy_in busy_out < <(measure_busy "$shards" "$measure_at")
+          read -r busy_in busy_out ps_cpu < <(measure_busy "$shards" "$measure_at")
           for pid in "${pids[@]}"; do wait "$pid" || { echo "bench_ps_cluster: a client failed (see $T)" >&2; exit 1; }; done
           read -r cycles p50 limit < <(python3 - "$T" "$cc-$link-$shards-$clients-$rep" "$shards" "$link_bits" <<'PY'
 import glob, re, statistics, sys
@@ -261,10 +281,12 @@ print(cycles, statistics.median(p50s), shards * link_bits / 8 / (parameters * 4)
 PY
 )
           fraction=$(python3 -c "print($cycles / $limit)")
-          printf '%-7s %-8s %6d %7d %6d %4d %9.2f %9.2f %9.3f %9.1f %9.2f %9.3f %9.3f %9.3f %9.3f\n' "$cc" \
+          # The servers' CPU per cycle over the same window (all shards together).
+          ps_ms=$(python3 -c "print(1e3 * $ps_cpu / ($cycles * $SECONDS_EACH) if $cycles > 0 else 0)")
+          printf '%-7s %-8s %6d %7d %6d %4d %9.2f %9.2f %9.3f %9.1f %9.2f %9.3f %9.3f %9.3f %9.3f %9.2f\n' "$cc" \
             "$link" "$shards" "$clients" "$used" "$rep" "$cycles" "$limit" "$fraction" "$p50" "$tcp" "$raw_in" \
-            "$raw_out" "$busy_in" "$busy_out"
-          rows+=("$cc $link $shards $clients $cycles $limit $p50 $raw_in $raw_out $busy_in $busy_out $tcp")
+            "$raw_out" "$busy_in" "$busy_out" "$ps_ms"
+          rows+=("$cc $link $shards $clients $cycles $limit $p50 $raw_in $raw_out $busy_in $busy_out $tcp $ps_ms")
         done
       done
     done
@@ -283,12 +305,13 @@ rows = collections.OrderedDict()
 for line in open(sys.argv[1]):
     f = line.split()
     rows.setdefault((f[0], f[1], int(f[2]), int(f[3])), []).append([float(x) for x in f[4:]])
-CYCLES, LIMIT, P50, IPERF_IN, IPERF_OUT, BUSY_IN, BUSY_OUT, TCP = range(8)
+CYCLES, LIMIT, P50, IPERF_IN, IPERF_OUT, BUSY_IN, BUSY_OUT, TCP, PS_MS = range(9)
 print()
 print("Medians over the repeats. fraction: of the links' nominal limit; iperf3: its busy fraction (the less busy")
 print("direction); TCP cycles: bare TCP in the cycles' pattern, as a fraction of the limit; of TCP: convoy over it.")
 print(f"{'tcp':<7} {'link':<8} {'shards':>6} {'clients':>7} {'cycles/s':>9} {'limit':>7} {'fraction':>9} "
-      f"{'spread':>13} {'iperf3':>7} {'TCP cyc':>8} {'of TCP':>7} {'PS busy':>8} {'p50 ms':>8} {'x one':>6}")
+      f"{'spread':>13} {'iperf3':>7} {'TCP cyc':>8} {'of TCP':>7} {'PS busy':>8} {'p50 ms':>8} {'x one':>6} "
+      f"{'PS ms/c':>8}")
 results, one = [], {}
 for (cc, link, shards, clients), reps in rows.items():
     med = lambda values: statistics.median(values)
@@ -303,7 +326,8 @@ for (cc, link, shards, clients), reps in rows.items():
     speedup = cycles / one[(cc, link, clients)] if (cc, link, clients) in one else float("nan")
     print(f"{cc:<7} {link:<8} {shards:>6} {clients:>7} {cycles:>9.2f} {reps[0][LIMIT]:>7.2f} {med(fractions):>9.3f} "
           f"{min(fractions):>6.3f}-{max(fractions):<6.3f} {med(iperf):>7.3f} {med(tcp):>8.3f} {med(of_tcp):>7.3f} "
-          f"{med(busy):>8.3f} {med([r[P50] for r in reps]):>8.1f} {speedup:>6.2f}")
+          f"{med(busy):>8.3f} {med([r[P50] for r in reps]):>8.1f} {speedup:>6.2f} "
+          f"{med([r[PS_MS] for r in reps]):>8.2f}")
     key = link.replace(".", "")
     suffix = f"{key}_{clients}" if shards == 1 else f"{key}_{shards}shards_{clients}"
     if cc != "system":
@@ -312,7 +336,8 @@ for (cc, link, shards, clients), reps in rows.items():
                 f"RESULT fraction_of_limit_{suffix}={med(fractions):.3f}",
                 f"RESULT iperf3_fraction_{suffix}={med(iperf):.3f}",
                 f"RESULT tcp_cycles_fraction_{suffix}={med(tcp):.3f}",
-                f"RESULT fraction_of_tcp_cycles_{suffix}={med(of_tcp):.3f}"]
+                f"RESULT fraction_of_tcp_cycles_{suffix}={med(of_tcp):.3f}",
+                f"RESULT server_cpu_ms_per_cycle_{suffix}={med([r[PS_MS] for r in reps]):.3f}"]
     if shards != 1 and (cc, link, clients) in one:
         cc_suffix = "" if cc == "system" else f"_{cc}"
         results.append(f"RESULT speedup_{shards}shards_vs_1_{key}_{clients}{cc_suffix}={speedup:.2f}")

@@ -89,7 +89,8 @@ ABSL_FLAG(std::string, servers, "batch1=--max_pushes_per_step=1;default=",
           "--insecure --port=0 --model --optimizer and FLAGS. E.g. "
           "'before=/tmp/old/convoy_ps;batch1=--max_pushes_per_step=1;default='. With one server, "
           "RESULT keys carry no label.");
-ABSL_FLAG(std::vector<std::string>, clients, std::vector<std::string>({"1", "4", "16", "64"}),
+ABSL_FLAG(std::vector<std::string>, clients,
+          std::vector<std::string>({"1", "4", "16", "64", "256"}),
           "Concurrent client counts to measure, comma-separated.");
 ABSL_FLAG(std::vector<std::string>, encodings, std::vector<std::string>({"fp32", "bf16"}),
           "Push encodings to measure, comma-separated (fp32, bf16). Pulls are always fp32.");
@@ -920,6 +921,9 @@ struct Configuration {
   TensorEncoding push;
   int clients;
   std::vector<Sample> samples;
+  // Repeats that could not be measured (a server that refused or lost clients, or died), with why:
+  // reported in the tables and as RESULT ..._failed_N, never ending the run.
+  std::vector<std::string> failures;
 };
 
 double Median(std::vector<double> values) {
@@ -1096,7 +1100,7 @@ int Run() {
   std::vector<Configuration> configurations;
   for (size_t server = 0; server < servers.size(); ++server) {
     for (TensorEncoding push : *encodings) {
-      for (int clients : *client_counts) configurations.push_back({server, push, clients, {}});
+      for (int clients : *client_counts) configurations.push_back({server, push, clients, {}, {}});
     }
   }
   for (int repeat = 1; repeat <= repeats; ++repeat) {
@@ -1117,7 +1121,12 @@ int Run() {
         LOG(ERROR) << Name(configuration.push) << " with " << configuration.clients
                    << " clients against " << (local ? server.label : server.address)
                    << " failed: " << measured.status();
-        return 1;
+        std::printf("%-3d %-10s %-5s %7d  failed: %s\n", repeat, local ? server.label.c_str() : "-",
+                    Name(configuration.push), configuration.clients,
+                    std::string(measured.status().message()).c_str());
+        std::fflush(stdout);
+        configuration.failures.push_back(std::string(measured.status().message()));
+        continue;
       }
       Sample sample = *std::move(measured);
       sample.limit = limit;
@@ -1175,6 +1184,19 @@ int Run() {
     const std::vector<Sample>& samples = configuration.samples;
     const TensorEncoding push = configuration.push;
     const Server& server = servers[configuration.server];
+    // RESULT keys: [server_][bf16_]name_clients; fp32 and a lone server carry no prefix.
+    const std::string prefix = absl::StrCat(servers.size() > 1 ? server.label + "_" : "",
+                                            push == TensorEncoding::kBf16 ? "bf16_" : "");
+    const std::string n = absl::StrCat(configuration.clients);
+    if (!configuration.failures.empty()) {
+      result(absl::StrCat(prefix, "failed_", n), configuration.failures.size());
+    }
+    if (samples.empty()) {
+      std::printf("%-10s %-5s %7d  failed in all %zu repeats: %s\n",
+                  local ? server.label.c_str() : "-", Name(push), configuration.clients,
+                  configuration.failures.size(), configuration.failures.front().c_str());
+      continue;
+    }
     const Spread cycles = SpreadOf(samples, [](const Sample& s) { return s.cycles.cycles_per_s; });
     const double p50 = SpreadOf(samples, [](const Sample& s) { return s.cycles.p50_ms; }).median;
     const double p99 = SpreadOf(samples, [](const Sample& s) { return s.cycles.p99_ms; }).median;
@@ -1183,10 +1205,6 @@ int Run() {
       rejected += s.cycles.rejected;
       busy += s.window.busy;
     }
-    // RESULT keys: [server_][bf16_]name_clients; fp32 and a lone server carry no prefix.
-    const std::string prefix = absl::StrCat(servers.size() > 1 ? server.label + "_" : "",
-                                            push == TensorEncoding::kBf16 ? "bf16_" : "");
-    const std::string n = absl::StrCat(configuration.clients);
     result(absl::StrCat(prefix, "cycles_per_s_", n), cycles.median);
     result(absl::StrCat(prefix, "cycles_per_s_min_", n), cycles.min);
     result(absl::StrCat(prefix, "cycles_per_s_max_", n), cycles.max);
@@ -1240,8 +1258,13 @@ int Run() {
       std::printf(" %8s %8s %15s %9s %9s %8s %6s %5s %8s %8.2f", "-", "-", "-", "-", "-", "-", "-",
                   "-", "-", client_cpu);
     }
-    std::printf(" %6llu %9llu\n", static_cast<unsigned long long>(busy),
+    std::printf(" %6llu %9llu", static_cast<unsigned long long>(busy),
                 static_cast<unsigned long long>(rejected));
+    if (!configuration.failures.empty()) {
+      std::printf("  (%zu repeats failed: %s)", configuration.failures.size(),
+                  configuration.failures.front().c_str());
+    }
+    std::printf("\n");
   }
   for (size_t i = 0; i < servers.size(); ++i) {
     absl::StatusOr<v1::StatusResponse> status = status_clients[i]->Status();
@@ -1262,11 +1285,12 @@ int Run() {
   std::printf("\n");
 
   result("parameters", static_cast<double>(parameters));
-  if (local) {
-    // The machine over the whole run: medians of every repeat's limit measurement.
-    std::vector<Sample> all;
-    for (const Configuration& c : configurations)
-      all.insert(all.end(), c.samples.begin(), c.samples.end());
+  // The machine over the whole run: medians of every repeat's limit measurement.
+  std::vector<Sample> all;
+  for (const Configuration& c : configurations) {
+    all.insert(all.end(), c.samples.begin(), c.samples.end());
+  }
+  if (local && !all.empty()) {
     result("tcp_bytes_per_s",
            SpreadOf(all, [](const Sample& s) { return s.limit->tcp_bytes_per_s; }).median);
     result("apply_per_s",

@@ -130,6 +130,9 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
         "--tls_key=" + credentials_.key,
         "--auth_token_file=" + credentials_.token_file};
     for (std::string& arg : RunSettingArgs(options)) args.push_back(std::move(arg));
+    if (options.max_pushes_per_step > 0) {
+      args.push_back(absl::StrCat("--max_pushes_per_step=", options.max_pushes_per_step));
+    }
     CONVOY_ASSIGN_OR_RETURN(ChildProcess ps, ChildProcess::Start(args, ps_options));
     ps_.push_back(std::move(ps));
     absl::StatusOr<int> port = WaitForPort(port_file, ps_.back(), options.ps_start_timeout);
@@ -294,6 +297,14 @@ uint64_t LocalCluster::PsVersion() {
     sum += status->version();
   }
   return sum;
+}
+
+absl::StatusOr<v1::StatusResponse> LocalCluster::PsStatus(int shard) {
+  if (shard < 0 || shard >= static_cast<int>(clients_.size())) {
+    return absl::OutOfRangeError(
+        absl::StrCat("shard ", shard, " of a run with ", clients_.size(), " shards"));
+  }
+  return clients_[shard]->Status();
 }
 
 std::optional<int> LocalCluster::Stop(absl::Duration timeout) {

@@ -63,6 +63,8 @@ struct LocalClusterOptions : RunSettings {
   // convoy_ps processes, each serving one shard of the model (convoy_ps --num_shards): their
   // checkpoints go to checkpoints/shard-<i>, their logs to convoy_ps-<i>.log. 1: one server, as before.
   int ps_shards = 1;
+  // convoy_ps --max_pushes_per_step: pushes one optimizer step may combine; 0: the server's default.
+  uint32_t max_pushes_per_step = 0;
 };
 
 // What one agent has reported on its stdout.
@@ -118,6 +120,8 @@ class LocalCluster {
 
   // The server's weight version (with shards, their sum), or 0 when it cannot be asked.
   uint64_t PsVersion();
+  // One shard's GetStatus. Errors: the PS client's; OUT_OF_RANGE for a shard the run does not have.
+  absl::StatusOr<v1::StatusResponse> PsStatus(int shard = 0);
 
   // Stops what still runs: agents with SIGTERM (then SIGKILL after `timeout`), then convoy_ps with
   // SIGTERM. Returns convoy_ps's exit code (0: final checkpoint written), or nullopt when it did
