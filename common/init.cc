@@ -57,6 +57,9 @@ void KeepLargeAllocationsInHeap() {
   static const bool done = [] {
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    // One arena: glibc unmaps a thread arena's heap as soon as it is empty, whatever the trim
+    // threshold, so model-sized blocks freed on gRPC's threads came back as fresh pages to fault in.
+    mallopt(M_ARENA_MAX, 1);
     return true;
   }();
   (void)done;

@@ -22,7 +22,11 @@ int WaitForTerminationSignal();
 // LibTorch allocates model-sized temporaries on every optimizer step and every minibatch. glibc serves blocks
 // that large with fresh mmaps, so each step paid first-touch page faults (Adam on the 903,941-parameter cookbook
 // model: 4.3 ms a step instead of 0.9 ms). This keeps blocks up to 64 MiB in the heap and stops the heap from
-// shrinking below 256 MiB of free space, so they are reused. Process-wide and idempotent.
+// shrinking below 256 MiB of free space, so they are reused. It also keeps every thread in the one (main)
+// arena: a thread arena's heap is unmapped whenever it empties, trim threshold or not, and a process whose
+// gRPC threads receive model-sized messages then faulted every received byte into fresh pages (at 256
+// clients a sixth of their CPU; docs/benchmarks.md, "Many agents, one server"). The learner's steps/s are
+// the same either way. Process-wide and idempotent; call it before starting threads.
 void KeepLargeAllocationsInHeap();
 
 // gRPC advances a client channel's connection attempt (TCP connect, TLS handshake, HTTP/2
