@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -847,21 +848,29 @@ TEST_CASE("A client that knows only the .proto pulls the same bytes the snapshot
 // called.
 class StalledPush {
  public:
-  StalledPush(LoopbackServer& ps, const std::string& agent) {
+  // On the loopback server's own connection, or on `stub`'s.
+  StalledPush(LoopbackServer& ps, const std::string& agent,
+              v1::ParameterServer::Stub* stub = nullptr) {
     const ModelInfo& model = ps.server->core().model();
     chunks_ = Chunked(model, std::vector<float>(model.parameter_count, 0.5f),
                       ElementsPerChunk(TensorEncoding::kFp32));
     chunks_[0].set_agent_id(agent);
-    writer_ = ps.stub->PushGradients(&context_, &response_);
+    writer_ = (stub != nullptr ? stub : ps.stub.get())->PushGradients(&context_, &response_);
     REQUIRE(writer_->Write(chunks_[0]));
   }
   grpc::Status Finish() {
+    SendRest();
+    return writer_->Finish();
+  }
+  // The rest of the push, without waiting for the answer (a small model's push fits in the stream's
+  // flow-control window, so this does not wait for the server to read it).
+  void SendRest() {
     for (size_t i = 1; i < chunks_.size(); ++i) {
       if (!writer_->Write(chunks_[i])) break;
     }
     writer_->WritesDone();
-    return writer_->Finish();
   }
+  grpc::Status Answer() { return writer_->Finish(); }
   const v1::PushResponse& response() const { return response_; }
 
  private:
@@ -918,6 +927,48 @@ TEST_CASE(
   CHECK(status.push_buffers() == 1);
   CHECK(status.push_buffer_bytes() == n * sizeof(float));
   CHECK(status.pushes_waiting() == 0);
+  CHECK(Rejections(status, v1::REJECT_REASON_SERVER_BUSY) == 0);
+}
+
+TEST_CASE(
+    "More pushes than the old server had threads wait at once, holding none, and each is applied "
+    "once",
+    "[service][admission]") {
+  // The server before the callback service ran each push stream on a thread of a pool capped at
+  // 256, and refused the next with RESOURCE_EXHAUSTED. Now 300 streams wait for one buffer at once.
+  ServiceOptions service;
+  service.push_buffers = 1;
+  service.max_waiting_pushes = 512;
+  LoopbackServer ps(Options("tiny"), LoopbackServer::PlaintextSecurity(), service);
+  constexpr int kStreams = 300;
+  // Each on a connection of its own, as agents are (the server allows a connection 8 streams).
+  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
+  std::vector<std::unique_ptr<StalledPush>> pushes;
+  for (int i = 0; i < kStreams; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stubs.push_back(v1::ParameterServer::NewStub(
+        grpc::CreateCustomChannel(ps.address, grpc::InsecureChannelCredentials(), args)));
+    pushes.push_back(
+        std::make_unique<StalledPush>(ps, "agent-" + std::to_string(i), stubs.back().get()));
+  }
+  const bool all_waiting = StatusReaches(ps, [](const v1::StatusResponse& s) {
+    return s.push_buffers_in_use() == 1 && s.pushes_waiting() == kStreams - 1;
+  });
+  CHECK(all_waiting);
+  CHECK(ps.Status().updates_applied() == 0);
+  for (auto& push : pushes) push->SendRest();
+  int accepted = 0;
+  for (auto& push : pushes) {
+    const grpc::Status status = push->Answer();
+    CHECK(status.ok());
+    if (status.ok() && push->response().accepted()) ++accepted;
+  }
+  CHECK(accepted == kStreams);
+  const v1::StatusResponse status = ps.Status();
+  CHECK(status.updates_applied() == kStreams);
+  CHECK(status.pushes_waiting() == 0);
+  CHECK(status.push_buffers_in_use() == 0);
   CHECK(Rejections(status, v1::REJECT_REASON_SERVER_BUSY) == 0);
 }
 
