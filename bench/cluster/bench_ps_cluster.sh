@@ -103,18 +103,19 @@ ps_link_bytes() {
 # Sleeps until Unix time $1.
 sleep_until() { sleep "$(python3 -c "import time; print(max(0, $1 - time.time()))")"; }
 # The PS links' busy fractions (in out) over a window of $SECONDS_EACH starting at Unix time $2, for $1
-# shards.
+# shards; with $3 = cpu, also the CPU seconds the convoy_ps processes used in it (in out cpu).
 measure_busy() {
-  local shards=$1 at=$2 before after cpu_before cpu_after
+  local shards=$1 at=$2 with_cpu=${3:-} before after cpu_before=0 cpu_after=0
   sleep_until "$at"
   read -r -a before < <(ps_link_bytes "$shards")
-  cpu_before=$(ps_cpu_seconds)
+  [ "$with_cpu" != cpu ] || cpu_before=$(ps_cpu_seconds)
   sleep "$SECONDS_EACH"
   read -r -a after < <(ps_link_bytes "$shards")
-  cpu_after=$(ps_cpu_seconds)
+  [ "$with_cpu" != cpu ] || cpu_after=$(ps_cpu_seconds)
   python3 -c "
 full = $SECONDS_EACH * $shards * $link_bits / 8
-print(f'{(${after[0]} - ${before[0]}) / full:.4f} {(${after[1]} - ${before[1]}) / full:.4f} {$cpu_after - $cpu_before:.3f}')"
+line = f'{(${after[0]} - ${before[0]}) / full:.4f} {(${after[1]} - ${before[1]}) / full:.4f}'
+print(line + (f' {$cpu_after - $cpu_before:.3f}' if '$with_cpu' == 'cpu' else ''))"
 }
 
 # The CPU seconds (user + system) the convoy_ps processes of this run have used so far, all shards.
@@ -155,7 +156,7 @@ iperf_transfer() {
       clients_pids+=($!)
     done
   done
-  busy=$(measure_busy "$shards" "$start_at" | cut -d" " -f1,2)  # The servers' CPU is not of interest here.
+  busy=$(measure_busy "$shards" "$start_at")
   for p in "${clients_pids[@]}"; do wait "$p" || { echo "bench_ps_cluster: iperf3 failed (see $T)" >&2; exit 1; }; done
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   echo "$busy"
@@ -263,7 +264,7 @@ print(int(float(m.group(1)) * {'bit': 1, 'kbit': 1e3, 'mbit': 1e6, 'gbit': 1e9}[
             pids+=($!)
           done
           # The PS links' bytes over the measured window, as a check on the cycles.
-          read -r busy_in busy_out ps_cpu < <(measure_busy "$shards" "$measure_at")
+          read -r busy_in busy_out ps_cpu < <(measure_busy "$shards" "$measure_at" cpu)
           for pid in "${pids[@]}"; do wait "$pid" || { echo "bench_ps_cluster: a client failed (see $T)" >&2; exit 1; }; done
           read -r cycles p50 limit < <(python3 - "$T" "$cc-$link-$shards-$clients-$rep" "$shards" "$link_bits" <<'PY'
 import glob, re, statistics, sys
