@@ -1,9 +1,13 @@
 #include "agent/learner.h"
 
+#include <torch/cuda.h>
+
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "tests/catch.h"
+#include "tests/skip.h"
 
 namespace convoy {
 namespace {
@@ -31,8 +35,27 @@ Batch RandomBatch(int n, uint64_t seed) {
   return b;
 }
 
+// The batch on `device`, where the agent's BatchSampler delivers it.
+Batch To(const Batch& b, const torch::Device& device) {
+  return {b.obs.to(device),     b.next_obs.to(device),  b.actions.to(device),
+          b.returns.to(device), b.discounts.to(device), b.weights.to(device)};
+}
+
 TrainStats Accumulate(DqnLearner& learner, const Batch& b) {
   return learner.Accumulate(b.obs, b.next_obs, b.actions, b.returns, b.discounts, b.weights);
+}
+
+// Trains on one batch with zero discounts; returns the loss before and after `steps` local steps
+// and, in `applied`, how many of them were applied (AMP skips a step whose gradient overflowed).
+std::pair<double, double> Regress(DqnLearner& learner, const Batch& b, int steps, int* applied) {
+  const double first = Accumulate(learner, b).loss;
+  *applied = learner.StepLocal() ? 1 : 0;
+  double last = first;
+  for (int i = 0; i < steps; ++i) {
+    last = Accumulate(learner, b).loss;
+    if (learner.StepLocal()) ++*applied;
+  }
+  return {first, last};
 }
 
 TEST_CASE("The learner's fingerprint is the registry's so the server accepts it", "[learner]") {
@@ -44,13 +67,9 @@ TEST_CASE("The learner's fingerprint is the registry's so the server accepts it"
 TEST_CASE("With zero discounts Q-values regress onto the returns", "[learner]") {
   auto learner = *DqnLearner::Create(TinyOptions());
   const Batch b = RandomBatch(16, 1);
-  const double first = Accumulate(*learner, b).loss;
-  learner->StepLocal();
-  double last = first;
-  for (int i = 0; i < 300; ++i) {
-    last = Accumulate(*learner, b).loss;
-    learner->StepLocal();
-  }
+  int applied = 0;
+  const auto [first, last] = Regress(*learner, b, 300, &applied);
+  CHECK(applied == 301);
   CHECK(last < first / 20);
   const TrainStats stats = Accumulate(*learner, b);
   for (float td : stats.td_errors) CHECK(td < 0.1f);
@@ -121,6 +140,64 @@ TEST_CASE("Weights set on the learner read back exactly", "[learner]") {
   std::vector<float> back;
   learner->GetWeights(&back);
   CHECK(back == w);
+}
+
+TEST_CASE("On CUDA the pushed gradient is the CPU's", "[learner][cuda]") {
+  if (!torch::cuda::is_available()) CONVOY_SKIP("no CUDA device on this machine");
+  LearnerOptions o = TinyOptions();
+  o.max_grad_norm = 0;  // Compare raw means.
+  auto cpu = *DqnLearner::Create(o);
+  o.device = torch::Device(torch::kCUDA, 0);
+  auto cuda = *DqnLearner::Create(o);  // The same seed: the same initial weights.
+  REQUIRE(cuda->device().is_cuda());
+  Batch b = RandomBatch(16, 8);
+  b.discounts = torch::full({16}, 0.9f);  // The target network's values count too.
+  std::vector<float> g_cpu, g_cuda;
+  const TrainStats stats_cpu = Accumulate(*cpu, b);
+  REQUIRE(cpu->TakeMeanGradient(&g_cpu));
+  const TrainStats stats_cuda = Accumulate(*cuda, To(b, o.device));
+  REQUIRE(cuda->TakeMeanGradient(&g_cuda));
+  REQUIRE(g_cuda.size() == g_cpu.size());
+  // cuDNN may convolve in TF32 (10-bit mantissa): the same gradient to about 1e-3, not bit for bit.
+  double difference = 0, norm = 0;
+  for (size_t i = 0; i < g_cpu.size(); ++i) {
+    difference += std::pow(static_cast<double>(g_cuda[i]) - g_cpu[i], 2);
+    norm += std::pow(static_cast<double>(g_cpu[i]), 2);
+  }
+  REQUIRE(norm > 0);
+  CHECK(std::sqrt(difference / norm) < 1e-2);
+  CHECK(stats_cuda.loss == Approx(stats_cpu.loss).epsilon(1e-2));
+  REQUIRE(stats_cuda.td_errors.size() == stats_cpu.td_errors.size());
+  for (size_t i = 0; i < stats_cpu.td_errors.size(); ++i) {
+    CHECK(stats_cuda.td_errors[i] == Approx(stats_cpu.td_errors[i]).margin(1e-2));
+  }
+}
+
+TEST_CASE("On CUDA Q-values regress onto the returns, in fp32 and with mixed precision",
+          "[learner][cuda]") {
+  if (!torch::cuda::is_available()) CONVOY_SKIP("no CUDA device on this machine");
+  for (const bool amp : {false, true}) {
+    INFO("amp: " << amp);
+    LearnerOptions o = TinyOptions();
+    o.device = torch::Device(torch::kCUDA, 0);
+    o.amp = amp;
+    auto learner = *DqnLearner::Create(o);
+    const Batch b = To(RandomBatch(16, 1), o.device);
+    int applied = 0;
+    const auto [first, last] = Regress(*learner, b, 300, &applied);
+    // AMP starts its loss scale high and halves it on each overflow: a few skipped steps at most.
+    CHECK(applied > 280);
+    CHECK(last < first / 20);
+    std::vector<float> weights;
+    learner->GetWeights(&weights);
+    REQUIRE(weights.size() == learner->model().parameter_count);
+    CHECK(std::all_of(weights.begin(), weights.end(), [](float w) { return std::isfinite(w); }));
+    std::vector<float> q;
+    const torch::Tensor obs = b.obs[0].to(torch::kCPU).contiguous();
+    const int greedy = learner->QValues(obs.data_ptr<uint8_t>(), &q);
+    REQUIRE(q.size() == static_cast<size_t>(kDefaultNumActions));
+    CHECK(greedy == learner->GreedyAction(obs.data_ptr<uint8_t>()));
+  }
 }
 
 TEST_CASE("Mixed precision without CUDA is refused", "[learner]") {
