@@ -1,10 +1,9 @@
-# The agent's own tests: preprocessing, the learner, the agent loop against real servers, and learning.
+# The agent's own tests: preprocessing, the agent loop against real servers, and learning (the learner's
+# are in learner.cmake).
 add_executable(agent_tests
   ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/device_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/environment_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/evaluation_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/learner_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/preprocess_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/ps_session_test.cc
 )

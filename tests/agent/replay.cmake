@@ -1,4 +1,5 @@
-# replay_tests: ReplayMemory, SumTree and BatchSampler. Included from tests/agent/CMakeLists.txt.
+# replay_tests: ReplayMemory, SumTree and BatchSampler. Included from tests/agent/CMakeLists.txt, and from
+# tests/CMakeLists.txt in the learner-only build.
 add_executable(replay_tests
   ${CMAKE_CURRENT_LIST_DIR}/batch_sampler_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/replay_memory_test.cc

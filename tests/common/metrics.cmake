@@ -9,7 +9,8 @@ add_executable(metrics_tests
   ${CMAKE_CURRENT_LIST_DIR}/metrics_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tfevents_test.cc
 )
-target_link_libraries(metrics_tests PRIVATE convoy_metrics convoy_test_support convoy_test_main)
+target_link_libraries(metrics_tests PRIVATE
+  convoy_metrics convoy_gpu_monitor convoy_test_support convoy_test_main)
 target_compile_definitions(metrics_tests PRIVATE
                            CONVOY_FAKE_NVML_PATH="$<TARGET_FILE:convoy_fake_nvml>")
 add_dependencies(metrics_tests convoy_fake_nvml)
