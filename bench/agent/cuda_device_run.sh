@@ -29,8 +29,9 @@
 #   CONVOY_DEVICE_JOBS        parallel jobs and the CPU rows' thread count (nproc)
 #   CONVOY_DEVICE_CAP_SCALE   multiplies each step's own time limit (1; sized for 16 cores): more on a
 #                             smaller machine, as when this script is tried on a CPU-only one
-#   CONVOY_DEVICE_BENCH_MODELS, _SECONDS, _REPEATS   the benchmark's models (compact,cookbook), seconds per
-#                             timing (1) and timings per side (2)
+#   CONVOY_DEVICE_BENCH_MODELS, _SECONDS, _REPEATS, _CAP_S   the benchmark's models (compact,cookbook), seconds
+#                             per timing (1), timings per side (2) and seconds per table (150; the PyTorch
+#                             twin's start, about 10 s with CUDA, is in each row)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -47,6 +48,7 @@ CAP_SCALE="${CONVOY_DEVICE_CAP_SCALE:-1}"
 BENCH_MODELS="${CONVOY_DEVICE_BENCH_MODELS:-compact,cookbook}"
 BENCH_SECONDS="${CONVOY_DEVICE_BENCH_SECONDS:-1}"
 BENCH_REPEATS="${CONVOY_DEVICE_BENCH_REPEATS:-2}"
+BENCH_CAP_S="${CONVOY_DEVICE_BENCH_CAP_S:-150}"
 # Kept back from every step for what follows the last one (the summary).
 RESERVE_S=10
 # Debian's multiarch directory: where the packages keep their libraries, CMake files and some headers.
@@ -523,8 +525,8 @@ if step "configure" configure; then
   if [ -x "$CONVOY_BUILD/bin/learner_tests" ]; then step "tests" run_tests || true; fi
   if [ -x "$CONVOY_BUILD/bin/convoy_bench_learner" ]; then
     start_gpu_sampling
-    step "bench batch 32" bench 32 150 "$JOBS" 5 || true
-    step "bench batch 256" bench 256 150 "$JOBS" 3 || true
+    step "bench batch 32" bench 32 "$BENCH_CAP_S" "$JOBS" 5 || true
+    step "bench batch 256" bench 256 "$BENCH_CAP_S" "$JOBS" 3 || true
   fi
 fi
 summary
