@@ -25,7 +25,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -34,7 +33,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "agent/device.h"
 #include "agent/learner.h"
@@ -42,6 +40,7 @@
 #include "common/gpu_monitor.h"
 #include "common/init.h"
 #include "common/model_registry.h"
+#include "common/periodic_task.h"
 #include "common/run_defaults.h"
 
 ABSL_FLAG(std::vector<std::string>, models, std::vector<std::string>({"compact", "cookbook"}),
@@ -104,19 +103,24 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// The GPU's utilisation (mean) and memory in use (peak) over a span, sampled by NVML on a thread
-// of its own from construction to Stop.
+// The GPU's utilisation (mean) and memory in use (peak) over a span, sampled by NVML every
+// kGpuSampleInterval from construction to Stop.
 class GpuSampling {
  public:
-  explicit GpuSampling(const GpuMonitor* monitor) : monitor_(monitor) {
-    if (monitor_ != nullptr) thread_ = std::thread([this] { Run(); });
+  explicit GpuSampling(const GpuMonitor* monitor) {
+    if (monitor == nullptr) return;
+    task_.emplace("gpu sampling", kGpuSampleInterval, [this, monitor] {
+      absl::StatusOr<GpuSample> sample = monitor->Sample();
+      if (!sample.ok()) return;
+      ++samples_;
+      utilisation_sum_ += sample->utilisation_percent;
+      peak_memory_bytes_ =
+          std::max(peak_memory_bytes_, static_cast<double>(sample->memory_used_bytes));
+    });
   }
-  ~GpuSampling() { Stop(); }
 
   void Stop() {
-    if (!thread_.joinable()) return;
-    stop_.Notify();
-    thread_.join();
+    if (task_.has_value()) task_->Stop();
   }
   // Negative when nothing was sampled (no monitor, or every query failed).
   double mean_utilisation_percent() const {
@@ -125,24 +129,11 @@ class GpuSampling {
   double peak_memory_mib() const { return samples_ > 0 ? peak_memory_bytes_ / kBytesPerMiB : -1; }
 
  private:
-  void Run() {
-    do {
-      absl::StatusOr<GpuSample> sample = monitor_->Sample();
-      if (!sample.ok()) continue;
-      ++samples_;
-      utilisation_sum_ += sample->utilisation_percent;
-      peak_memory_bytes_ =
-          std::max(peak_memory_bytes_, static_cast<double>(sample->memory_used_bytes));
-    } while (!stop_.WaitForNotificationWithTimeout(kGpuSampleInterval));
-  }
-
-  const GpuMonitor* const monitor_;
-  absl::Notification stop_;
-  std::thread thread_;
-  // Written by the sampling thread only, read after Stop joined it.
+  // Written by the task's thread only, read after Stop joined it.
   int samples_ = 0;
   double utilisation_sum_ = 0;
   double peak_memory_bytes_ = 0;
+  std::optional<PeriodicTask> task_;  // Last: stopped (by its destructor) before the counts go.
 };
 
 struct CppTiming {
