@@ -5,16 +5,23 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <optional>
+#include <string>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace convoy {
 
 std::vector<std::string> InitProcess(int argc, char** argv, const char* usage) {
+  UseHugePagesInHeap(argv);
   PollGrpcConnectionAttempts();
   absl::SetProgramUsageMessage(usage);
   // --help lists every convoy flag the binary has, also those defined beside main's file (such as the
@@ -63,6 +70,31 @@ void KeepLargeAllocationsInHeap() {
     return true;
   }();
   (void)done;
+}
+
+void UseHugePagesInHeap(char** argv) {
+  constexpr absl::string_view kTunable = "glibc.malloc.hugetlb";
+  const char* const set = ::getenv("GLIBC_TUNABLES");
+  const std::optional<std::string> tunables =
+      set == nullptr ? std::nullopt : std::optional<std::string>(set);
+  if (tunables.has_value() && absl::StrContains(*tunables, kTunable)) return;
+  // "always [madvise] never": the brackets mark the mode. Without "[never]" the kernel may give huge
+  // pages; without the file it has none to give.
+  std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  if (!std::getline(mode_file, mode) || absl::StrContains(mode, "[never]")) return;
+  const std::string with = !tunables.has_value() || tunables->empty()
+                               ? absl::StrCat(kTunable, "=1")
+                               : absl::StrCat(*tunables, ":", kTunable, "=1");
+  ::setenv("GLIBC_TUNABLES", with.c_str(), /*overwrite=*/1);
+  ::execv("/proc/self/exe", argv);
+  // Not started again (the executable gone, say): go on as we are, without the tunable named, so
+  // that children are not told of a tunable this process does not have.
+  if (tunables.has_value()) {
+    ::setenv("GLIBC_TUNABLES", tunables->c_str(), /*overwrite=*/1);
+  } else {
+    ::unsetenv("GLIBC_TUNABLES");
+  }
 }
 
 void PollGrpcConnectionAttempts() {

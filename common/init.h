@@ -7,8 +7,9 @@
 
 namespace convoy {
 
-// Parses flags (exits on --help or a bad flag, as Abseil does), sets the usage message, starts glog
-// logging to stderr and calls KeepLargeAllocationsInHeap() and PollGrpcConnectionAttempts().
+// Calls UseHugePagesInHeap() (which may start the process again), parses flags (exits on --help or a
+// bad flag, as Abseil does), sets the usage message, starts glog logging to stderr and calls
+// KeepLargeAllocationsInHeap() and PollGrpcConnectionAttempts().
 // Returns the positional arguments, argv[0] first.
 std::vector<std::string> InitProcess(int argc, char** argv, const char* usage);
 
@@ -28,6 +29,19 @@ int WaitForTerminationSignal();
 // clients a sixth of their CPU; docs/benchmarks.md, "Many agents, one server"). The learner's steps/s are
 // the same either way. Process-wide and idempotent; call it before starting threads.
 void KeepLargeAllocationsInHeap();
+
+// Transparent huge pages for the heap. Where the kernel gives them only to memory that asks for them
+// (/sys/kernel/mm/transparent_hugepage/enabled: madvise, Debian's default), a convoy process's
+// model-sized buffers (gradients, weights, pull buffers, gRPC's received slices) lay in 4 KiB
+// pages: at 256 clients on one machine, 2.8 GB of them, and the copies through them ran into TLB
+// misses. glibc asks for huge pages for what it allocates with the tunable glibc.malloc.hugetlb=1,
+// which it reads only at start-up: so when GLIBC_TUNABLES does not name glibc.malloc.hugetlb, this
+// adds it and starts the same executable again with the same arguments (once: the second start
+// finds it named). A GLIBC_TUNABLES that names it (e.g. glibc.malloc.hugetlb=0) is left as it is,
+// as is a kernel with huge pages "never" or none; if the start fails, the process goes on as it
+// was. docs/benchmarks.md ("Huge pages") has the figures. Call it first in main, before any
+// thread starts.
+void UseHugePagesInHeap(char** argv);
 
 // gRPC advances a client channel's connection attempt (TCP connect, TLS handshake, HTTP/2
 // SETTINGS) only while some thread polls. A call on a channel in TRANSIENT_FAILURE fails at once
