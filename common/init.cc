@@ -78,8 +78,8 @@ void UseHugePagesInHeap(char** argv) {
   const std::optional<std::string> tunables =
       set == nullptr ? std::nullopt : std::optional<std::string>(set);
   if (tunables.has_value() && absl::StrContains(*tunables, kTunable)) return;
-  // "always [madvise] never": the brackets mark the mode. Without "[never]" the kernel may give huge
-  // pages; without the file it has none to give.
+  // "always [madvise] never": the brackets mark the mode. Without "[never]" the kernel may give
+  // huge pages; without the file it has none to give.
   std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string mode;
   if (!std::getline(mode_file, mode) || absl::StrContains(mode, "[never]")) return;

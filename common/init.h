@@ -7,8 +7,8 @@
 
 namespace convoy {
 
-// Calls UseHugePagesInHeap() (which may start the process again), parses flags (exits on --help or a
-// bad flag, as Abseil does), sets the usage message, starts glog logging to stderr and calls
+// Calls UseHugePagesInHeap() (which may start the process again), parses flags (exits on --help
+// or a bad flag, as Abseil does), sets the usage message, starts glog logging to stderr and calls
 // KeepLargeAllocationsInHeap() and PollGrpcConnectionAttempts().
 // Returns the positional arguments, argv[0] first.
 std::vector<std::string> InitProcess(int argc, char** argv, const char* usage);
@@ -30,8 +30,8 @@ int WaitForTerminationSignal();
 // the same either way. Process-wide and idempotent; call it before starting threads.
 void KeepLargeAllocationsInHeap();
 
-// Transparent huge pages for the heap. Where the kernel gives them only to memory that asks for them
-// (/sys/kernel/mm/transparent_hugepage/enabled: madvise, Debian's default), a convoy process's
+// Transparent huge pages for the heap. Where the kernel gives them only to memory that asks for
+// them (/sys/kernel/mm/transparent_hugepage/enabled: madvise, Debian's default), a convoy process's
 // model-sized buffers (gradients, weights, pull buffers, gRPC's received slices) lay in 4 KiB
 // pages: at 256 clients on one machine, 2.8 GB of them, and the copies through them ran into TLB
 // misses. glibc asks for huge pages for what it allocates with the tunable glibc.malloc.hugetlb=1,
