@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/eval_statistics.h"
 #include "agent/learner.h"
 #include "common/status_macros.h"
 #include "common/weights_file.h"
@@ -88,6 +89,7 @@ absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preproce
         record.distance_m = step->car.distance_driven_m;
         record.reason = step->reason;
         record.collided = step->reason == TerminationReason::kCollision;
+        if (record.collided) record.collided_with = step->car.collided_with;
         break;
       }
     }
@@ -300,7 +302,7 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
     absl::StrAppendFormat(&out, "RESULT ended_%s=%d\nRESULT random_ended_%s=%d\n", name,
                           greedy.ended_at[place], name, random.ended_at[place]);
   }
-  return out;
+  return out + FormatStatistics(greedy, random);
 }
 
 }  // namespace convoy

@@ -27,6 +27,7 @@ struct EpisodeRecord {
   int steps = 0;
   double distance_m = 0;
   bool collided = false;
+  std::string collided_with;  // What the car hit (the simulator's object name), when it collided.
   TerminationReason reason = TerminationReason::kNone;
   std::vector<std::pair<float, float>> path;  // (x, y) metres, one point per step.
   RoadPlace end_place = RoadPlace::kStraight;  // Where on the map the episode ended.
@@ -207,7 +208,8 @@ absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
                                              const std::vector<float>& weights,
                                              const EnvironmentSpec& spec, int episodes);
 
-// The table convoy_train and convoy_eval print: greedy beside random, then RESULT lines.
+// The table convoy_train and convoy_eval print: greedy beside random, then RESULT lines, then
+// FormatStatistics' table of outcomes and means with their confidence intervals.
 std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random);
 
 }  // namespace convoy

@@ -3,6 +3,7 @@
 add_executable(agent_tests
   ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/environment_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/eval_statistics_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/evaluation_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/preprocess_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/ps_session_test.cc

@@ -77,7 +77,7 @@ void ShortRunBeatsRandom(const std::vector<std::string>& extra) {
   const std::string eval_log = dir + "/convoy_eval.log";
   absl::StatusOr<Subprocess> eval =
       Subprocess::Start({CONVOY_EVAL_BINARY, "--checkpoint=" + dir + "/run/best/weights.pt",
-                         "--map_png=" + dir + "/map.png"},
+                         "--episodes=20", "--map_png=" + dir + "/map.png"},
                         eval_log);
   REQUIRE(eval.ok());
   REQUIRE(eval->Wait(absl::Minutes(5)) == 0);
