@@ -43,40 +43,25 @@ Interval MeanInterval(const std::vector<double>& values) {
   return {mean, mean - t * standard_error, mean + t * standard_error};
 }
 
+namespace {
+// Per EpisodeOutcome, in its order: the RESULT key and what a person reads.
+struct OutcomeNames {
+  const char* key;
+  const char* label;
+};
+constexpr OutcomeNames kOutcomeNames[kEpisodeOutcomes] = {
+    {"completed", "completed (time limit)"},           {"collision_curb", "collision: curb"},
+    {"collision_parked_car", "collision: parked car"}, {"collision_other", "collision: other"},
+    {"off_center_line", "off the centre line"},        {"too_slow", "too slow (stuck)"},
+};
+}  // namespace
+
 const char* EpisodeOutcomeKey(EpisodeOutcome outcome) {
-  switch (outcome) {
-    case EpisodeOutcome::kCompleted:
-      return "completed";
-    case EpisodeOutcome::kCollisionCurb:
-      return "collision_curb";
-    case EpisodeOutcome::kCollisionParkedCar:
-      return "collision_parked_car";
-    case EpisodeOutcome::kCollisionOther:
-      return "collision_other";
-    case EpisodeOutcome::kOffCenterLine:
-      return "off_center_line";
-    case EpisodeOutcome::kTooSlow:
-      return "too_slow";
-  }
-  return "unknown";
+  return kOutcomeNames[static_cast<int>(outcome)].key;
 }
 
 const char* EpisodeOutcomeLabel(EpisodeOutcome outcome) {
-  switch (outcome) {
-    case EpisodeOutcome::kCompleted:
-      return "completed (time limit)";
-    case EpisodeOutcome::kCollisionCurb:
-      return "collision: curb";
-    case EpisodeOutcome::kCollisionParkedCar:
-      return "collision: parked car";
-    case EpisodeOutcome::kCollisionOther:
-      return "collision: other";
-    case EpisodeOutcome::kOffCenterLine:
-      return "off the centre line";
-    case EpisodeOutcome::kTooSlow:
-      return "too slow (stuck)";
-  }
-  return "unknown";
+  return kOutcomeNames[static_cast<int>(outcome)].label;
 }
 
 EpisodeOutcome OutcomeOf(const EpisodeRecord& record) {
