@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -78,6 +79,9 @@ void UseHugePagesInHeap(char** argv) {
   const std::optional<std::string> tunables =
       set == nullptr ? std::nullopt : std::optional<std::string>(set);
   if (tunables.has_value() && absl::StrContains(*tunables, kTunable)) return;
+  // A secure-execution process (setuid, file capabilities) has GLIBC_TUNABLES dropped by the
+  // loader: started again it would not see the tunable, and would start again, and again.
+  if (::getauxval(AT_SECURE) != 0) return;
   // "always [madvise] never": the brackets mark the mode. Without "[never]" the kernel may give
   // huge pages; without the file it has none to give.
   std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");

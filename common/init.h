@@ -38,8 +38,9 @@ void KeepLargeAllocationsInHeap();
 // which it reads only at start-up: so when GLIBC_TUNABLES does not name glibc.malloc.hugetlb, this
 // adds it and starts the same executable again with the same arguments (once: the second start
 // finds it named). A GLIBC_TUNABLES that names it (e.g. glibc.malloc.hugetlb=0) is left as it is,
-// as is a kernel with huge pages "never" or none; if the start fails, the process goes on as it
-// was. docs/benchmarks.md ("Huge pages") has the figures. Call it first in main, before any
+// as is a kernel with huge pages "never" or none, and a secure-execution process (setuid, file
+// capabilities: the loader drops GLIBC_TUNABLES there); if the start fails, the process goes on as
+// it was. docs/benchmarks.md ("Huge pages") has the figures. Call it first in main, before any
 // thread starts.
 void UseHugePagesInHeap(char** argv);
 
