@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "boost/math/distributions/students_t.hpp"
+#include "simulator_bridge/world.h"
 
 namespace convoy {
 namespace {
@@ -17,8 +18,6 @@ namespace {
 constexpr double kZ95 = 1.959963984540054;  // The standard normal's 97.5th percentile.
 constexpr int kBootstrapResamples = 2000;
 constexpr uint64_t kBootstrapSeed = 20261204;
-
-bool IsInfraction(EpisodeOutcome outcome) { return outcome != EpisodeOutcome::kCompleted; }
 
 }  // namespace
 
@@ -67,8 +66,8 @@ const char* EpisodeOutcomeLabel(EpisodeOutcome outcome) {
 EpisodeOutcome OutcomeOf(const EpisodeRecord& record) {
   switch (record.reason) {
     case TerminationReason::kCollision:
-      if (absl::StartsWith(record.collided_with, "Curb")) return EpisodeOutcome::kCollisionCurb;
-      if (absl::StartsWith(record.collided_with, "ParkedCar")) {
+      if (record.collided_with == kCurbObjectName) return EpisodeOutcome::kCollisionCurb;
+      if (absl::StartsWith(record.collided_with, kParkedCarNamePrefix)) {
         return EpisodeOutcome::kCollisionParkedCar;
       }
       return EpisodeOutcome::kCollisionOther;
@@ -96,18 +95,18 @@ EvalStatistics StatisticsOf(const EvalSummary& summary) {
     ++counts[static_cast<int>(outcome)];
     returns.push_back(record.total_return);
     distances.push_back(record.distance_m);
-    infraction_of.push_back(IsInfraction(outcome) ? 1 : 0);
+    infraction_of.push_back(outcome == EpisodeOutcome::kCompleted ? 0 : 1);
   }
   for (int o = 0; o < kEpisodeOutcomes; ++o) {
     stats.outcome_rate[o] = WilsonInterval(counts[o], stats.episodes);
   }
   stats.mean_return = MeanInterval(returns);
   stats.mean_distance_m = MeanInterval(distances);
-  stats.infractions = std::accumulate(infraction_of.begin(), infraction_of.end(), 0);
+  stats.infractions = stats.episodes - counts[static_cast<int>(EpisodeOutcome::kCompleted)];
   const double metres = std::accumulate(distances.begin(), distances.end(), 0.0);
-  // Metres per infraction, of a resample; none: the metres driven (a lower bound).
-  auto ratio = [](double m, int infractions) { return infractions == 0 ? m : m / infractions; };
-  stats.metres_per_infraction.estimate = ratio(metres, stats.infractions);
+  // None: the metres driven, a lower bound.
+  stats.metres_per_infraction.estimate =
+      stats.infractions == 0 ? metres : metres / stats.infractions;
   std::mt19937_64 rng(kBootstrapSeed);
   std::uniform_int_distribution<size_t> pick(0, episodes.size() - 1);
   std::vector<double> resampled;
@@ -121,7 +120,7 @@ EvalStatistics StatisticsOf(const EvalSummary& summary) {
       infractions += infraction_of[e];
     }
     resampled.push_back(infractions == 0 ? std::numeric_limits<double>::infinity()
-                                         : ratio(m, infractions));
+                                         : m / infractions);
   }
   std::sort(resampled.begin(), resampled.end());
   auto percentile = [&](double q) {
@@ -148,17 +147,17 @@ std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& rando
     if (std::isinf(i.high)) return absl::StrFormat("%.1f [%.1f, inf]", i.estimate, i.low);
     return absl::StrFormat("%.1f [%.1f, %.1f]", i.estimate, i.low, i.high);
   };
+  auto row = [&](absl::string_view label, const std::string& greedy_cell,
+                 const std::string& random_cell) {
+    absl::StrAppendFormat(&out, "%-28s %26s %26s\n", label, greedy_cell, random_cell);
+  };
   for (int o = 0; o < kEpisodeOutcomes; ++o) {
-    absl::StrAppendFormat(&out, "%-28s %26s %26s\n",
-                          EpisodeOutcomeLabel(static_cast<EpisodeOutcome>(o)),
-                          percent(g.outcome_rate[o]), percent(r.outcome_rate[o]));
+    row(EpisodeOutcomeLabel(static_cast<EpisodeOutcome>(o)), percent(g.outcome_rate[o]),
+        percent(r.outcome_rate[o]));
   }
-  absl::StrAppendFormat(&out, "%-28s %26s %26s\n", "mean return", value(g.mean_return),
-                        value(r.mean_return));
-  absl::StrAppendFormat(&out, "%-28s %26s %26s\n", "mean distance (m)", value(g.mean_distance_m),
-                        value(r.mean_distance_m));
-  absl::StrAppendFormat(&out, "%-28s %26s %26s\n", "metres per infraction",
-                        value(g.metres_per_infraction), value(r.metres_per_infraction));
+  row("mean return", value(g.mean_return), value(r.mean_return));
+  row("mean distance (m)", value(g.mean_distance_m), value(r.mean_distance_m));
+  row("metres per infraction", value(g.metres_per_infraction), value(r.metres_per_infraction));
   absl::StrAppendFormat(&out,
                         "(rates: Wilson; means: Student's t; metres per infraction: all metres "
                         "over the episodes not completed, bootstrap)\n\n");

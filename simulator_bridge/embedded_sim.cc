@@ -248,7 +248,7 @@ bool EmbeddedSim::Overlaps(double x, double y, double yaw, CollisionInfo* info) 
       info->penetration_depth = static_cast<float>(depth);
       info->normal = {static_cast<float>(normal.x), static_cast<float>(normal.y), 0.0f};
       info->impact_point = {static_cast<float>(surface.x), static_cast<float>(surface.y), 0.0f};
-      info->object_name = "Curb";
+      info->object_name = kCurbObjectName;
       info->object_id = kCurbObjectId;
     }
   }

@@ -242,7 +242,7 @@ std::vector<Obstacle> World::PlaceParkedCars(int count, uint64_t seed) const {
     const auto& paint = kPaint[rng() % (sizeof(kPaint) / sizeof(kPaint[0]))];
     std::copy(paint, paint + 3, o.bgr);
     o.id = static_cast<int32_t>(placed.size()) + 1;
-    o.name = absl::StrCat("ParkedCar_", o.id);
+    o.name = absl::StrCat(kParkedCarNamePrefix, o.id);
     placed.push_back(o);
   }
   return placed;

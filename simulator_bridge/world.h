@@ -41,6 +41,11 @@ inline constexpr int kNumMaterials = 6;
 inline constexpr int kMaterialVariants = 4;
 inline constexpr int kNumTextureIds = kNumMaterials * kMaterialVariants;
 
+// The names a collision reports (CollisionInfo::object_name) for what the car hit: a curb, or a
+// parked car (its name: this prefix and its id).
+inline constexpr char kCurbObjectName[] = "Curb";
+inline constexpr char kParkedCarNamePrefix[] = "ParkedCar_";
+
 // A static box standing on the ground (a parked car).
 struct Obstacle {
   std::string name;
