@@ -133,6 +133,12 @@ class CarSim {
 
   // Puts the car back at its start pose, stopped, controls zeroed, collision info cleared.
   virtual absl::Status Reset() = 0;
+  // Reset() for an episode: a simulator whose scene varies (EmbeddedSim's traffic) lays it out as
+  // a function of `seed`; others just Reset().
+  virtual absl::Status ResetScene(uint64_t seed) {
+    (void)seed;
+    return Reset();
+  }
 
   virtual absl::StatusOr<Pose> GetPose() = 0;
   // Teleports the car (it keeps no speed). As in AirSim, NaN position components or a NaN

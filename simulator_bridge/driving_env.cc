@@ -128,7 +128,7 @@ absl::StatusOr<StepResult> DrivingEnv::Reset(uint64_t seed, uint8_t* observation
 
   CONVOY_RETURN_IF_ERROR(sim_->Pause(true));
   if (options_.reset_simulator) {
-    CONVOY_RETURN_IF_ERROR(sim_->Reset());
+    CONVOY_RETURN_IF_ERROR(sim_->ResetScene(seed));
   }
   CONVOY_RETURN_IF_ERROR(sim_->SetPose(pose, /*ignore_collision=*/true));
   if (options_.settle_sec > 0) {

@@ -29,34 +29,8 @@ void SetFailure(ImageResponse* r, std::string message) {
   r->message = std::move(message);
 }
 
-// Separating-axis overlap of two rectangles; on overlap, the axis of least penetration pointing
-// from b towards a and the depth.
-bool RectanglesOverlap(const Vec2& ca, double yaw_a, double la, double wa, const Vec2& cb,
-                       double yaw_b, double lb, double wb, Vec2* normal, double* depth) {
-  const Vec2 axes[4] = {{std::cos(yaw_a), std::sin(yaw_a)},
-                        {-std::sin(yaw_a), std::cos(yaw_a)},
-                        {std::cos(yaw_b), std::sin(yaw_b)},
-                        {-std::sin(yaw_b), std::cos(yaw_b)}};
-  const Vec2 d{ca.x - cb.x, ca.y - cb.y};
-  double best = std::numeric_limits<double>::infinity();
-  Vec2 best_axis{1.0, 0.0};
-  for (const Vec2& axis : axes) {
-    const double ra = la * std::abs(axis.x * axes[0].x + axis.y * axes[0].y) +
-                      wa * std::abs(axis.x * axes[1].x + axis.y * axes[1].y);
-    const double rb = lb * std::abs(axis.x * axes[2].x + axis.y * axes[2].y) +
-                      wb * std::abs(axis.x * axes[3].x + axis.y * axes[3].y);
-    const double dist = d.x * axis.x + d.y * axis.y;
-    const double overlap = ra + rb - std::abs(dist);
-    if (overlap <= 0.0) return false;
-    if (overlap < best) {
-      best = overlap;
-      best_axis = dist >= 0.0 ? axis : Vec2{-axis.x, -axis.y};
-    }
-  }
-  *normal = best_axis;
-  *depth = best;
-  return true;
-}
+// How far from a teleported car traffic is moved away.
+constexpr double kTrafficClearanceM = 30.0;
 
 }  // namespace
 
@@ -68,6 +42,9 @@ absl::StatusOr<std::unique_ptr<EmbeddedSim>> EmbeddedSim::Create(
   }
   if (options.num_parked_cars < 0 || options.num_parked_cars > 10000) {
     return absl::InvalidArgumentError("num_parked_cars must be in [0, 10000]");
+  }
+  if (options.traffic.cars < 0 || options.traffic.cars > 1000) {
+    return absl::InvalidArgumentError("traffic.cars must be in [0, 1000]");
   }
   const CarParams& p = options.car;
   if (!(p.wheelbase_m > 0.5) || !(p.length_m > p.wheelbase_m * 0.5) || !(p.width_m > 0.5) ||
@@ -85,6 +62,10 @@ absl::StatusOr<std::unique_ptr<EmbeddedSim>> EmbeddedSim::Create(
 EmbeddedSim::EmbeddedSim(const EmbeddedSimOptions& options) : options_(options) {
   step_ns_ = static_cast<uint64_t>(std::llround(options_.step_seconds * 1e9));
   obstacles_ = options_.world->PlaceParkedCars(options_.num_parked_cars, options_.seed);
+  num_parked_ = static_cast<int>(obstacles_.size());
+  traffic_ = std::make_unique<Traffic>(*options_.world, obstacles_, options_.traffic);
+  obstacles_.reserve(obstacles_.size() + static_cast<size_t>(options_.traffic.cars));
+  ResetTraffic(options_.seed);
   if (options_.start_pose.has_value()) {
     start_.x = options_.start_pose->position.x_val;
     start_.y = options_.start_pose->position.y_val;
@@ -110,10 +91,27 @@ EmbeddedSim::EmbeddedSim(const EmbeddedSimOptions& options) : options_(options) 
   depth_scratch_.resize(pixels);
 }
 
-absl::Status EmbeddedSim::Reset() {
+void EmbeddedSim::ResetCar() {
   car_ = start_;
   controls_ = CarControls{};
   collision_ = CollisionInfo{};
+}
+
+void EmbeddedSim::ResetTraffic(uint64_t seed) {
+  traffic_->Reset(seed);
+  obstacles_.resize(static_cast<size_t>(num_parked_ + traffic_->size()));
+  traffic_->WriteBoxes(obstacles_.data() + num_parked_);
+}
+
+absl::Status EmbeddedSim::Reset() {
+  ResetCar();
+  ResetTraffic(options_.seed + 0x9e3779b97f4a7c15ULL * ++resets_);
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddedSim::ResetScene(uint64_t seed) {
+  ResetCar();
+  ResetTraffic(options_.seed ^ (seed * 0xbf58476d1ce4e5b9ULL + 0x94d049bb133111ebULL));
   return absl::OkStatus();
 }
 
@@ -144,6 +142,11 @@ absl::Status EmbeddedSim::SetPose(const Pose& pose, bool ignore_collision) {
   car_.x = x;
   car_.y = y;
   car_.yaw = yaw;
+  if (ignore_collision && traffic_->size() > 0) {
+    // A teleported car is put down clear of traffic: cars near it go elsewhere.
+    traffic_->MakeRoom({x, y}, kTrafficClearanceM);
+    traffic_->WriteBoxes(obstacles_.data() + num_parked_);
+  }
   if (!ignore_collision && Overlaps(car_.x, car_.y, car_.yaw, &scratch_collision_)) {
     collision_ = scratch_collision_;
   }
@@ -208,7 +211,13 @@ absl::Status EmbeddedSim::ContinueForTime(absl::Duration duration) {
 }
 
 void EmbeddedSim::Step(int64_t steps) {
+  const CarParams& p = options_.car;
   for (int64_t i = 0; i < steps; ++i) {
+    if (traffic_->size() > 0) {
+      traffic_->Step(options_.step_seconds,
+                     {car_.x, car_.y, car_.yaw, car_.speed, 0.5 * p.length_m, 0.5 * p.width_m});
+      traffic_->WriteBoxes(obstacles_.data() + num_parked_);
+    }
     const CarKinematics before = car_;
     StepCar(options_.car, controls_, options_.step_seconds, &car_);
     time_ns_ += step_ns_;

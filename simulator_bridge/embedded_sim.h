@@ -1,5 +1,6 @@
 // EmbeddedSim: a deterministic in-process car simulator behind the CarSim interface. A kinematic
-// car (car_model.h) drives on a World, collides with its curbs and parked cars, and looks through
+// car (car_model.h) drives on a World among traffic (traffic.h), collides with its curbs, parked
+// cars and traffic, and looks through
 // a software-rendered camera (renderer.h). Time advances only when asked (ContinueForTime, Step):
 // a run is bit-for-bit reproducible for a seed and independent of wall-clock time.
 //
@@ -18,6 +19,7 @@
 #include "simulator_bridge/car_model.h"
 #include "simulator_bridge/car_sim.h"
 #include "simulator_bridge/renderer.h"
+#include "simulator_bridge/traffic.h"
 #include "simulator_bridge/world.h"
 
 namespace convoy {
@@ -28,6 +30,9 @@ struct EmbeddedSimOptions {
   CameraOptions camera;
   double step_seconds = 0.05;  // fixed physics step
   int num_parked_cars = 0;     // static obstacles, placed from `seed`
+  // Moving cars (traffic.cars of them, at most 1000), laid out again on every reset: from the
+  // episode's seed on ResetScene(seed), else from `seed` and the count of resets so far.
+  TrafficOptions traffic;
   uint64_t seed = 0;
   // Where Reset() puts the car; default: the road point nearest the map origin (AirSim's player
   // start), heading along that road.
@@ -43,6 +48,7 @@ class EmbeddedSim : public CarSim {
 
   // CarSim.
   absl::Status Reset() override;
+  absl::Status ResetScene(uint64_t seed) override;
   absl::StatusOr<Pose> GetPose() override;
   absl::Status SetPose(const Pose& pose, bool ignore_collision) override;
   absl::Status SetControls(const CarControls& controls) override;
@@ -64,7 +70,10 @@ class EmbeddedSim : public CarSim {
 
   const CarKinematics& kinematics() const { return car_; }
   const CarControls& controls() const { return controls_; }
+  // Parked cars first, then the traffic's cars where they are now.
   const std::vector<Obstacle>& obstacles() const { return obstacles_; }
+  int num_parked_cars() const { return num_parked_; }
+  const Traffic& traffic() const { return *traffic_; }
   const World& world() const { return *options_.world; }
   const EmbeddedSimOptions& options() const { return options_; }
   const CameraOptions& camera() const { return options_.camera; }
@@ -79,10 +88,15 @@ class EmbeddedSim : public CarSim {
   explicit EmbeddedSim(const EmbeddedSimOptions& options);
   // Replaces r's 8-bit BGR pixels by their PNG encoding (in png_scratch_'s storage), or marks r failed.
   void CompressToPng(ImageResponse* r);
+  void ResetCar();
+  void ResetTraffic(uint64_t seed);
 
   EmbeddedSimOptions options_;
   std::unique_ptr<Renderer> renderer_;
   std::vector<Obstacle> obstacles_;
+  int num_parked_ = 0;
+  std::unique_ptr<Traffic> traffic_;
+  uint64_t resets_ = 0;
   CarKinematics car_;
   CarKinematics start_;
   CarControls controls_;

@@ -27,6 +27,40 @@ double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) *
 
 }  // namespace
 
+bool RectanglesOverlap(const Vec2& ca, double yaw_a, double la, double wa, const Vec2& cb,
+                       double yaw_b, double lb, double wb, Vec2* normal, double* depth) {
+  const Vec2 axes[4] = {{std::cos(yaw_a), std::sin(yaw_a)},
+                        {-std::sin(yaw_a), std::cos(yaw_a)},
+                        {std::cos(yaw_b), std::sin(yaw_b)},
+                        {-std::sin(yaw_b), std::cos(yaw_b)}};
+  const Vec2 d{ca.x - cb.x, ca.y - cb.y};
+  double best = std::numeric_limits<double>::infinity();
+  Vec2 best_axis{1.0, 0.0};
+  for (const Vec2& axis : axes) {
+    const double ra = la * std::abs(axis.x * axes[0].x + axis.y * axes[0].y) +
+                      wa * std::abs(axis.x * axes[1].x + axis.y * axes[1].y);
+    const double rb = lb * std::abs(axis.x * axes[2].x + axis.y * axes[2].y) +
+                      wb * std::abs(axis.x * axes[3].x + axis.y * axes[3].y);
+    const double dist = d.x * axis.x + d.y * axis.y;
+    const double overlap = ra + rb - std::abs(dist);
+    if (overlap <= 0.0) return false;
+    if (overlap < best) {
+      best = overlap;
+      best_axis = dist >= 0.0 ? axis : Vec2{-axis.x, -axis.y};
+    }
+  }
+  *normal = best_axis;
+  *depth = best;
+  return true;
+}
+
+bool ObstaclesOverlap(const Obstacle& a, const Obstacle& b) {
+  Vec2 normal;
+  double depth;
+  return RectanglesOverlap(a.center, a.yaw, a.half_length, a.half_width, b.center, b.yaw,
+                           b.half_length, b.half_width, &normal, &depth);
+}
+
 absl::StatusOr<std::shared_ptr<const World>> World::Create(RoadMap map,
                                                            const WorldOptions& options) {
   if (!(options.road_half_width_m > 0.5) || !(options.texel_m > 0.01) || options.curb_width_m < 0 ||
@@ -220,7 +254,9 @@ std::vector<Obstacle> World::PlaceParkedCars(int count, uint64_t seed) const {
     while (i + 1 < rects_.size() && pick > rects_[i].length) pick -= rects_[i++].length;
     const RoadRect& r = rects_[i];
     Obstacle o;
-    const double margin = w + 2.0 * o.half_length + 4.0;  // keep clear of junctions
+    // Clear of junctions and of where traffic turns into and out of them (its lanes end 12 m
+    // before a junction, and it swings out 15 m either side of a parked car it passes).
+    const double margin = 30.0;
     if (r.length <= 2 * margin) continue;
     const double a = margin + Uniform(rng) * (r.length - 2 * margin);
     const double side = Uniform(rng) < 0.5 ? -1.0 : 1.0;

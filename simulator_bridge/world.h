@@ -58,6 +58,12 @@ struct Obstacle {
   uint8_t bgr[3] = {40, 40, 160};
 };
 
+// Separating-axis overlap of two rectangles given by centre, yaw, half length and half width; on
+// overlap, the axis of least penetration pointing from b towards a, and the depth.
+bool RectanglesOverlap(const Vec2& ca, double yaw_a, double la, double wa, const Vec2& cb,
+                       double yaw_b, double lb, double wb, Vec2* normal, double* depth);
+bool ObstaclesOverlap(const Obstacle& a, const Obstacle& b);
+
 class World {
  public:
   static absl::StatusOr<std::shared_ptr<const World>> Create(RoadMap map,

@@ -1,0 +1,179 @@
+#include "simulator_bridge/traffic.h"
+
+#include <cmath>
+#include <vector>
+
+#include "simulator_bridge/embedded_sim.h"
+#include "test_world.h"
+#include "tests/catch.h"
+
+namespace convoy {
+namespace {
+
+std::unique_ptr<EmbeddedSim> MakeTrafficSim(int traffic_cars, int parked_cars, uint64_t seed = 5) {
+  EmbeddedSimOptions options;
+  options.world = TestWorld();
+  options.num_parked_cars = parked_cars;
+  options.traffic.cars = traffic_cars;
+  options.seed = seed;
+  absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(options);
+  REQUIRE(sim.ok());
+  return *std::move(sim);
+}
+
+Pose PoseAt(double x, double y, double yaw) {
+  Pose pose;
+  pose.position = {static_cast<float>(x), static_cast<float>(y), 0.0f};
+  pose.orientation = QuaternionFromYaw(yaw);
+  return pose;
+}
+
+// Out of everyone's way: on the grass west of the map, far from every road.
+void ParkEgoAway(EmbeddedSim& sim) {
+  REQUIRE(sim.SetPose(PoseAt(-400.0, -400.0, 0.0), /*ignore_collision=*/true).ok());
+}
+
+std::vector<Obstacle> TrafficBoxes(const EmbeddedSim& sim) {
+  return {sim.obstacles().begin() + sim.num_parked_cars(), sim.obstacles().end()};
+}
+
+TEST_CASE("traffic has two lanes per road and a curve for every way through a junction",
+          "[traffic]") {
+  std::unique_ptr<EmbeddedSim> sim = MakeTrafficSim(1, 0);
+  const Traffic& traffic = sim->traffic();
+  CHECK(traffic.num_lanes() == 2 * static_cast<int>(TestWorld()->map().roads().size()));
+  // Neighborhood, without U-turns: 4 corners (2 ways in, 1 on each), 6 T-junctions (3 in, 2 on
+  // each) and 1 crossing (4 in, 3 on each): 4*2 + 6*6 + 12 = 56 curves.
+  CHECK(traffic.num_paths() - traffic.num_lanes() == 56);
+}
+
+TEST_CASE("traffic is a function of the seed", "[traffic]") {
+  std::unique_ptr<EmbeddedSim> a = MakeTrafficSim(12, 30);
+  std::unique_ptr<EmbeddedSim> b = MakeTrafficSim(12, 30);
+  for (auto* sim : {a.get(), b.get()}) {
+    ParkEgoAway(*sim);
+    REQUIRE(sim->ResetScene(99).ok());
+    ParkEgoAway(*sim);
+    sim->Step(400);
+  }
+  const std::vector<Obstacle> boxes_a = TrafficBoxes(*a), boxes_b = TrafficBoxes(*b);
+  REQUIRE(boxes_a.size() == 12);
+  REQUIRE(boxes_b.size() == 12);
+  for (size_t i = 0; i < boxes_a.size(); ++i) {
+    CHECK(boxes_a[i].center.x == boxes_b[i].center.x);
+    CHECK(boxes_a[i].center.y == boxes_b[i].center.y);
+    CHECK(boxes_a[i].name == "TrafficCar_" + std::to_string(i + 1));
+  }
+  REQUIRE(b->ResetScene(100).ok());
+  const std::vector<Obstacle> other = TrafficBoxes(*b);
+  int moved = 0;
+  for (size_t i = 0; i < other.size(); ++i) {
+    if (std::hypot(other[i].center.x - boxes_a[i].center.x,
+                   other[i].center.y - boxes_a[i].center.y) > 1.0) {
+      ++moved;
+    }
+  }
+  CHECK(moved >= 10);
+}
+
+TEST_CASE("traffic keeps moving, on the road, clear of parked cars and of itself", "[traffic]") {
+  for (uint64_t seed : {1, 2, 3}) {
+    CAPTURE(seed);
+    std::unique_ptr<EmbeddedSim> sim = MakeTrafficSim(24, 40, seed);
+    ParkEgoAway(*sim);
+    const World& world = *TestWorld();
+    const int n = sim->traffic().size();
+    REQUIRE(n == 24);
+    std::vector<double> travelled(n, 0.0);
+    std::vector<Obstacle> last = TrafficBoxes(*sim);
+    int overlaps = 0, off_road = 0, into_parked = 0;
+    for (int tick = 0; tick < 1200; ++tick) {  // 3 minutes in 0.15 s ticks
+      sim->Step(3);
+      const std::vector<Obstacle> boxes = TrafficBoxes(*sim);
+      for (int i = 0; i < n; ++i) {
+        travelled[i] +=
+            std::hypot(boxes[i].center.x - last[i].center.x, boxes[i].center.y - last[i].center.y);
+        if (!world.IsDrivable(boxes[i].center)) ++off_road;
+        for (int j = i + 1; j < n; ++j) overlaps += ObstaclesOverlap(boxes[i], boxes[j]);
+        for (int p = 0; p < sim->num_parked_cars(); ++p) {
+          into_parked += ObstaclesOverlap(boxes[i], sim->obstacles()[p]);
+        }
+      }
+      last = boxes;
+    }
+    CHECK(overlaps == 0);
+    CHECK(off_road == 0);
+    CHECK(into_parked == 0);
+    // Waiting at junctions (one car at a time crosses one) and behind each other, every car
+    // still gets around: none is stuck for good, and together they keep moving.
+    double total = 0.0;
+    for (int i = 0; i < n; ++i) {
+      CAPTURE(i);
+      CHECK(travelled[i] > 150.0);
+      total += travelled[i];
+    }
+    CHECK(total / n > 0.25 * 7.5 * 180.0);
+  }
+}
+
+TEST_CASE("traffic stops for the ego car standing in its lane", "[traffic]") {
+  std::unique_ptr<EmbeddedSim> sim = MakeTrafficSim(30, 0, 11);
+  // Across a lane of the road x = -127.9 (it runs along y); the lane right of the centre for
+  // cars going towards -y is at x + lane_offset_m (NED: x north, y east). Every car that comes
+  // down it must stop.
+  constexpr double kRoadX = -127.91722656;
+  const double lane = TrafficOptions{}.lane_offset_m;
+  REQUIRE(sim->SetPose(PoseAt(kRoadX + lane, -150.0, 0.5 * M_PI), false).ok());
+  bool stood_behind = false;
+  for (int tick = 0; tick < 600; ++tick) {  // 90 s
+    sim->Step(3);
+    REQUIRE(sim->GetCollisionInfo()->has_collided == false);
+    const std::vector<Obstacle> boxes = TrafficBoxes(*sim);
+    for (int i = 0; i < static_cast<int>(boxes.size()); ++i) {
+      if (std::abs(boxes[i].center.x - (kRoadX + lane)) < 0.3 && boxes[i].center.y > -150.0 &&
+          boxes[i].center.y < -130.0 && sim->traffic().speed(i) < 0.1) {
+        stood_behind = true;
+      }
+    }
+  }
+  CHECK(stood_behind);
+}
+
+TEST_CASE("the ego car that drives into traffic collides with a named traffic car", "[traffic]") {
+  std::unique_ptr<EmbeddedSim> sim = MakeTrafficSim(1, 0, 3);
+  ParkEgoAway(*sim);
+  const Obstacle car = TrafficBoxes(*sim)[0];
+  // Head-on in its lane, 25 m ahead of it, full throttle (put down without ignore_collision, so
+  // the traffic is not moved out of its way).
+  const double c = std::cos(car.yaw), s = std::sin(car.yaw);
+  REQUIRE(
+      sim->SetPose(PoseAt(car.center.x + 25.0 * c, car.center.y + 25.0 * s, car.yaw + M_PI), false)
+          .ok());
+  CarControls controls;
+  controls.throttle = 1.0f;
+  REQUIRE(sim->SetControls(controls).ok());
+  CollisionInfo info;
+  for (int tick = 0; tick < 100 && !info.has_collided; ++tick) {
+    sim->Step(2);
+    info = *sim->GetCollisionInfo();
+  }
+  REQUIRE(info.has_collided);
+  CHECK(info.object_name == "TrafficCar_1");
+  CHECK(info.object_id == kTrafficCarIdBase + 1);
+}
+
+TEST_CASE("a car put down with ignore_collision finds the traffic cleared around it", "[traffic]") {
+  std::unique_ptr<EmbeddedSim> sim = MakeTrafficSim(24, 0, 9);
+  ParkEgoAway(*sim);
+  const Obstacle car = TrafficBoxes(*sim)[3];
+  REQUIRE(sim->SetPose(PoseAt(car.center.x, car.center.y, car.yaw), true).ok());
+  REQUIRE(sim->traffic().size() == 24);
+  for (const Obstacle& box : TrafficBoxes(*sim)) {
+    CHECK(std::hypot(box.center.x - car.center.x, box.center.y - car.center.y) >= 30.0);
+  }
+  sim->Step(20);
+  CHECK(sim->GetCollisionInfo()->has_collided == false);
+}
+
+}  // namespace
+}  // namespace convoy
