@@ -361,8 +361,9 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
       continue;
     }
     preprocess_->Apply(env_frame_.data(), model_frame_.data());
-    // A time limit is not a true end: the last transition still bootstraps from its next state.
-    const bool terminal = step->done && step->reason != TerminationReason::kTimeLimit;
+    // A time limit or a driven route is not a true end: the last transition still bootstraps
+    // from its next state.
+    const bool terminal = step->done && !IsTruncation(step->reason);
     replay_->Add(action, step->reward, terminal, model_frame_.data());
     episode_return_ += step->reward;
     ++episode_length_;
@@ -488,7 +489,7 @@ void Agent::Impl::EndEpisode(const StepResult& last) {
         {static_cast<double>(episodes), static_cast<double>(env_steps), episode_return_,
          static_cast<double>(episode_length_), last.car.distance_driven_m,
          last.reason == TerminationReason::kCollision ? 1.0 : 0.0,
-         last.reason == TerminationReason::kTimeLimit ? 1.0 : 0.0, epsilon_,
+         IsSuccess(last.reason, environment_->env->options()) ? 1.0 : 0.0, epsilon_,
          absl::ToDoubleSeconds(absl::Now() - started_),
          static_cast<double>(episode_steps_at_[static_cast<int>(RoadPlace::kCorner)]),
          static_cast<double>(episode_steps_at_[static_cast<int>(RoadPlace::kIntersection)]),

@@ -15,9 +15,10 @@
 #include "agent/agent.h"
 #include "agent/client_security_flags.h"
 #include "agent/push_log.h"
+#include "agent/scenario_flags.h"
 #include "common/flag_ranges.h"
-#include "common/run_settings.h"
 #include "common/init.h"
+#include "common/run_settings.h"
 #include "common/security.h"
 
 namespace {
@@ -48,8 +49,6 @@ ABSL_FLAG(convoy::SimTarget, sim, Defaults().environment.sim,
           "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
 ABSL_FLAG(std::string, map_dir, "",
           "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
-ABSL_FLAG(int, parked_cars, Defaults().environment.parked_cars,
-          "Parked cars (static obstacles) in the embedded simulator.");
 ABSL_FLAG(uint64_t, seed, Defaults().seed,
           "Seed of the weights, exploration, replay sampling and episode starts.");
 ABSL_FLAG(std::string, agent_id, Defaults().agent_id, "Agent id, unique per agent process.");
@@ -82,8 +81,6 @@ ABSL_FLAG(std::optional<double>, min_epsilon, std::nullopt,
 ABSL_FLAG(std::optional<double>, per_iter_epsilon_reduction, std::nullopt,
           RunSetting("Epsilon decrease per update.",
                      absl::StrCat(Defaults().per_iter_epsilon_reduction)));
-ABSL_FLAG(double, max_epoch_runtime_sec, Defaults().environment.env.max_epoch_runtime_sec,
-          "Episode time limit, simulation seconds.");
 ABSL_FLAG(std::string, push, convoy::PushModeName(Defaults().push),
           "gradients, or deltas (for a PS run with --optimizer=delta).");
 ABSL_FLAG(std::string, push_encoding, "fp32", "fp32 or bf16.");
@@ -137,29 +134,26 @@ AgentRunSettings RunSettingsFromFlags(std::set<std::string>* pinned) {
 bool NumericFlagsInRange() {
   std::set<std::string> pinned;
   std::vector<FlagRange> ranges = AgentRunSettingRanges(RunSettingsFromFlags(&pinned));
-  const std::vector<FlagRange> others =
-      {IntRange("parked_cars", absl::GetFlag(FLAGS_parked_cars), 0, 10000),
-       UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
-       IntRange("torch_threads", absl::GetFlag(FLAGS_torch_threads), 0, 1024),
-       UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
-       UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
-       RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
-       RealRange("learning_rate",
-                 absl::GetFlag(FLAGS_learning_rate).value_or(Defaults().learning_rate), 0,
-                 kNoRealMax, Ends::kOpenMin),
-       RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon).value_or(Defaults().min_epsilon),
-                 0, 1),
-       RealRange("per_iter_epsilon_reduction",
-                 absl::GetFlag(FLAGS_per_iter_epsilon_reduction)
-                     .value_or(Defaults().per_iter_epsilon_reduction),
-                 0, 1),
-       RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec), 0, kNoRealMax,
-                 Ends::kOpenMin),
-       RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),
-       DurationRange("sync_wait", absl::GetFlag(FLAGS_sync_wait), absl::ZeroDuration()),
-       DurationRange("final_sync_for", absl::GetFlag(FLAGS_final_sync_for), absl::ZeroDuration()),
-       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
-                 Ends::kOpenMin)};
+  const std::vector<FlagRange> others = {
+      UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
+      IntRange("torch_threads", absl::GetFlag(FLAGS_torch_threads), 0, 1024),
+      UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
+      UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
+      RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
+      RealRange("learning_rate",
+                absl::GetFlag(FLAGS_learning_rate).value_or(Defaults().learning_rate), 0,
+                kNoRealMax, Ends::kOpenMin),
+      RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon).value_or(Defaults().min_epsilon), 0,
+                1),
+      RealRange("per_iter_epsilon_reduction",
+                absl::GetFlag(FLAGS_per_iter_epsilon_reduction)
+                    .value_or(Defaults().per_iter_epsilon_reduction),
+                0, 1),
+      RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),
+      DurationRange("sync_wait", absl::GetFlag(FLAGS_sync_wait), absl::ZeroDuration()),
+      DurationRange("final_sync_for", absl::GetFlag(FLAGS_final_sync_for), absl::ZeroDuration()),
+      RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
+                Ends::kOpenMin)};
   ranges.insert(ranges.end(), others.begin(), others.end());
   return FlagsInRange("convoy_agent", ranges);
 }
@@ -173,9 +167,7 @@ AgentOptions OptionsFromFlags(PushMode push) {
   o.ps_address = absl::GetFlag(FLAGS_ps);
   o.environment.sim = absl::GetFlag(FLAGS_sim);
   o.environment.map_dir = absl::GetFlag(FLAGS_map_dir);
-  o.environment.parked_cars = absl::GetFlag(FLAGS_parked_cars);
   o.environment.world_seed = absl::GetFlag(FLAGS_seed);
-  o.environment.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
   o.device = absl::GetFlag(FLAGS_device);
   o.amp = absl::GetFlag(FLAGS_amp);
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
@@ -223,6 +215,10 @@ int Run() {
   }).detach();
 
   AgentOptions options = OptionsFromFlags(*push);
+  if (absl::Status s = ScenarioFromFlags(&options.environment); !s.ok()) {
+    std::fprintf(stderr, "convoy_agent: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   if (!options.ps_address.empty()) {  // Alone, no channel: the security flags do not apply.
     absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
     if (!security.ok()) {

@@ -1,5 +1,6 @@
-// convoy_eval: loads weights (a checkpoint directory or a weights.pt), drives N fixed-seed episodes greedily
-// and at random, prints the comparison table and RESULT lines, and draws the episodes on a map.
+// convoy_eval: loads weights (a checkpoint directory or a weights.pt), drives N fixed-seed episodes
+// of a scenario greedily, at random and with the scripted expert, prints the comparison table and
+// RESULT lines, and draws the episodes on a map.
 #include <glog/logging.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include "agent/eval_trace.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
+#include "agent/scenario_flags.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/run_defaults.h"
@@ -29,9 +31,6 @@ ABSL_FLAG(int, episodes, 100,
           "gives every rate and mean with its 95% confidence interval; 20 episodes (a run's "
           "hand-over) are a quick check, too few to tell 17 of 20 from 19.");
 ABSL_FLAG(convoy::SimTarget, sim, DefaultSpec().sim, "embedded, or airsim://host:port.");
-ABSL_FLAG(double, max_epoch_runtime_sec, DefaultSpec().env.max_epoch_runtime_sec,
-          "Episode time limit, simulation seconds.");
-ABSL_FLAG(int, parked_cars, DefaultSpec().parked_cars, "Parked cars in the embedded simulator.");
 ABSL_FLAG(std::string, map_png, "", "Write a top-down map of every episode's path here (PNG).");
 ABSL_FLAG(
     std::string, trace, "",
@@ -47,10 +46,12 @@ namespace {
 
 int Run() {
   if (!FlagsInRange("convoy_eval",
-                    {IntRange("episodes", absl::GetFlag(FLAGS_episodes), 1, 100000),
-                     RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec),
-                               0, kNoRealMax, Ends::kOpenMin),
-                     IntRange("parked_cars", absl::GetFlag(FLAGS_parked_cars), 0, 10000)})) {
+                    {IntRange("episodes", absl::GetFlag(FLAGS_episodes), 1, 100000)})) {
+    return kExitUsage;
+  }
+  EnvironmentSpec spec;
+  if (absl::Status s = ScenarioFromFlags(&spec); !s.ok()) {
+    std::fprintf(stderr, "convoy_eval: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
   }
   const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
@@ -68,10 +69,7 @@ int Run() {
     LOG(ERROR) << weights.status();
     return 1;
   }
-  EnvironmentSpec spec;
   spec.sim = absl::GetFlag(FLAGS_sim);
-  spec.parked_cars = absl::GetFlag(FLAGS_parked_cars);
-  spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
   absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
       GreedyEvaluator::Create(model->spec.name, spec);
   if (!evaluator.ok()) {
@@ -102,11 +100,13 @@ int Run() {
   if (greedy.ok() && !closed.ok()) greedy = closed;
   absl::StatusOr<EvalSummary> random =
       greedy.ok() ? (*evaluator)->Random(episodes) : greedy.status();
-  if (!random.ok()) {
-    LOG(ERROR) << random.status();
+  absl::StatusOr<EvalSummary> expert =
+      random.ok() ? (*evaluator)->Expert(episodes) : random.status();
+  if (!expert.ok()) {
+    LOG(ERROR) << expert.status();
     return 1;
   }
-  std::printf("%s", FormatComparison(*greedy, *random).c_str());
+  std::printf("%s", FormatComparison(*greedy, *random, &*expert).c_str());
   if (const std::string png = absl::GetFlag(FLAGS_map_png); !png.empty()) {
     absl::Status written = WriteEpisodeMap(png, env.map(), *greedy);
     if (!written.ok()) {

@@ -8,6 +8,7 @@
 #include "simulator_bridge/airsim_client.h"
 #include "simulator_bridge/embedded_sim.h"
 #include "simulator_bridge/road_map.h"
+#include "simulator_bridge/scenario.h"
 #include "simulator_bridge/world.h"
 
 namespace convoy {
@@ -51,6 +52,16 @@ bool AbslParseFlag(absl::string_view text, SimTarget* target, std::string* error
 
 std::string AbslUnparseFlag(const SimTarget& target) { return SimTargetName(target); }
 
+absl::Status UseScenario(absl::string_view name, EnvironmentSpec* spec) {
+  CONVOY_ASSIGN_OR_RETURN(const Scenario scenario, FindScenario(name));
+  EmbeddedSimOptions scene;
+  ApplyScenario(scenario, &scene, &spec->env);
+  spec->scenario = scenario.name;
+  spec->parked_cars = scene.num_parked_cars;
+  spec->traffic_cars = scene.traffic.cars;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSpec& spec) {
   std::string map_dir = spec.map_dir;
   if (map_dir.empty()) {
@@ -62,6 +73,7 @@ absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSp
     EmbeddedSimOptions options;
     CONVOY_ASSIGN_OR_RETURN(options.world, World::Create(map));
     options.num_parked_cars = spec.parked_cars;
+    options.traffic.cars = spec.traffic_cars;
     options.seed = spec.world_seed;
     CONVOY_ASSIGN_OR_RETURN(environment->env, DrivingEnv::CreateEmbedded(options, spec.env));
     return environment;

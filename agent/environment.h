@@ -37,13 +37,21 @@ std::ostream& operator<<(std::ostream& out, const SimTarget& target);
 bool AbslParseFlag(absl::string_view text, SimTarget* target, std::string* error);
 std::string AbslUnparseFlag(const SimTarget& target);
 
+// A default-constructed spec is the bare simulator (empty roads, the cookbook's task);
+// UseScenario sets a named one (the launchers' default is kDefaultScenario).
 struct EnvironmentSpec {
   SimTarget sim;
-  std::string map_dir;           // empty: the bundled Neighborhood
-  int parked_cars = 0;           // embedded only
-  uint64_t world_seed = 0;       // parked-car placement
+  std::string map_dir;             // empty: the bundled Neighborhood
+  std::string scenario = "empty";  // its name, for reports
+  int parked_cars = 0;             // embedded only
+  int traffic_cars = 0;            // embedded only
+  uint64_t world_seed = 0;         // parked-car placement and traffic
   DrivingEnvOptions env;
 };
+
+// The scenario `name` (simulator_bridge/scenario.h) into `spec`: its name, scene and task.
+// INVALID_ARGUMENT for an unknown name, naming the known ones; `spec` is then unchanged.
+absl::Status UseScenario(absl::string_view name, EnvironmentSpec* spec);
 
 struct Environment {
   std::unique_ptr<CarSim> sim;  // null when the DrivingEnv owns an EmbeddedSim

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "boost/math/distributions/students_t.hpp"
+#include "simulator_bridge/traffic.h"
 #include "simulator_bridge/world.h"
 
 namespace convoy {
@@ -49,9 +50,14 @@ struct OutcomeNames {
   const char* label;
 };
 constexpr OutcomeNames kOutcomeNames[kEpisodeOutcomes] = {
-    {"completed", "completed (time limit)"},           {"collision_curb", "collision: curb"},
-    {"collision_parked_car", "collision: parked car"}, {"collision_other", "collision: other"},
-    {"off_center_line", "off the centre line"},        {"too_slow", "too slow (stuck)"},
+    {"completed", "completed"},
+    {"collision_curb", "collision: curb"},
+    {"collision_parked_car", "collision: parked car"},
+    {"collision_vehicle", "collision: vehicle"},
+    {"collision_other", "collision: other"},
+    {"off_center_line", "off the centre line"},
+    {"too_slow", "too slow (stuck)"},
+    {"timed_out", "timed out"},
 };
 }  // namespace
 
@@ -64,11 +70,15 @@ const char* EpisodeOutcomeLabel(EpisodeOutcome outcome) {
 }
 
 EpisodeOutcome OutcomeOf(const EpisodeRecord& record) {
+  if (record.completed) return EpisodeOutcome::kCompleted;
   switch (record.reason) {
     case TerminationReason::kCollision:
       if (record.collided_with == kCurbObjectName) return EpisodeOutcome::kCollisionCurb;
       if (absl::StartsWith(record.collided_with, kParkedCarNamePrefix)) {
         return EpisodeOutcome::kCollisionParkedCar;
+      }
+      if (absl::StartsWith(record.collided_with, kTrafficCarNamePrefix)) {
+        return EpisodeOutcome::kCollisionVehicle;
       }
       return EpisodeOutcome::kCollisionOther;
     case TerminationReason::kOffCenterLine:
@@ -76,10 +86,29 @@ EpisodeOutcome OutcomeOf(const EpisodeRecord& record) {
     case TerminationReason::kTooSlow:
       return EpisodeOutcome::kTooSlow;
     case TerminationReason::kTimeLimit:
+      return EpisodeOutcome::kTimedOut;
+    case TerminationReason::kCompleted:
     case TerminationReason::kNone:
       break;
   }
   return EpisodeOutcome::kCompleted;
+}
+
+double InfractionPenalty(EpisodeOutcome outcome) {
+  switch (outcome) {
+    case EpisodeOutcome::kCollisionVehicle:
+      return 0.60;
+    case EpisodeOutcome::kCollisionCurb:
+    case EpisodeOutcome::kCollisionParkedCar:
+    case EpisodeOutcome::kCollisionOther:
+      return 0.65;
+    default:
+      return 1.0;
+  }
+}
+
+double DrivingScore(const EpisodeRecord& record) {
+  return record.route_completion * InfractionPenalty(OutcomeOf(record));
 }
 
 EvalStatistics StatisticsOf(const EvalSummary& summary) {
@@ -88,13 +117,15 @@ EvalStatistics StatisticsOf(const EvalSummary& summary) {
   stats.episodes = static_cast<int>(episodes.size());
   if (episodes.empty()) return stats;
   std::array<int, kEpisodeOutcomes> counts{};
-  std::vector<double> returns, distances;
+  std::vector<double> returns, distances, completions, scores;
   std::vector<int> infraction_of;  // 1 where the episode ended on an infraction.
   for (const EpisodeRecord& record : episodes) {
     const EpisodeOutcome outcome = OutcomeOf(record);
     ++counts[static_cast<int>(outcome)];
     returns.push_back(record.total_return);
     distances.push_back(record.distance_m);
+    completions.push_back(record.route_completion);
+    scores.push_back(DrivingScore(record));
     infraction_of.push_back(outcome == EpisodeOutcome::kCompleted ? 0 : 1);
   }
   for (int o = 0; o < kEpisodeOutcomes; ++o) {
@@ -102,6 +133,8 @@ EvalStatistics StatisticsOf(const EvalSummary& summary) {
   }
   stats.mean_return = MeanInterval(returns);
   stats.mean_distance_m = MeanInterval(distances);
+  stats.route_completion = MeanInterval(completions);
+  stats.driving_score = MeanInterval(scores);
   stats.infractions = stats.episodes - counts[static_cast<int>(EpisodeOutcome::kCompleted)];
   const double metres = std::accumulate(distances.begin(), distances.end(), 0.0);
   // None: the metres driven, a lower bound.
@@ -133,12 +166,20 @@ EvalStatistics StatisticsOf(const EvalSummary& summary) {
   return stats;
 }
 
-std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& random) {
-  const EvalStatistics g = StatisticsOf(greedy);
-  const EvalStatistics r = StatisticsOf(random);
-  std::string out =
-      absl::StrFormat("\n%-28s %26s %26s\n", absl::StrCat("95% CI over ", g.episodes, " episodes"),
-                      "greedy (learned)", "random");
+std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& random,
+                             const EvalSummary* expert) {
+  struct Column {
+    const char* title;
+    const char* prefix;
+    EvalStatistics stats;
+  };
+  std::vector<Column> columns = {{"greedy (learned)", "", StatisticsOf(greedy)},
+                                 {"random", "random_", StatisticsOf(random)}};
+  if (expert != nullptr) columns.push_back({"scripted expert", "expert_", StatisticsOf(*expert)});
+  std::string out = absl::StrFormat(
+      "\n%-28s", absl::StrCat("95% CI over ", columns[0].stats.episodes, " episodes"));
+  for (const Column& c : columns) absl::StrAppendFormat(&out, " %26s", c.title);
+  out += "\n";
   auto percent = [](const Interval& i) {
     return absl::StrFormat("%5.1f%% [%5.1f%%, %5.1f%%]", 100 * i.estimate, 100 * i.low,
                            100 * i.high);
@@ -147,21 +188,36 @@ std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& rando
     if (std::isinf(i.high)) return absl::StrFormat("%.1f [%.1f, inf]", i.estimate, i.low);
     return absl::StrFormat("%.1f [%.1f, %.1f]", i.estimate, i.low, i.high);
   };
-  auto row = [&](absl::string_view label, const std::string& greedy_cell,
-                 const std::string& random_cell) {
-    absl::StrAppendFormat(&out, "%-28s %26s %26s\n", label, greedy_cell, random_cell);
+  auto fraction = [](const Interval& i) {
+    return absl::StrFormat("%.3f [%.3f, %.3f]", i.estimate, i.low, i.high);
+  };
+  auto row = [&](absl::string_view label, auto cell) {
+    absl::StrAppendFormat(&out, "%-28s", label);
+    for (const Column& c : columns) absl::StrAppendFormat(&out, " %26s", cell(c.stats));
+    out += "\n";
   };
   for (int o = 0; o < kEpisodeOutcomes; ++o) {
-    row(EpisodeOutcomeLabel(static_cast<EpisodeOutcome>(o)), percent(g.outcome_rate[o]),
-        percent(r.outcome_rate[o]));
+    row(EpisodeOutcomeLabel(static_cast<EpisodeOutcome>(o)),
+        [&](const EvalStatistics& s) { return percent(s.outcome_rate[o]); });
   }
-  row("mean return", value(g.mean_return), value(r.mean_return));
-  row("mean distance (m)", value(g.mean_distance_m), value(r.mean_distance_m));
-  row("metres per infraction", value(g.metres_per_infraction), value(r.metres_per_infraction));
+  row("route completion", [&](const EvalStatistics& s) { return fraction(s.route_completion); });
+  row("driving score", [&](const EvalStatistics& s) { return fraction(s.driving_score); });
+  row("mean return", [&](const EvalStatistics& s) { return value(s.mean_return); });
+  row("mean distance (m)", [&](const EvalStatistics& s) { return value(s.mean_distance_m); });
+  row("metres per infraction",
+      [&](const EvalStatistics& s) { return value(s.metres_per_infraction); });
   absl::StrAppendFormat(&out,
                         "(rates: Wilson; means: Student's t; metres per infraction: all metres "
-                        "over the episodes not completed, bootstrap)\n\n");
-  auto results = [&](const char* prefix, const EvalStatistics& s) {
+                        "over the episodes not completed, bootstrap; driving score: route "
+                        "completion x CARLA's infraction penalty)\n\n");
+  auto interval = [&](const char* prefix, const char* key, const Interval& i) {
+    absl::StrAppendFormat(&out,
+                          "RESULT %s%s=%.4f\nRESULT %s%s_ci_low=%.4f\nRESULT %s%s_ci_high=%.4f\n",
+                          prefix, key, i.estimate, prefix, key, i.low, prefix, key, i.high);
+  };
+  for (const Column& c : columns) {
+    const EvalStatistics& s = c.stats;
+    const char* prefix = c.prefix;
     for (int o = 0; o < kEpisodeOutcomes; ++o) {
       const char* key = EpisodeOutcomeKey(static_cast<EpisodeOutcome>(o));
       const Interval& i = s.outcome_rate[o];
@@ -176,15 +232,15 @@ std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& rando
     absl::StrAppendFormat(
         &out, "RESULT %smean_distance_m_ci_low=%.2f\nRESULT %smean_distance_m_ci_high=%.2f\n",
         prefix, s.mean_distance_m.low, prefix, s.mean_distance_m.high);
+    interval(prefix, "route_completion", s.route_completion);
+    interval(prefix, "driving_score", s.driving_score);
     absl::StrAppendFormat(&out,
                           "RESULT %sinfractions=%d\nRESULT %smetres_per_infraction=%.2f\n"
                           "RESULT %smetres_per_infraction_ci_low=%.2f\n"
                           "RESULT %smetres_per_infraction_ci_high=%.2f\n",
                           prefix, s.infractions, prefix, s.metres_per_infraction.estimate, prefix,
                           s.metres_per_infraction.low, prefix, s.metres_per_infraction.high);
-  };
-  results("", g);
-  results("random_", r);
+  }
   return out;
 }
 

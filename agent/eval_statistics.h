@@ -33,26 +33,38 @@ Interval MeanInterval(const std::vector<double>& values);
 
 // How an episode ended. A collision is told apart by what the car hit.
 enum class EpisodeOutcome {
-  kCompleted = 0,       // Drove to the time limit.
+  kCompleted = 0,       // Did the task: drove its route, or (no route) stayed on to the time limit.
   kCollisionCurb,       // Hit a curb (left the road surface).
   kCollisionParkedCar,  // Hit a parked car.
+  kCollisionVehicle,    // Hit a moving car (traffic).
   kCollisionOther,      // Hit anything else.
-  kOffCenterLine,       // Strayed too far from the road's centre line.
+  kOffCenterLine,       // Strayed too far from the road's centre line (off the route).
   kTooSlow,             // Stuck or stopped.
+  kTimedOut,            // Reached the time limit before the end of its route.
 };
-inline constexpr int kEpisodeOutcomes = 6;
-// "completed", "collision_curb", "collision_parked_car", "collision_other", "off_center_line",
-// "too_slow": RESULT keys.
+inline constexpr int kEpisodeOutcomes = 8;
+// "completed", "collision_curb", "collision_parked_car", "collision_vehicle", "collision_other",
+// "off_center_line", "too_slow", "timed_out": RESULT keys.
 const char* EpisodeOutcomeKey(EpisodeOutcome outcome);
-// What a person reads: "completed (time limit)", "collision: curb", ...
+// What a person reads: "completed", "collision: curb", ...
 const char* EpisodeOutcomeLabel(EpisodeOutcome outcome);
 EpisodeOutcome OutcomeOf(const EpisodeRecord& record);
+
+// CARLA's leaderboard penalty for the infraction an episode ended on: a collision with a vehicle
+// 0.60, with anything static (curb, parked car, other) 0.65; leaving the route, stopping and
+// timing out end the episode without a penalty of their own (the route completion pays for
+// them), as do completed episodes: 1.
+double InfractionPenalty(EpisodeOutcome outcome);
+// CARLA's driving score of one episode: route completion times the penalty of its infraction.
+double DrivingScore(const EpisodeRecord& record);
 
 struct EvalStatistics {
   int episodes = 0;
   std::array<Interval, kEpisodeOutcomes> outcome_rate;  // Indexed by EpisodeOutcome.
   Interval mean_return;
   Interval mean_distance_m;
+  Interval route_completion;  // Mean over episodes, in [0, 1].
+  Interval driving_score;     // Mean over episodes, in [0, 1].
   // Every episode that did not reach the time limit ended on an infraction (a collision, leaving
   // the centre line, or stopping): metres driven over all episodes per such episode. With none, the
   // estimate and the interval's low end are the metres driven (at least that far per infraction)
@@ -64,12 +76,14 @@ struct EvalStatistics {
 
 EvalStatistics StatisticsOf(const EvalSummary& summary);
 
-// The table of both policies' statistics (rows: measures; columns: greedy, random) and their
-// RESULT lines: <outcome>_rate, <outcome>_ci_low and <outcome>_ci_high per outcome;
-// mean_return_ci_low/high and mean_distance_m_ci_low/high (the means are FormatComparison's);
+// The table of the policies' statistics (rows: measures; columns: greedy, random and, when given,
+// the scripted expert) and their RESULT lines: <outcome>_rate, <outcome>_ci_low and
+// <outcome>_ci_high per outcome; mean_return_ci_low/high and mean_distance_m_ci_low/high (the
+// means are FormatComparison's); route_completion and driving_score with _ci_low/_ci_high;
 // infractions, metres_per_infraction and its _ci_low/_ci_high. The random policy's keys start
-// with random_.
-std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& random);
+// with random_, the expert's with expert_.
+std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& random,
+                             const EvalSummary* expert = nullptr);
 
 }  // namespace convoy
 

@@ -74,8 +74,7 @@ absl::Status EvalTrace::Observe(const EvalStep& step, const std::vector<float>& 
   }
   recent_.back().assign(step.frame, step.frame + size);
   if (!step.result->done) return absl::OkStatus();
-  absl::Status written =
-      step.result->reason == TerminationReason::kTimeLimit ? absl::OkStatus() : WriteFrames(step);
+  absl::Status written = IsTruncation(step.result->reason) ? absl::OkStatus() : WriteFrames(step);
   recent_.clear();
   return written;
 }

@@ -10,7 +10,9 @@
 #include "agent/learner.h"
 #include "common/status_macros.h"
 #include "common/weights_file.h"
+#include "simulator_bridge/expert_driver.h"
 #include "simulator_bridge/frame_stack.h"
+#include "simulator_bridge/scenario.h"
 
 namespace convoy {
 namespace {
@@ -42,7 +44,7 @@ EvalSummary SummaryOf(std::vector<EpisodeRecord> episodes) {
     summary.mean_return += record.total_return;
     summary.mean_distance_m += record.distance_m;
     summary.collisions += record.collided ? 1 : 0;
-    if (record.reason == TerminationReason::kTimeLimit) {
+    if (record.completed) {
       ++summary.full_episodes;
     } else {
       ++summary.ended_at[static_cast<int>(record.end_place)];
@@ -88,6 +90,8 @@ absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preproce
       if (step->done) {
         record.distance_m = step->car.distance_driven_m;
         record.reason = step->reason;
+        record.completed = IsSuccess(step->reason, env.options());
+        record.route_completion = TaskCompletion(step->reason, step->car, env.options());
         record.collided = step->reason == TerminationReason::kCollision;
         if (record.collided) record.collided_with = step->car.collided_with;
         break;
@@ -118,14 +122,16 @@ absl::StatusOr<std::unique_ptr<GreedyEvaluator>> GreedyEvaluator::Create(
   const std::array<int, 3> shape = env.observation_shape();
   CONVOY_ASSIGN_OR_RETURN(Preprocess preprocess,
                           Preprocess::Create(shape, {shape[0], m.height, m.width}));
-  return std::unique_ptr<GreedyEvaluator>(new GreedyEvaluator(
-      std::move(environment), std::move(learner), std::move(preprocess), m.channels / shape[0]));
+  return std::unique_ptr<GreedyEvaluator>(
+      new GreedyEvaluator(spec.scenario, std::move(environment), std::move(learner),
+                          std::move(preprocess), m.channels / shape[0]));
 }
 
-GreedyEvaluator::GreedyEvaluator(std::unique_ptr<Environment> environment,
+GreedyEvaluator::GreedyEvaluator(std::string scenario, std::unique_ptr<Environment> environment,
                                  std::unique_ptr<DqnLearner> learner, Preprocess preprocess,
                                  int frame_stack)
-    : environment_(std::move(environment)),
+    : scenario_(std::move(scenario)),
+      environment_(std::move(environment)),
       learner_(std::move(learner)),
       preprocess_(std::move(preprocess)),
       frame_stack_(frame_stack) {}
@@ -147,10 +153,17 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Greedy(const std::vector<float>& we
   }
   learner_->SetWeights(weights);
   DqnLearner* learner = learner_.get();
-  return Evaluate(
-      *environment_->env, preprocess_, frame_stack_,
-      [this, learner](const uint8_t* obs) { return learner->QValues(obs, &q_values_); }, seeds,
-      observer);
+  return Run([this, learner](const uint8_t* obs) { return learner->QValues(obs, &q_values_); },
+             seeds, observer);
+}
+
+absl::StatusOr<EvalSummary> GreedyEvaluator::Run(const Policy& policy,
+                                                 const std::vector<uint64_t>& seeds,
+                                                 const StepObserver& observer) {
+  CONVOY_ASSIGN_OR_RETURN(EvalSummary summary, Evaluate(*environment_->env, preprocess_,
+                                                        frame_stack_, policy, seeds, observer));
+  summary.scenario = scenario_;
+  return summary;
 }
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Random(int episodes) {
@@ -158,8 +171,23 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Random(int episodes) {
 }
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Random(const std::vector<uint64_t>& seeds) {
-  return Evaluate(*environment_->env, preprocess_, frame_stack_,
-                  RandomPolicy(environment_->env->num_actions(), 12345), seeds);
+  return Run(RandomPolicy(environment_->env->num_actions(), 12345), seeds);
+}
+
+absl::StatusOr<EvalSummary> GreedyEvaluator::Expert(int episodes) {
+  DrivingEnv& env = *environment_->env;
+  const ExpertDriver expert(env.map());
+  absl::Status failed;
+  // The simulator's error, if any, ends the episode at the next Step too; it is reported there.
+  CONVOY_ASSIGN_OR_RETURN(EvalSummary summary, Run(
+                                                   [&](const uint8_t*) {
+                                                     absl::StatusOr<int> action = expert.Act(env);
+                                                     if (!action.ok()) failed = action.status();
+                                                     return action.value_or(0);
+                                                   },
+                                                   EvaluationSeeds(episodes)));
+  CONVOY_RETURN_IF_ERROR(failed);
+  return summary;
 }
 
 absl::StatusOr<std::unique_ptr<BestPolicy>> BestPolicy::Create(const std::string& model,
@@ -260,17 +288,29 @@ absl::StatusOr<bool> BestPolicy::Settle(int extra_episodes) {
 
 absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
                                              const std::vector<float>& weights,
-                                             const EnvironmentSpec& spec, int episodes) {
+                                             const EnvironmentSpec& spec, int episodes,
+                                             bool with_expert) {
   CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<GreedyEvaluator> evaluator,
                           GreedyEvaluator::Create(model, spec));
   CONVOY_ASSIGN_OR_RETURN(EvalSummary greedy, evaluator->Greedy(weights, episodes));
   CONVOY_ASSIGN_OR_RETURN(EvalSummary random, evaluator->Random(episodes));
-  return Comparison{std::move(greedy), std::move(random)};
+  EvalSummary expert;
+  if (with_expert) {
+    CONVOY_ASSIGN_OR_RETURN(expert, evaluator->Expert(episodes));
+  }
+  return Comparison{std::move(greedy), std::move(random), std::move(expert)};
 }
 
-std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random) {
-  std::string out = absl::StrFormat("\n%-16s %12s %18s %12s %16s\n", "policy", "mean return",
-                                    "mean distance (m)", "collisions", "full episodes");
+std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random,
+                             const EvalSummary* expert) {
+  std::string out;
+  if (!greedy.scenario.empty()) {
+    absl::StatusOr<Scenario> scenario = FindScenario(greedy.scenario);
+    absl::StrAppendFormat(&out, "\nscenario: %s%s\n", greedy.scenario,
+                          scenario.ok() ? absl::StrCat(" (", scenario->summary, ")") : "");
+  }
+  absl::StrAppendFormat(&out, "\n%-16s %12s %18s %12s %16s\n", "policy", "mean return",
+                        "mean distance (m)", "collisions", "completed");
   auto row = [&](const char* name, const EvalSummary& s) {
     absl::StrAppendFormat(&out, "%-16s %12.2f %18.1f %9d/%-2d %13d/%-2d\n", name, s.mean_return,
                           s.mean_distance_m, s.collisions, static_cast<int>(s.episodes.size()),
@@ -278,17 +318,18 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
   };
   row("greedy (learned)", greedy);
   row("random", random);
-  absl::StrAppendFormat(
-      &out,
-      "\nepisodes that did not reach the time limit, by where they ended (%.0f m of "
-      "a junction counts as it)\n%-16s %12s %12s %14s\n",
-      RoadMap::kJunctionRadiusM, "policy", "straight", "corner", "intersection");
+  if (expert != nullptr) row("scripted expert", *expert);
+  absl::StrAppendFormat(&out,
+                        "\nepisodes not completed, by where they ended (%.0f m of "
+                        "a junction counts as it)\n%-16s %12s %12s %14s\n",
+                        RoadMap::kJunctionRadiusM, "policy", "straight", "corner", "intersection");
   auto ends = [&](const char* name, const EvalSummary& s) {
     absl::StrAppendFormat(&out, "%-16s %12d %12d %14d\n", name, s.ended_at[0], s.ended_at[1],
                           s.ended_at[2]);
   };
   ends("greedy (learned)", greedy);
   ends("random", random);
+  if (expert != nullptr) ends("scripted expert", *expert);
   absl::StrAppendFormat(&out, "\nRESULT mean_return=%.3f\n", greedy.mean_return);
   absl::StrAppendFormat(&out, "RESULT random_mean_return=%.3f\n", random.mean_return);
   absl::StrAppendFormat(&out, "RESULT mean_distance_m=%.2f\n", greedy.mean_distance_m);
@@ -302,7 +343,7 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
     absl::StrAppendFormat(&out, "RESULT ended_%s=%d\nRESULT random_ended_%s=%d\n", name,
                           greedy.ended_at[place], name, random.ended_at[place]);
   }
-  return out + FormatStatistics(greedy, random);
+  return out + FormatStatistics(greedy, random, expert);
 }
 
 }  // namespace convoy

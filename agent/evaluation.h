@@ -29,16 +29,20 @@ struct EpisodeRecord {
   bool collided = false;
   std::string collided_with;  // What the car hit (the simulator's object name), when it collided.
   TerminationReason reason = TerminationReason::kNone;
+  bool completed = false;                     // It did what the task asked (IsSuccess).
+  double route_completion = 0;                // How much of it, in [0, 1] (TaskCompletion).
   std::vector<std::pair<float, float>> path;  // (x, y) metres, one point per step.
   RoadPlace end_place = RoadPlace::kStraight;  // Where on the map the episode ended.
 };
 
 struct EvalSummary {
+  std::string scenario;  // The scenario the episodes ran (EnvironmentSpec::scenario), when known.
   std::vector<EpisodeRecord> episodes;
   double mean_return = 0;
   double mean_distance_m = 0;
   int collisions = 0;
-  int full_episodes = 0;  // Ended by the time limit: the car stayed on the road the whole episode.
+  int full_episodes =
+      0;  // Completed: the route driven, or (no route) on the road to the time limit.
   // The other episodes by where they ended (RoadMap::PlaceOf): on a straight, in a corner, in an
   // intersection. Indexed by RoadPlace.
   std::array<int, kRoadPlaces> ended_at{};
@@ -103,13 +107,20 @@ class GreedyEvaluator {
   absl::StatusOr<EvalSummary> Random(int episodes);
   // The same on the given seeds.
   absl::StatusOr<EvalSummary> Random(const std::vector<uint64_t>& seeds);
+  // The scripted expert (simulator_bridge/expert_driver.h) on the same seeds: the other baseline.
+  absl::StatusOr<EvalSummary> Expert(int episodes);
 
   DrivingEnv& env() { return *environment_->env; }
 
  private:
-  GreedyEvaluator(std::unique_ptr<Environment> environment, std::unique_ptr<DqnLearner> learner,
-                  Preprocess preprocess, int frame_stack);
+  GreedyEvaluator(std::string scenario, std::unique_ptr<Environment> environment,
+                  std::unique_ptr<DqnLearner> learner, Preprocess preprocess, int frame_stack);
 
+  // Evaluate's summary, named with the scenario.
+  absl::StatusOr<EvalSummary> Run(const Policy& policy, const std::vector<uint64_t>& seeds,
+                                  const StepObserver& observer = nullptr);
+
+  std::string scenario_;
   std::unique_ptr<Environment> environment_;
   std::unique_ptr<DqnLearner> learner_;
   Preprocess preprocess_;
@@ -198,19 +209,24 @@ class BestPolicy {
   std::optional<Candidate> average_;  // The averaged network, when considered.
 };
 
-// The greedy policy of `weights` (model `model`) and a random policy, on the same `episodes` seeds
-// of a fresh environment built from `spec`. Errors as GreedyEvaluator's.
+// The greedy policy of `weights` (model `model`) and a random policy, and with `with_expert` the
+// scripted expert, on the same `episodes` seeds of a fresh environment built from `spec`. Errors
+// as GreedyEvaluator's.
 struct Comparison {
   EvalSummary greedy;
   EvalSummary random;
+  EvalSummary expert;
 };
 absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
                                              const std::vector<float>& weights,
-                                             const EnvironmentSpec& spec, int episodes);
+                                             const EnvironmentSpec& spec, int episodes,
+                                             bool with_expert = true);
 
-// The table convoy_train and convoy_eval print: greedy beside random, then RESULT lines, then
-// FormatStatistics' table of outcomes and means with their confidence intervals.
-std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random);
+// The table convoy_train and convoy_eval print: the scenario, greedy beside random, then RESULT
+// lines, then FormatStatistics' table of outcomes and means with their confidence intervals (with
+// the scripted expert's column when given).
+std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random,
+                             const EvalSummary* expert = nullptr);
 
 }  // namespace convoy
 

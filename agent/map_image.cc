@@ -101,7 +101,7 @@ absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const 
   }
   // Ends on top of every path, so a later episode's line does not hide an earlier one's end.
   for (const EpisodeRecord& episode : summary.episodes) {
-    if (episode.reason == TerminationReason::kTimeLimit || episode.path.empty()) continue;
+    if (episode.completed || episode.path.empty()) continue;
     double px, py;
     canvas.ToPixel(episode.path.back().first, episode.path.back().second, &px, &py);
     const uint8_t* color = episode.collided ? crash : stopped;

@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "simulator_bridge/airsim_server.h"
 #include "simulator_bridge/road_map.h"
+#include "simulator_bridge/scenario.h"
 #include "simulator_bridge/world.h"
 
 namespace {
@@ -31,9 +33,12 @@ ABSL_FLAG(std::string, bind, Defaults().bind_address,
 ABSL_FLAG(std::string, map_dir, "",
           "Directory with road_lines.txt and reward_points.txt (default: the bundled Neighborhood, "
           "or $CONVOY_MAP_DIR).");
-ABSL_FLAG(uint64_t, seed, Defaults().sim.seed, "Seed for parked-car placement.");
-ABSL_FLAG(int, parked_cars, Defaults().sim.num_parked_cars,
-          "Number of parked cars (static obstacles) along the curbs.");
+ABSL_FLAG(uint64_t, seed, Defaults().sim.seed, "Seed of the parked cars' places and the traffic.");
+ABSL_FLAG(
+    std::string, scenario, convoy::kDefaultScenario,
+    absl::StrCat("The scene: ", convoy::ScenarioNames(),
+                 " (simulator_bridge/scenario.h): its parked and moving cars. The task (route "
+                 "length, time limit) is the client's: give the agent the same --scenario."));
 ABSL_FLAG(std::string, clock,
           Defaults().clock == convoy::SimClockMode::kRealTime ? "realtime" : "lockstep",
           "realtime: the simulation clock follows the wall clock unless paused (as AirSim). "
@@ -67,7 +72,6 @@ int main(int argc, char** argv) {
   if (!convoy::FlagsInRange(
           "convoy_sim",
           {convoy::IntRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
-           convoy::IntRange("parked_cars", absl::GetFlag(FLAGS_parked_cars), 0, 10000),
            convoy::RealRange("step_seconds", absl::GetFlag(FLAGS_step_seconds), 0, 10,
                              convoy::Ends::kOpenMin),
            convoy::IntRange("camera_width", absl::GetFlag(FLAGS_camera_width), 1, 8192),
@@ -108,7 +112,12 @@ int main(int argc, char** argv) {
   convoy::AirSimServerOptions options;
   options.sim.world = *world;
   options.sim.seed = absl::GetFlag(FLAGS_seed);
-  options.sim.num_parked_cars = absl::GetFlag(FLAGS_parked_cars);
+  absl::StatusOr<convoy::Scenario> scenario = convoy::FindScenario(absl::GetFlag(FLAGS_scenario));
+  if (!scenario.ok()) {
+    std::fprintf(stderr, "convoy_sim: %s\n", std::string(scenario.status().message()).c_str());
+    return convoy::kExitUsage;
+  }
+  convoy::ApplyScenario(*scenario, &options.sim, nullptr);
   options.sim.step_seconds = absl::GetFlag(FLAGS_step_seconds);
   options.sim.camera.width = absl::GetFlag(FLAGS_camera_width);
   options.sim.camera.height = absl::GetFlag(FLAGS_camera_height);

@@ -24,6 +24,20 @@ std::vector<DrivingAction> CookbookActions() {
   return actions;
 }
 
+bool IsSuccess(TerminationReason reason, const DrivingEnvOptions& options) {
+  return reason == TerminationReason::kCompleted ||
+         (reason == TerminationReason::kTimeLimit && options.route_length_m <= 0.0);
+}
+
+double TaskCompletion(TerminationReason reason, const DrivingCarState& car,
+                      const DrivingEnvOptions& options) {
+  if (IsSuccess(reason, options)) return 1.0;
+  const double done = options.route_length_m > 0.0
+                          ? car.distance_driven_m / options.route_length_m
+                          : car.episode_time_sec / options.max_epoch_runtime_sec;
+  return std::clamp(done, 0.0, 1.0);
+}
+
 absl::StatusOr<std::vector<int64_t>> MirrorActions(const std::vector<DrivingAction>& actions) {
   std::vector<int64_t> mirror;
   for (size_t a = 0; a < actions.size(); ++a) {
@@ -52,6 +66,8 @@ const char* TerminationReasonName(TerminationReason reason) {
       return "off_center_line";
     case TerminationReason::kTooSlow:
       return "too_slow";
+    case TerminationReason::kCompleted:
+      return "completed";
     case TerminationReason::kTimeLimit:
       return "time_limit";
   }
@@ -67,6 +83,7 @@ absl::StatusOr<std::unique_ptr<DrivingEnv>> DrivingEnv::Create(CarSim* sim, Road
   if (options.actions.empty()) return absl::InvalidArgumentError("no actions");
   if (!(options.control_period_sec > 0) || options.settle_sec < 0 ||
       !(options.max_epoch_runtime_sec > 0) || !(options.max_distance_m > 0) ||
+      !(options.route_length_m >= 0) ||
       !(options.start_fraction_min >= 0 &&
         options.start_fraction_min <= options.start_fraction_max &&
         options.start_fraction_max <= 1)) {
@@ -211,6 +228,8 @@ absl::Status DrivingEnv::Observe(StepResult* result, uint8_t* observation, bool 
     result->reason = TerminationReason::kCollision;
   } else if (car.distance_to_center_m > options_.max_distance_m) {
     result->reason = TerminationReason::kOffCenterLine;
+  } else if (options_.route_length_m > 0.0 && car.distance_driven_m >= options_.route_length_m) {
+    result->reason = TerminationReason::kCompleted;
   } else if (car.episode_time_sec >= options_.max_epoch_runtime_sec - 1e-9) {
     result->reason = TerminationReason::kTimeLimit;
   } else if (car.episode_time_sec > options_.min_speed_grace_sec &&

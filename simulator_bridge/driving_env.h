@@ -7,7 +7,12 @@
 //   Step(action): set controls for one control period, advance the simulation by it (lock-step),
 //     return the observation, reward exp(-decay * d) with d the distance to the nearest lane
 //     centre-line segment, and whether the episode ended (collision, d > max_distance, too slow
-//     after the grace period, or the time limit, all in simulation time).
+//     after the grace period, the route driven, or the time limit, all in simulation time).
+//
+// The task: with route_length_m = 0 (the cookbook's), stay on the road until the time limit; with
+// route_length_m > 0, drive that many metres without an infraction (a collision, leaving the
+// centre line, stopping) before the time limit. The camera-only model sees no destination, so the
+// task is distance, not a route to a goal.
 //
 // Observations are uint8, CHW, written into a caller-owned buffer of observation_size() bytes:
 //   kCookbookCrop: 3 x 59 x 255, rows 76..134 and columns 0..254 of the 256x144 scene, channels in
@@ -63,6 +68,7 @@ struct DrivingEnvOptions {
   double control_period_sec = 0.1;      // simulation time per Step
   double settle_sec = 0.2;              // after the teleport, before the first observation
   double max_epoch_runtime_sec = 30.0;  // the cookbook's --max_epoch_runtime_sec, simulation time
+  double route_length_m = 0.0;          // > 0: the episode is completed after this distance
   double max_distance_m = 3.5;          // from the nearest centre line
   double min_speed_mps = 2.0;
   double min_speed_grace_sec = 3.0;  // the slow-speed rule applies after this
@@ -82,8 +88,20 @@ struct DrivingEnvOptions {
   int crop_right = 254;
 };
 
-enum class TerminationReason { kNone = 0, kCollision, kOffCenterLine, kTooSlow, kTimeLimit };
+enum class TerminationReason {
+  kNone = 0,
+  kCollision,
+  kOffCenterLine,
+  kTooSlow,
+  kTimeLimit,
+  kCompleted,  // route_length_m driven
+};
 const char* TerminationReasonName(TerminationReason reason);
+// Whether an episode that ended this way was cut short rather than ended by the car (the time
+// limit, or the route driven): learning bootstraps past it.
+inline bool IsTruncation(TerminationReason reason) {
+  return reason == TerminationReason::kTimeLimit || reason == TerminationReason::kCompleted;
+}
 
 // The car as the environment saw it after a Reset or Step, for logging.
 struct DrivingCarState {
@@ -97,6 +115,14 @@ struct DrivingCarState {
   bool collided = false;
   std::string collided_with;
 };
+
+// Whether an episode that ended this way did what `options` asked: drove its route, or, with
+// no route, stayed on the road to the time limit.
+bool IsSuccess(TerminationReason reason, const DrivingEnvOptions& options);
+// How much of the task an episode did: distance over route_length_m, or (no route) episode time
+// over the time limit; 1 when it succeeded.
+double TaskCompletion(TerminationReason reason, const DrivingCarState& car,
+                      const DrivingEnvOptions& options);
 
 struct StepResult {
   float reward = 0.0f;

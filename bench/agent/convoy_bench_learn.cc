@@ -32,9 +32,10 @@
 #include "agent/evaluation.h"
 #include "agent/learner.h"
 #include "agent/preprocess.h"
+#include "agent/scenario_flags.h"
 #include "common/flag_ranges.h"
-#include "common/launcher_run_settings.h"
 #include "common/init.h"
+#include "common/launcher_run_settings.h"
 #include "common/line_plot.h"
 #include "common/shell_line.h"
 #include "common/status_macros.h"
@@ -52,8 +53,6 @@ ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (r
 ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
 ABSL_FLAG(std::string, device, convoy::LocalClusterOptions{}.device,
           "Agents' device: auto, cpu, cuda, cuda:N.");
-ABSL_FLAG(double, max_epoch_runtime_sec, convoy::LocalClusterOptions{}.max_epoch_runtime_sec,
-          "Episode time limit, simulation seconds.");
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: bench-learn-<date>-<time>); agents-N/ beneath it.");
@@ -199,7 +198,8 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.model = absl::GetFlag(FLAGS_model);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.device = absl::GetFlag(FLAGS_device);
-  options.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  options.scenario = ScenarioFlag();
+  options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
   options.max_time = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
   options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   {
@@ -216,7 +216,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
                absl::GetFlag(FLAGS_minutes), run_dir.c_str());
 
   EnvironmentSpec spec;
-  spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&spec));
   absl::StatusOr<std::unique_ptr<BestPolicy>> best = BestPolicy::Create(
       options.model, spec, absl::GetFlag(FLAGS_eval_episodes), run_dir + "/best_weights.pt");
   if (!best.ok()) return best.status();
@@ -429,20 +429,16 @@ int Run() {
   // Every numeric flag but --seed, which takes any value.
   std::vector<FlagRange> ranges;
   CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_RANGE)
-  const std::vector<FlagRange> others =
-          {RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
-           RealRange("eval_every_seconds", absl::GetFlag(FLAGS_eval_every_seconds), 0, kNoRealMax,
-                     Ends::kOpenMin),
-           IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
-           IntRange("final_eval_episodes", absl::GetFlag(FLAGS_final_eval_episodes), 1, 100000),
-           RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec), 0,
-                     kNoRealMax, Ends::kOpenMin),
-           RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
-                     Ends::kOpenMin),
-           RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax,
-                     Ends::kOpenMin),
-           UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
-           UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax)};
+  const std::vector<FlagRange> others = {
+      RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
+      RealRange("eval_every_seconds", absl::GetFlag(FLAGS_eval_every_seconds), 0, kNoRealMax,
+                Ends::kOpenMin),
+      IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
+      IntRange("final_eval_episodes", absl::GetFlag(FLAGS_final_eval_episodes), 1, 100000),
+      RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax, Ends::kOpenMin),
+      RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
+      UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
+      UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax)};
   ranges.insert(ranges.end(), others.begin(), others.end());
   if (!FlagsInRange("convoy_bench_learn", ranges)) return kExitUsage;
   std::vector<int> counts;
@@ -458,7 +454,10 @@ int Run() {
   // Batch-1 inference needs no intra-op parallelism, and the agents need the cores.
   torch::set_num_threads(1);
   EnvironmentSpec spec;
-  spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  if (absl::Status s = ScenarioFromFlags(&spec); !s.ok()) {
+    std::fprintf(stderr, "convoy_bench_learn: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
       GreedyEvaluator::Create(absl::GetFlag(FLAGS_model), spec);
   if (!evaluator.ok()) {

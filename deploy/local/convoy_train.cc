@@ -27,9 +27,10 @@
 #include "absl/time/clock.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
+#include "agent/scenario_flags.h"
 #include "common/flag_ranges.h"
-#include "common/launcher_run_settings.h"
 #include "common/init.h"
+#include "common/launcher_run_settings.h"
 #include "common/line_plot.h"
 #include "common/model_registry.h"
 #include "common/shell_line.h"
@@ -74,8 +75,6 @@ ABSL_FLAG(double, min_epsilon, convoy::LocalClusterOptions{}.min_epsilon, "Epsil
 ABSL_FLAG(double, per_iter_epsilon_reduction,
           convoy::LocalClusterOptions{}.per_iter_epsilon_reduction,
           "Epsilon decrease per applied update.");
-ABSL_FLAG(double, max_epoch_runtime_sec, convoy::LocalClusterOptions{}.max_epoch_runtime_sec,
-          "Episode time limit, simulation seconds.");
 ABSL_FLAG(double, report_seconds, 5, "Seconds between merged progress lines.");
 ABSL_FLAG(
     double, validate_every_seconds, 60,
@@ -180,29 +179,26 @@ std::string LeaveLearningCurve(const std::string& run, const std::string& name,
 bool NumericFlagsInRange() {
   std::vector<FlagRange> ranges;
   CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_RANGE)
-  const std::vector<FlagRange> others =
-      {RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
-       IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
-       IntRange("ps_shards", absl::GetFlag(FLAGS_ps_shards), 1, 64),
-       IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
-       UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
-       UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
-       RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
-       RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax,
-                 Ends::kOpenMin),
-       UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
-       RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
-       RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
-                 1),
-       RealRange("max_epoch_runtime_sec", absl::GetFlag(FLAGS_max_epoch_runtime_sec), 0, kNoRealMax,
-                 Ends::kOpenMin),
-       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
-                 Ends::kOpenMin),
-       RealRange("validate_every_seconds", absl::GetFlag(FLAGS_validate_every_seconds), 0,
-                 kNoRealMax),
-       IntRange("validation_episodes", absl::GetFlag(FLAGS_validation_episodes), 1, 100000),
-       IntRange("final_validation_episodes", absl::GetFlag(FLAGS_final_validation_episodes), 0,
-                100000)};
+  const std::vector<FlagRange> others = {
+      RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
+      IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
+      IntRange("ps_shards", absl::GetFlag(FLAGS_ps_shards), 1, 64),
+      IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
+      UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
+      UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
+      RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
+      RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax, Ends::kOpenMin),
+      UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
+      RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
+      RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
+                1),
+      RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
+                Ends::kOpenMin),
+      RealRange("validate_every_seconds", absl::GetFlag(FLAGS_validate_every_seconds), 0,
+                kNoRealMax),
+      IntRange("validation_episodes", absl::GetFlag(FLAGS_validation_episodes), 1, 100000),
+      IntRange("final_validation_episodes", absl::GetFlag(FLAGS_final_validation_episodes), 0,
+               100000)};
   ranges.insert(ranges.end(), others.begin(), others.end());
   return FlagsInRange("convoy_train", ranges);
 }
@@ -223,6 +219,10 @@ struct TrainingRun {
 
 // The run's directory and model, announced; or the exit code.
 std::optional<int> PrepareRun(TrainingRun& t) {
+  if (absl::Status s = ScenarioFromFlags(&t.spec); !s.ok()) {
+    std::fprintf(stderr, "convoy_train: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   t.name = absl::GetFlag(FLAGS_name);
   if (t.name.empty())
     t.name = absl::FormatTime("train-%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
@@ -266,7 +266,8 @@ LocalClusterOptions ClusterOptions(const std::string& run) {
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
   options.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
-  options.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
+  options.scenario = ScenarioFlag();
+  options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
   options.max_time = total;
   options.max_steps_per_agent = absl::GetFlag(FLAGS_steps_per_agent);
   options.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
@@ -299,7 +300,6 @@ std::optional<int> StartRun(TrainingRun& t) {
                ShellLine({"./convoy", "status", t.run, "--watch"}).c_str());
   std::fprintf(stderr, "convoy_train: TensorBoard: %s (each agent's scalars, agent-<i>/)\n",
                ShellLine({"tensorboard", "--logdir", t.run}).c_str());
-  t.spec.env.max_epoch_runtime_sec = absl::GetFlag(FLAGS_max_epoch_runtime_sec);
   if (absl::GetFlag(FLAGS_validate_every_seconds) > 0) {
     absl::StatusOr<std::unique_ptr<BestPolicy>> created =
         BestPolicy::Create(t.options.model, t.spec, absl::GetFlag(FLAGS_validation_episodes),
@@ -394,22 +394,26 @@ absl::StatusOr<RunEnd> FinishTraining(TrainingRun& t) {
 }
 
 // The hand-over's evaluation: each policy against a random one on the evaluation seeds, in a fresh
-// environment. `random` keeps the random policy's summary for the table.
-EvaluatePolicy EvaluateAgainstRandom(const TrainingRun& t, EvalSummary* random) {
-  return [&t, random](HandOverCandidate,
-                      const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
+// environment. `random` keeps the random policy's summary for the table, `expert` the scripted
+// expert's (driven once: it does not depend on the weights).
+EvaluatePolicy EvaluateAgainstRandom(const TrainingRun& t, EvalSummary* random,
+                                     EvalSummary* expert) {
+  return [&t, random, expert](HandOverCandidate,
+                              const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
     const int episodes = absl::GetFlag(FLAGS_eval_episodes);
     CONVOY_ASSIGN_OR_RETURN(Comparison comparison,
-                            CompareWithRandom(t.options.model, weights, t.spec, episodes));
+                            CompareWithRandom(t.options.model, weights, t.spec, episodes,
+                                              /*with_expert=*/expert->episodes.empty()));
     *random = comparison.random;
+    if (expert->episodes.empty()) *expert = comparison.expert;
     return comparison.greedy;
   };
 }
 
 // The table and RESULT lines of the hand-over, as evaluation.txt has them too.
-std::string ResultTable(const HandOverResult& handed, const RunEnd& end,
-                        const EvalSummary& random) {
-  std::string table = FormatComparison(handed.handed_over, random);
+std::string ResultTable(const HandOverResult& handed, const RunEnd& end, const EvalSummary& random,
+                        const EvalSummary& expert) {
+  std::string table = FormatComparison(handed.handed_over, random, &expert);
   absl::StrAppendFormat(&table,
                         "RESULT policy_version=%llu\nRESULT policy_averaged=%d\n"
                         "RESULT last_version=%llu\n"
@@ -437,9 +441,9 @@ bool HandOverAndReport(TrainingRun& t, RunEnd end) {
   options.average_competes = true;
   options.settle_episodes = absl::GetFlag(FLAGS_final_validation_episodes);
   options.log_prefix = "convoy_train: ";
-  EvalSummary random;
+  EvalSummary random, expert;
   absl::StatusOr<HandOverResult> handed =
-      HandOver(t.best.get(), end, options, EvaluateAgainstRandom(t, &random));
+      HandOver(t.best.get(), end, options, EvaluateAgainstRandom(t, &random, &expert));
   if (!handed.ok()) {
     LOG(ERROR) << "evaluation failed: " << handed.status();
     return false;
@@ -461,7 +465,7 @@ bool HandOverAndReport(TrainingRun& t, RunEnd end) {
                : choice.chose_earlier() ? "the best validated, not the last"
                                         : "the last",
                absl::GetFlag(FLAGS_eval_episodes), t.run.c_str());
-  const std::string table = ResultTable(*handed, end, random);
+  const std::string table = ResultTable(*handed, end, random, expert);
   std::printf("%s", table.c_str());
   std::ofstream(t.run + "/evaluation.txt") << table;
   if (absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment(t.spec); env.ok()) {

@@ -179,22 +179,29 @@ absl::Status LocalCluster::StartAgents() {
     ChildProcess::Options child;
     child.log_path = log_dir + "/agent.log";
     child.pipe_stdout = true;
-    CONVOY_ASSIGN_OR_RETURN(
-        ChildProcess agent,
-        ChildProcess::Start(
-            {bin + "/convoy_agent", "--ps=" + address_, absl::StrCat("--agent_id=agent-", i),
-             absl::StrCat("--agent_index=", i), absl::StrCat("--seed=", options_.seed + i),
-             "--device=" + options_.device, absl::StrCat("--torch_threads=", torch_threads),
-             absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
-             absl::StrCat("--max_steps=", options_.max_steps_per_agent), "--log_dir=" + log_dir,
-             "--machine_progress",
-             absl::StrCat("--replay_memory_size=", options_.replay_memory_size),
-             absl::StrCat("--min_replay_size=", options_.min_replay_size),
-             absl::StrCat("--replay_ratio=", options_.replay_ratio),
-             absl::StrCat("--max_epoch_runtime_sec=", options_.max_epoch_runtime_sec),
-             absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
-             "--tls_ca=" + credentials_.cert, "--auth_token_file=" + credentials_.token_file},
-            child));
+    std::vector<std::string> args = {
+        bin + "/convoy_agent",
+        "--ps=" + address_,
+        absl::StrCat("--agent_id=agent-", i),
+        absl::StrCat("--agent_index=", i),
+        absl::StrCat("--seed=", options_.seed + i),
+        "--device=" + options_.device,
+        absl::StrCat("--torch_threads=", torch_threads),
+        absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
+        absl::StrCat("--max_steps=", options_.max_steps_per_agent),
+        "--log_dir=" + log_dir,
+        "--machine_progress",
+        absl::StrCat("--replay_memory_size=", options_.replay_memory_size),
+        absl::StrCat("--min_replay_size=", options_.min_replay_size),
+        absl::StrCat("--replay_ratio=", options_.replay_ratio),
+        "--scenario=" + options_.scenario,
+        absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
+        "--tls_ca=" + credentials_.cert,
+        "--auth_token_file=" + credentials_.token_file};
+    if (options_.max_epoch_runtime_sec.has_value()) {
+      args.push_back(absl::StrCat("--max_epoch_runtime_sec=", *options_.max_epoch_runtime_sec));
+    }
+    CONVOY_ASSIGN_OR_RETURN(ChildProcess agent, ChildProcess::Start(args, child));
     agents_.push_back(std::move(agent));
   }
   progress_.resize(agents_.size());

@@ -50,7 +50,9 @@ struct LocalClusterOptions : RunSettings {
   uint64_t replay_memory_size = 50000;
   uint64_t min_replay_size = 1000;
   double replay_ratio = 8.0;
-  double max_epoch_runtime_sec = 30.0;
+  // The driving task (simulator_bridge/scenario.h), and a time limit overriding its own.
+  std::string scenario = "traffic";
+  std::optional<double> max_epoch_runtime_sec;
   // Continue the run whose checkpoints are in run_dir/checkpoints (convoy_ps --resume). Without it, a
   // run_dir that holds checkpoints is refused: FAILED_PRECONDITION from Start, nothing started.
   bool resume = false;

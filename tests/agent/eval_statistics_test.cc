@@ -22,6 +22,9 @@ EpisodeRecord Episode(TerminationReason reason, double distance_m, double total_
   record.total_return = total_return;
   record.collided = reason == TerminationReason::kCollision;
   record.collided_with = std::move(collided_with);
+  // The cookbook's task: the time limit is success.
+  record.completed = reason == TerminationReason::kTimeLimit;
+  record.route_completion = record.completed ? 1.0 : 0.5;
   return record;
 }
 
@@ -59,6 +62,40 @@ TEST_CASE("An episode's outcome says what the car hit", "[evaluation]") {
   CHECK(OutcomeOf(Episode(TerminationReason::kOffCenterLine, 1, 1)) ==
         EpisodeOutcome::kOffCenterLine);
   CHECK(OutcomeOf(Episode(TerminationReason::kTooSlow, 1, 1)) == EpisodeOutcome::kTooSlow);
+  CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "TrafficCar_3")) ==
+        EpisodeOutcome::kCollisionVehicle);
+  // With a route, the time limit before its end is a time-out, and its end a completion.
+  EpisodeRecord late = Episode(TerminationReason::kTimeLimit, 300, 1);
+  late.completed = false;
+  CHECK(OutcomeOf(late) == EpisodeOutcome::kTimedOut);
+  EpisodeRecord arrived = Episode(TerminationReason::kCompleted, 500, 1);
+  arrived.completed = true;
+  CHECK(OutcomeOf(arrived) == EpisodeOutcome::kCompleted);
+}
+
+TEST_CASE("The driving score is route completion times CARLA's penalty for the infraction",
+          "[evaluation]") {
+  EpisodeRecord vehicle = Episode(TerminationReason::kCollision, 200, 1, "TrafficCar_1");
+  vehicle.route_completion = 0.4;
+  CHECK(DrivingScore(vehicle) == Approx(0.4 * 0.60));
+  EpisodeRecord parked = Episode(TerminationReason::kCollision, 200, 1, "ParkedCar_2");
+  parked.route_completion = 0.4;
+  CHECK(DrivingScore(parked) == Approx(0.4 * 0.65));
+  EpisodeRecord curb = Episode(TerminationReason::kCollision, 200, 1, "Curb");
+  curb.route_completion = 0.5;
+  CHECK(DrivingScore(curb) == Approx(0.5 * 0.65));
+  // Leaving the route or stopping ends the episode: the completion pays for it.
+  EpisodeRecord off = Episode(TerminationReason::kOffCenterLine, 200, 1);
+  off.route_completion = 0.3;
+  CHECK(DrivingScore(off) == Approx(0.3));
+  CHECK(DrivingScore(Episode(TerminationReason::kTimeLimit, 250, 1)) == 1.0);
+  // Over episodes: the mean with its t interval.
+  EvalSummary summary = SummaryOf({vehicle, parked, curb, off});
+  const EvalStatistics stats = StatisticsOf(summary);
+  CHECK(stats.driving_score.estimate == Approx((0.24 + 0.26 + 0.325 + 0.3) / 4));
+  CHECK(stats.route_completion.estimate == Approx((0.4 + 0.4 + 0.5 + 0.3) / 4));
+  CHECK(stats.driving_score.low < stats.driving_score.estimate);
+  CHECK(stats.driving_score.high > stats.driving_score.estimate);
 }
 
 TEST_CASE("Statistics count outcomes and metres per infraction, reproducibly", "[evaluation]") {
@@ -94,11 +131,13 @@ TEST_CASE("Statistics count outcomes and metres per infraction, reproducibly", "
   CHECK(std::isinf(clean.metres_per_infraction.high));
 }
 
-TEST_CASE("An evaluation's table gives every outcome with its interval, for both policies",
+TEST_CASE("An evaluation's table gives every outcome with its interval, for every policy",
           "[evaluation]") {
+  // The traffic scenario on a short route, to keep it quick.
   EnvironmentSpec spec;
-  spec.env.max_epoch_runtime_sec = 10;
-  spec.parked_cars = 40;
+  REQUIRE(UseScenario("traffic", &spec).ok());
+  spec.env.route_length_m = 60;
+  spec.env.max_epoch_runtime_sec = 15;
   absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
       GreedyEvaluator::Create("compact", spec);
   REQUIRE(evaluator.ok());
@@ -125,15 +164,25 @@ TEST_CASE("An evaluation's table gives every outcome with its interval, for both
   const double collision_rate =
       stats.outcome_rate[static_cast<int>(EpisodeOutcome::kCollisionCurb)].estimate +
       stats.outcome_rate[static_cast<int>(EpisodeOutcome::kCollisionParkedCar)].estimate +
+      stats.outcome_rate[static_cast<int>(EpisodeOutcome::kCollisionVehicle)].estimate +
       stats.outcome_rate[static_cast<int>(EpisodeOutcome::kCollisionOther)].estimate;
   CHECK(collision_rate == Approx(collided / 8.0));
   CHECK(collided == random->collisions);
-  const std::string table = FormatComparison(*random, *random);
-  CHECK_THAT(table, Catch::Matchers::ContainsSubstring("95% CI over 8 episodes") &&
-                        Catch::Matchers::ContainsSubstring("collision: parked car") &&
+  // The scripted expert on the same seeds drives the short route.
+  absl::StatusOr<EvalSummary> expert = (*evaluator)->Expert(8);
+  REQUIRE(expert.ok());
+  CHECK(expert->full_episodes >= 6);
+  CHECK(StatisticsOf(*expert).driving_score.estimate > stats.driving_score.estimate);
+  const std::string table = FormatComparison(*random, *random, &*expert);
+  CHECK_THAT(table, Catch::Matchers::ContainsSubstring("scenario: traffic (") &&
+                        Catch::Matchers::ContainsSubstring("95% CI over 8 episodes") &&
+                        Catch::Matchers::ContainsSubstring("collision: vehicle") &&
+                        Catch::Matchers::ContainsSubstring("scripted expert") &&
+                        Catch::Matchers::ContainsSubstring("driving score") &&
                         Catch::Matchers::ContainsSubstring(
                             absl::StrCat("RESULT infractions=", stats.infractions, "\n")) &&
-                        Catch::Matchers::ContainsSubstring("RESULT random_completed_ci_high="));
+                        Catch::Matchers::ContainsSubstring("RESULT random_completed_ci_high=") &&
+                        Catch::Matchers::ContainsSubstring("RESULT expert_driving_score_ci_low="));
 }
 
 }  // namespace

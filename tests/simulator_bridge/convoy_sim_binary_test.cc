@@ -29,7 +29,7 @@ TEST_CASE("convoy_sim prints its ephemeral port, serves, and exits cleanly on SI
           "[convoy_sim]") {
   const std::string log = testing::MakeTempDir("convoy_sim") + "/convoy_sim.log";
   absl::StatusOr<testing::Subprocess> sim = testing::Subprocess::Start(
-      {CONVOY_SIM_BINARY, "--port=0", "--clock=lockstep", "--parked_cars=5", "--seed=3"}, log);
+      {CONVOY_SIM_BINARY, "--port=0", "--clock=lockstep", "--scenario=parked", "--seed=3"}, log);
   REQUIRE(sim.ok());
   int port = 0;
   CHECK(testing::WaitUntil([&] { return (port = PrintedPort(log)) > 0; }, absl::Seconds(30)));

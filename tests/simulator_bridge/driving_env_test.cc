@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "simulator_bridge/scenario.h"
 #include "test_world.h"
 #include "tests/catch.h"
 
@@ -132,6 +133,69 @@ TEST_CASE("the cookbook throttle rule holds the speed near 9 m/s and the time li
   CHECK(max_speed > 8.5);
   CHECK(max_speed < 9.5);
   CHECK(r.reward > 0.9f);  // straight along the centre line
+}
+
+TEST_CASE("with a route, the episode is completed once the car has driven it", "[driving_env]") {
+  DrivingEnvOptions options;
+  options.observation = ObservationKind::kNone;
+  options.route_length_m = 30.0;
+  options.max_epoch_runtime_sec = 60.0;
+  std::unique_ptr<DrivingEnv> env = MakeEnv(options);
+  // A start on a long straight, as above.
+  uint64_t seed = 0;
+  for (;; ++seed) {
+    REQUIRE(seed < 100);
+    StepResult r = *env->Reset(seed, nullptr);
+    double free = 0;
+    while (free < 40 &&
+           env->map().DistanceToCenterLine({r.car.x + free * std::cos(r.car.yaw),
+                                            r.car.y + free * std::sin(r.car.yaw)}) < 0.1) {
+      free += 1.0;
+    }
+    if (free >= 40) break;
+  }
+  StepResult r;
+  while (!r.done) r = *env->Step(2, nullptr);
+  CHECK(r.reason == TerminationReason::kCompleted);
+  CHECK(r.car.distance_driven_m >= 30.0);
+  CHECK(r.car.distance_driven_m < 31.0);
+  CHECK(IsSuccess(r.reason, options));
+  CHECK(IsTruncation(r.reason));
+  CHECK(TaskCompletion(r.reason, r.car, options) == 1.0);
+  // A time limit before the route's end is no success; the completion is the distance's share.
+  DrivingCarState halfway;
+  halfway.distance_driven_m = 12.0;
+  CHECK_FALSE(IsSuccess(TerminationReason::kTimeLimit, options));
+  CHECK(TaskCompletion(TerminationReason::kTimeLimit, halfway, options) == Approx(0.4));
+  // Without a route, the time limit is the task, and the completion is the time's share.
+  DrivingEnvOptions cookbook;
+  CHECK(IsSuccess(TerminationReason::kTimeLimit, cookbook));
+  halfway.episode_time_sec = 7.5;
+  CHECK(TaskCompletion(TerminationReason::kCollision, halfway, cookbook) == Approx(0.25));
+}
+
+TEST_CASE("scenarios are found by name, and an unknown one is named with the known ones",
+          "[driving_env][scenario]") {
+  absl::StatusOr<Scenario> traffic = FindScenario(kDefaultScenario);
+  REQUIRE(traffic.ok());
+  EmbeddedSimOptions sim;
+  DrivingEnvOptions env;
+  ApplyScenario(*traffic, &sim, &env);
+  CHECK(sim.num_parked_cars == 40);
+  CHECK(sim.traffic.cars == 24);
+  CHECK(env.route_length_m == 500.0);
+  CHECK(env.max_epoch_runtime_sec == 90.0);
+  absl::StatusOr<Scenario> empty = FindScenario("empty");
+  REQUIRE(empty.ok());
+  ApplyScenario(*empty, &sim, &env);
+  CHECK(sim.num_parked_cars == 0);
+  CHECK(sim.traffic.cars == 0);
+  CHECK(env.route_length_m == 0.0);
+  CHECK(env.max_epoch_runtime_sec == 30.0);
+  absl::StatusOr<Scenario> unknown = FindScenario("rush_hour");
+  CHECK(absl::IsInvalidArgument(unknown.status()));
+  CHECK(unknown.status().message() ==
+        "--scenario: unknown scenario 'rush_hour'; known: traffic, parked, empty");
 }
 
 TEST_CASE("a car that does not move ends as too slow after the grace period", "[driving_env]") {

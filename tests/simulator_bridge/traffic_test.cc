@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "simulator_bridge/embedded_sim.h"
+#include "simulator_bridge/expert_driver.h"
+#include "simulator_bridge/scenario.h"
 #include "test_world.h"
 #include "tests/catch.h"
 
@@ -173,6 +175,45 @@ TEST_CASE("a car put down with ignore_collision finds the traffic cleared around
   }
   sim->Step(20);
   CHECK(sim->GetCollisionInfo()->has_collided == false);
+}
+
+// The scripted expert over 40 seeds of a scenario, as the fraction of episodes it completed.
+double ExpertCompletes(const char* scenario_name) {
+  absl::StatusOr<Scenario> scenario = FindScenario(scenario_name);
+  REQUIRE(scenario.ok());
+  EmbeddedSimOptions sim_options;
+  sim_options.world = TestWorld();
+  sim_options.seed = 1;
+  DrivingEnvOptions env_options;
+  env_options.observation = ObservationKind::kNone;
+  ApplyScenario(*scenario, &sim_options, &env_options);
+  absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
+      DrivingEnv::CreateEmbedded(sim_options, env_options);
+  REQUIRE(env.ok());
+  ExpertDriver expert((*env)->map());
+  int completed = 0;
+  constexpr int kEpisodes = 40;
+  for (int e = 0; e < kEpisodes; ++e) {
+    absl::StatusOr<StepResult> step = (*env)->Reset(500 + e, nullptr);
+    REQUIRE(step.ok());
+    while (!step->done) {
+      absl::StatusOr<int> action = expert.Act(**env);
+      REQUIRE(action.ok());
+      step = (*env)->Step(*action, nullptr);
+      REQUIRE(step.ok());
+    }
+    completed += IsSuccess(step->reason, env_options) ? 1 : 0;
+  }
+  return static_cast<double>(completed) / kEpisodes;
+}
+
+TEST_CASE("the scripted expert completes empty roads and most of the traffic scenario",
+          "[traffic][expert]") {
+  CHECK(ExpertCompletes("empty") == 1.0);
+  CHECK(ExpertCompletes("parked") == 1.0);
+  // Traffic yields to it at junctions and passes, but it cannot brake: a few episodes end on a
+  // car already crossing its way.
+  CHECK(ExpertCompletes("traffic") >= 0.85);
 }
 
 }  // namespace
