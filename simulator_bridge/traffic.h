@@ -32,9 +32,10 @@ struct TrafficOptions {
   double min_gap_m = 2.0;               // IDM s0
   double time_headway_s = 1.2;          // IDM T
   double junction_setback_m = 12.0;     // where a lane ends before a junction's centre
-  double ego_clearance_m = 55.0;        // a junction waits while the ego car is this near
-  double pass_clearance_m =
-      30.0;  // a pass waits while the ego car is this near, plus 1.5 times its length
+  // A junction waits while the ego car is this near; a pass, while it is nearer than
+  // pass_clearance_m plus 1.5 times the pass's length (the ego car is the faster).
+  double ego_clearance_m = 90.0;
+  double pass_clearance_m = 30.0;
 };
 
 // The car the traffic drives around, as the traffic sees it.
