@@ -12,6 +12,10 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <regex>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -94,6 +98,8 @@ class AirSimServer::Handler {
         {"simSetVehiclePose", {3, &SimSetVehiclePose}},
         {"simGetGroundTruthKinematics", {1, &SimGetGroundTruthKinematics}},
         {"listVehicles", {0, &ListVehicles}},
+        {"simListSceneObjects", {1, &SimListSceneObjects}},
+        {"simGetObjectPose", {1, &SimGetObjectPose}},
         {"convoyServerInfo", {0, &ConvoyServerInfo}},
     };
     return *methods;
@@ -325,6 +331,54 @@ class AirSimServer::Handler {
     Write(out, "convoy_sim");
     Write(out, "answers_in_order");
     Write(out, true);
+    return absl::OkStatus();
+  }
+  // The scene's other cars, as AirSim lists its scene's objects: the parked and moving cars of the
+  // default (first) vehicle's world, then the vehicles. Names matching the whole ECMAScript
+  // regular expression, as AirSim's std::regex_match.
+  static absl::Status SimListSceneObjects(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    std::string pattern;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &pattern));
+    std::regex re;
+    try {
+      re = std::regex(pattern);
+    } catch (const std::regex_error& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("simListSceneObjects: bad regular expression '", pattern, "'"));
+    }
+    absl::MutexLock lock(&s.sim_mu_);
+    std::vector<const std::string*> names;
+    for (const Obstacle& o : s.vehicles_.at(s.options_.vehicle_names.front()).sim->obstacles()) {
+      if (std::regex_match(o.name, re)) names.push_back(&o.name);
+    }
+    for (const std::string& name : s.options_.vehicle_names) {
+      if (std::regex_match(name, re)) names.push_back(&name);
+    }
+    out.pack_array(static_cast<uint32_t>(names.size()));
+    for (const std::string* name : names) Write(out, *name);
+    return absl::OkStatus();
+  }
+  // Where a scene object (simListSceneObjects' names) is now; as AirSim, a pose of NaNs for a name
+  // that is not in the scene.
+  static absl::Status SimGetObjectPose(AirSimServer& s, const msgpack::object* a, Packer& out) {
+    std::string name;
+    CONVOY_RETURN_IF_ERROR(Read(a[0], &name));
+    absl::MutexLock lock(&s.sim_mu_);
+    Pose pose;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    pose.position = {nan, nan, nan};
+    pose.orientation = {nan, nan, nan, nan};
+    if (auto it = s.vehicles_.find(name); it != s.vehicles_.end()) {
+      CONVOY_ASSIGN_OR_RETURN(pose, it->second.sim->GetPose());
+    } else {
+      for (const Obstacle& o : s.vehicles_.at(s.options_.vehicle_names.front()).sim->obstacles()) {
+        if (o.name != name) continue;
+        pose.position = {static_cast<float>(o.center.x), static_cast<float>(o.center.y), 0.0f};
+        pose.orientation = QuaternionFromYaw(o.yaw);
+        break;
+      }
+    }
+    Write(out, pose);
     return absl::OkStatus();
   }
   static absl::Status ListVehicles(AirSimServer& s, const msgpack::object*, Packer& out) {

@@ -288,6 +288,50 @@ TEST_CASE("every method answers with AirSim's result shape over raw msgpack", "[
   CHECK(r.msgid == id - 1);
 }
 
+TEST_CASE("the scene's parked and moving cars are listed and posed as AirSim's scene objects",
+          "[airsim_protocol][traffic]") {
+  AirSimServerOptions options = ServerOptions();
+  options.sim.num_parked_cars = 5;
+  options.sim.traffic.cars = 4;
+  options.sim.seed = 2;
+  options.clock = SimClockMode::kLockStep;
+  std::unique_ptr<AirSimServer> server = StartServer(options);
+  RawConnection c(server->port());
+  uint32_t id = 0;
+  auto pattern = [](const char* re) { return [re](Packer& pk) { Write(pk, re); }; };
+  // What AirSim's Python client sends: simListSceneObjects(name_regex) and simGetObjectPose(name).
+  Reply r = Call(c, id++, "simListSceneObjects", 1, pattern("TrafficCar_.*"));
+  REQUIRE(!r.error.has_value());
+  REQUIRE(r.result().type == msgpack::type::ARRAY);
+  std::vector<std::string> traffic;
+  for (uint32_t i = 0; i < r.result().via.array.size; ++i) {
+    traffic.push_back(r.result().via.array.ptr[i].as<std::string>());
+  }
+  CHECK(traffic ==
+        std::vector<std::string>{"TrafficCar_1", "TrafficCar_2", "TrafficCar_3", "TrafficCar_4"});
+  r = Call(c, id++, "simListSceneObjects", 1, pattern(".*"));
+  CHECK(r.result().via.array.size == 5 + 4 + 1);  // parked, traffic, and the vehicle
+  r = Call(c, id++, "simGetObjectPose", 1, pattern("TrafficCar_2"));
+  REQUIRE(!r.error.has_value());
+  CHECK(MapKeys(r.result()) == std::vector<std::string>{"position", "orientation"});
+  const float x0 = Field(Field(r.result(), "position"), "x_val").as<float>();
+  const float y0 = Field(Field(r.result(), "position"), "y_val").as<float>();
+  CHECK(std::isfinite(x0));
+  // The traffic moves as the simulation does.
+  r = Call(c, id++, "simContinueForTime", 1, [](Packer& pk) { Write(pk, 2.0); });
+  REQUIRE(!r.error.has_value());
+  r = Call(c, id++, "simGetObjectPose", 1, pattern("TrafficCar_2"));
+  const float x1 = Field(Field(r.result(), "position"), "x_val").as<float>();
+  const float y1 = Field(Field(r.result(), "position"), "y_val").as<float>();
+  CHECK(std::hypot(x1 - x0, y1 - y0) > 3.0);
+  // As AirSim: a name not in the scene has a pose of NaNs; a bad expression is an error.
+  r = Call(c, id++, "simGetObjectPose", 1, pattern("NoSuchThing"));
+  CHECK(std::isnan(Field(Field(r.result(), "position"), "x_val").as<float>()));
+  r = Call(c, id++, "simListSceneObjects", 1, pattern("(["));
+  REQUIRE(r.error.has_value());
+  CHECK(r.error->find("bad regular expression") != std::string::npos);
+}
+
 TEST_CASE("unknown methods and wrong argument counts get rpclib's error strings",
           "[airsim_protocol]") {
   std::unique_ptr<AirSimServer> server = StartServer();
