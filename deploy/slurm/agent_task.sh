@@ -4,9 +4,10 @@
 # From Slurm's environment: SLURM_PROCID (the task's rank in the step) becomes --agent_index and the seed offset;
 # SLURM_LOCALID (its rank on the node) becomes LOCAL_RANK, which --device=auto maps to a GPU (with
 # --gpus-per-task=1 each task sees only its own GPU, and the agent uses it). From convoy.sbatch: CONVOY_BIN,
-# CONVOY_RUN_DIR, CONVOY_PS_ADDRESS, and the PS's security: CONVOY_AUTH_DIR (ca.crt, auth_token),
-# CONVOY_TLS_SERVER_NAME, CONVOY_INSECURE, CONVOY_AUTH_TOKEN (when set, read by convoy_agent itself). The run
-# settings, the model among them, come from the PS on Join.
+# CONVOY_RUN_DIR, CONVOY_PS_ADDRESS, CONVOY_SCENARIO (the driving task, default traffic, given to the agent and
+# its convoy_sim), and the PS's security: CONVOY_AUTH_DIR (ca.crt, auth_token), CONVOY_TLS_SERVER_NAME,
+# CONVOY_INSECURE, CONVOY_AUTH_TOKEN (when set, read by convoy_agent itself). The run settings, the model among
+# them, come from the PS on Join.
 #
 # The simulator, per agent (CONVOY_SIM):
 #   embedded    in-process (the default)
@@ -26,13 +27,14 @@ mkdir -p "$AGENT_DIR"
 export LOCAL_RANK="$LOCAL"
 log() { printf '%s agent_task[%s]: %s\n' "$(date -u +%FT%TZ)" "$INDEX" "$*" >&2; }
 
+SCENARIO="${CONVOY_SCENARIO:-traffic}"
 SIM=embedded
 SIM_PID=""
 SIM_PORT=$((${CONVOY_SIM_BASE_PORT:-41451} + LOCAL))
 case "${CONVOY_SIM:-embedded}" in
   embedded) ;;
   convoy_sim)
-    "$CONVOY_BIN/convoy_sim" --port="$SIM_PORT" --bind=127.0.0.1 --seed="$INDEX" &
+    "$CONVOY_BIN/convoy_sim" --port="$SIM_PORT" --bind=127.0.0.1 --seed="$INDEX" --scenario="$SCENARIO" &
     SIM_PID=$!
     SIM="airsim://127.0.0.1:$SIM_PORT"
     ;;
@@ -63,6 +65,7 @@ read -ra EXTRA_AGENT <<<"${CONVOY_AGENT_FLAGS:-}"
 AGENT_ARGS=(
   --ps="$CONVOY_PS_ADDRESS"
   --sim="$SIM"
+  --scenario="$SCENARIO"
   --agent_id="agent-$INDEX"
   --agent_index="$INDEX"
   --seed=$((1 + INDEX))
@@ -81,7 +84,7 @@ else
   )
   [ -n "${CONVOY_AUTH_TOKEN:-}" ] || AGENT_SECURITY+=(--auth_token_file="$CONVOY_AUTH_DIR/auth_token")
 fi
-log "node $(hostname), LOCAL_RANK=$LOCAL_RANK, CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}, sim $SIM"
+log "node $(hostname), LOCAL_RANK=$LOCAL_RANK, CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}, scenario $SCENARIO, sim $SIM"
 "$CONVOY_BIN/convoy_agent" "${AGENT_ARGS[@]}" "${AGENT_SECURITY[@]}" "${EXTRA_AGENT[@]}" &
 AGENT_PID=$!
 trap 'kill -TERM "$AGENT_PID" 2>/dev/null' TERM INT

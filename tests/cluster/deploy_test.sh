@@ -60,7 +60,7 @@ BEFORE=("$(node_bytes 0)" "$(node_bytes 1)" "$(node_bytes 2)")
 
 PS_FLAGS="--checkpoint_every_updates=20 --checkpoint_every_seconds=0 --keep_checkpoints=3 --batch_size=16"
 AGENT_FLAGS="--min_replay_size=64 --replay_memory_size=2000 --report_seconds=2 --max_minutes=3"
-SIM_ENV="CONVOY_SIM=convoy_sim,CONVOY_SIM_BASE_PORT=41451"
+SIM_ENV="CONVOY_SIM=convoy_sim,CONVOY_SIM_BASE_PORT=41451,CONVOY_SCENARIO=empty"
 job_env() {  # $1 run directory, $2 more agent flags (the later of two wins)
   echo "ALL,CONVOY_HOME=$REPO,CONVOY_BIN=$BIN,CONVOY_RUN_DIR=$1,CONVOY_MODEL=compact,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS $2,$SIM_ENV"
 }
@@ -100,6 +100,7 @@ check_run() {
     grep -q 'convoy_agent exited 0' "$log" || fail "agent $i did not exit 0"
     # One agent per node, so LOCAL_RANK 0 on each: its convoy_sim is on the base port of its own node.
     grep -q "sim airsim://127.0.0.1:41451\$" "$log" || fail "agent $i did not drive its own convoy_sim"
+    grep -q 'convoy_agent: scenario empty:' "$log" || fail "agent $i did not take CONVOY_SCENARIO=empty"
     grep -q "agent agent-$i (index $i) joined from $node" "$ps_log" || fail "agent $i's join did not come from $node"
     [[ "$status_line" == *"agent-$i@$node ("* ]] || fail "GetStatus does not place agent $i on $node"
     nodes_used+=("$node")
