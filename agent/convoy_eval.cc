@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "agent/episode_video.h"
 #include "agent/eval_trace.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
@@ -32,6 +33,9 @@ ABSL_FLAG(int, episodes, 100,
           "hand-over) are a quick check, too few to tell 17 of 20 from 19.");
 ABSL_FLAG(convoy::SimTarget, sim, DefaultSpec().sim, "embedded, or airsim://host:port.");
 ABSL_FLAG(std::string, map_png, "", "Write a top-down map of every episode's path here (PNG).");
+ABSL_FLAG(std::string, videos, "",
+          "A directory for videos (animated GIFs) of the best and the worst greedy episode: the "
+          "camera beside the map with the path; also a TensorBoard event file there.");
 ABSL_FLAG(
     std::string, trace, "",
     "Write every greedy step here (CSV): pose, speed, distance from the centre line, place on the "
@@ -114,6 +118,21 @@ int Run() {
       return 1;
     }
     std::printf("map of the greedy episodes: %s\n", png.c_str());
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_videos); !dir.empty()) {
+    absl::StatusOr<std::unique_ptr<EventFileWriter>> events = EventFileWriter::Create(dir);
+    absl::StatusOr<std::vector<EpisodeVideo>> videos =
+        events.ok() ? WriteEvaluationVideos(**evaluator, *weights, *greedy, dir, events->get())
+                    : events.status();
+    if (!videos.ok()) {
+      LOG(ERROR) << videos.status();
+      return 1;
+    }
+    for (const EpisodeVideo& video : *videos) {
+      std::printf("video of the %s episode (seed %llu, driving score %.2f): %s\n",
+                  video.label.c_str(), static_cast<unsigned long long>(video.seed),
+                  video.driving_score, video.path.c_str());
+    }
   }
   return 0;
 }

@@ -12,47 +12,42 @@ namespace {
 constexpr double kMarginM = 20.0;
 constexpr double kRoadWidthM = 9.0;
 
-struct Canvas {
-  int width, height;
-  double scale, min_x, min_y;
-  std::vector<uint8_t> rgb;
+}  // namespace
 
-  void Put(int px, int py, const uint8_t color[3]) {
-    if (px < 0 || py < 0 || px >= width || py >= height) return;
-    uint8_t* p = &rgb[(static_cast<size_t>(py) * width + px) * 3];
-    p[0] = color[0];
-    p[1] = color[1];
-    p[2] = color[2];
-  }
-  // World x (north) runs up the image, y (east) to the right.
-  void ToPixel(double x, double y, double* px, double* py) const {
-    *px = (y - min_y) * scale;
-    *py = height - 1 - (x - min_x) * scale;
-  }
-  void Line(double x1, double y1, double x2, double y2, double width_m, const uint8_t color[3]) {
-    double ax, ay, bx, by;
-    ToPixel(x1, y1, &ax, &ay);
-    ToPixel(x2, y2, &bx, &by);
-    const double length = std::hypot(bx - ax, by - ay);
-    const int steps = std::max(1, static_cast<int>(length * 2));
-    const int radius = std::max(0, static_cast<int>(width_m * scale / 2));
-    for (int i = 0; i <= steps; ++i) {
-      const double t = static_cast<double>(i) / steps;
-      const int cx = static_cast<int>(std::lround(ax + t * (bx - ax)));
-      const int cy = static_cast<int>(std::lround(ay + t * (by - ay)));
-      for (int dy = -radius; dy <= radius; ++dy) {
-        for (int dx = -radius; dx <= radius; ++dx) {
-          if (dx * dx + dy * dy <= radius * radius) Put(cx + dx, cy + dy, color);
-        }
+void MapPicture::Put(int px, int py, const uint8_t color[3]) {
+  if (px < 0 || py < 0 || px >= width || py >= height) return;
+  uint8_t* p = &rgb[(static_cast<size_t>(py) * width + px) * 3];
+  p[0] = color[0];
+  p[1] = color[1];
+  p[2] = color[2];
+}
+
+void MapPicture::ToPixel(double x, double y, double* px, double* py) const {
+  *px = (y - min_y) * scale;
+  *py = height - 1 - (x - min_x) * scale;
+}
+
+void MapPicture::Line(double x1, double y1, double x2, double y2, double width_m,
+                      const uint8_t color[3]) {
+  double ax, ay, bx, by;
+  ToPixel(x1, y1, &ax, &ay);
+  ToPixel(x2, y2, &bx, &by);
+  const double length = std::hypot(bx - ax, by - ay);
+  const int steps = std::max(1, static_cast<int>(length * 2));
+  const int radius = std::max(0, static_cast<int>(width_m * scale / 2));
+  for (int i = 0; i <= steps; ++i) {
+    const double t = static_cast<double>(i) / steps;
+    const int cx = static_cast<int>(std::lround(ax + t * (bx - ax)));
+    const int cy = static_cast<int>(std::lround(ay + t * (by - ay)));
+    for (int dy = -radius; dy <= radius; ++dy) {
+      for (int dx = -radius; dx <= radius; ++dx) {
+        if (dx * dx + dy * dy <= radius * radius) Put(cx + dx, cy + dy, color);
       }
     }
   }
-};
+}
 
-}  // namespace
-
-absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const EvalSummary& summary,
-                             double pixels_per_metre) {
+MapPicture DrawMap(const RoadMap& map, double pixels_per_metre) {
   double min_x = 1e18, min_y = 1e18, max_x = -1e18, max_y = -1e18;
   for (const Segment& s : map.roads()) {
     for (const Vec2& p : {s.a, s.b}) {
@@ -62,7 +57,7 @@ absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const 
       max_y = std::max(max_y, p.y);
     }
   }
-  Canvas canvas;
+  MapPicture canvas;
   canvas.scale = pixels_per_metre;
   canvas.min_x = min_x - kMarginM;
   canvas.min_y = min_y - kMarginM;
@@ -70,7 +65,6 @@ absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const 
   canvas.height = static_cast<int>((max_x - min_x + 2 * kMarginM) * pixels_per_metre) + 1;
   canvas.rgb.assign(static_cast<size_t>(canvas.width) * canvas.height * 3, 0);
   const uint8_t grass[3] = {70, 120, 60}, road[3] = {90, 90, 90}, centre[3] = {220, 200, 60},
-                crash[3] = {230, 30, 30}, stopped[3] = {250, 150, 20},
                 ring_intersection[3] = {245, 245, 245}, ring_corner[3] = {140, 200, 250};
   for (size_t i = 0; i < canvas.rgb.size(); i += 3) std::copy(grass, grass + 3, &canvas.rgb[i]);
   for (const Segment& s : map.roads()) canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, kRoadWidthM, road);
@@ -86,6 +80,14 @@ absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const 
       canvas.Put(static_cast<int>(std::lround(px)), static_cast<int>(std::lround(py)), ring);
     }
   }
+  return canvas;
+}
+
+absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map,
+                             const EvalSummary& summary, double pixels_per_metre) {
+  MapPicture canvas = DrawMap(map, pixels_per_metre);
+  const uint8_t crash[3] = {230, 30, 30}, stopped[3] = {250, 150, 20},
+                ring_intersection[3] = {245, 245, 245};
   for (size_t e = 0; e < summary.episodes.size(); ++e) {
     const EpisodeRecord& episode = summary.episodes[e];
     // Distinct hues around the colour wheel, bright enough to stand out on grey.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <system_error>
 
@@ -123,6 +124,24 @@ absl::Status EventFileWriter::AddScalars(int64_t step,
   return WriteRecord(data);
 }
 
+absl::Status EventFileWriter::AddImage(std::string_view tag, int64_t step, std::string_view encoded,
+                                       int width, int height, absl::Time wall) {
+  if (tag.empty()) return absl::InvalidArgumentError("EventFileWriter: empty tag");
+  tensorboard::Event event;
+  event.set_wall_time(absl::ToDoubleSeconds(wall - absl::UnixEpoch()));
+  event.set_step(step);
+  tensorboard::Summary::Value* entry = event.mutable_summary()->add_value();
+  entry->set_tag(std::string(tag));
+  tensorboard::Summary::Image* image = entry->mutable_image();
+  image->set_width(width);
+  image->set_height(height);
+  image->set_colorspace(3);
+  image->set_encoded_image_string(std::string(encoded));
+  const std::string data = event.SerializeAsString();
+  absl::MutexLock lock(&mu_);
+  return WriteRecord(data);
+}
+
 absl::Status EventFileWriter::Flush() {
   absl::MutexLock lock(&mu_);
   if (std::fflush(file_) != 0) return ErrnoError(errno, "cannot flush", path_);
@@ -144,11 +163,13 @@ absl::Status EventFileWriter::WriteRecord(std::string_view data) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ScalarEvent>> ReadScalars(const std::string& path) {
+namespace {
+// Calls `on_event` on every event of the file at `path`, verifying each record's CRCs.
+absl::Status ForEachEvent(const std::string& path,
+                          const std::function<void(const tensorboard::Event&)>& on_event) {
   CONVOY_ASSIGN_OR_RETURN(std::string read, ReadFileToString(path));
   const std::string& contents = read;
 
-  std::vector<ScalarEvent> scalars;
   size_t offset = 0;
   while (offset < contents.size()) {
     const std::string_view rest = std::string_view(contents).substr(offset);
@@ -174,17 +195,37 @@ absl::StatusOr<std::vector<ScalarEvent>> ReadScalars(const std::string& path) {
     if (!event.ParseFromArray(data.data(), static_cast<int>(data.size()))) {
       return absl::DataLossError(absl::StrCat(path, ": unparsable event at byte ", offset));
     }
-    if (event.has_summary()) {
-      // A double holds today's Unix time to about 0.2 us; microseconds round-trip what was written.
-      const absl::Time wall = absl::FromUnixMicros(std::llround(event.wall_time() * 1e6));
-      for (const tensorboard::Summary::Value& value : event.summary().value()) {
-        if (!value.has_simple_value()) continue;
-        scalars.push_back({value.tag(), event.step(), value.simple_value(), wall});
-      }
-    }
+    on_event(event);
     offset += kLengthBytes + 2 * kCrcBytes + length;
   }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<std::vector<ScalarEvent>> ReadScalars(const std::string& path) {
+  std::vector<ScalarEvent> scalars;
+  CONVOY_RETURN_IF_ERROR(ForEachEvent(path, [&](const tensorboard::Event& event) {
+    // A double holds today's Unix time to about 0.2 us; microseconds round-trip what was written.
+    const absl::Time wall = absl::FromUnixMicros(std::llround(event.wall_time() * 1e6));
+    for (const tensorboard::Summary::Value& value : event.summary().value()) {
+      if (!value.has_simple_value()) continue;
+      scalars.push_back({value.tag(), event.step(), value.simple_value(), wall});
+    }
+  }));
   return scalars;
+}
+
+absl::StatusOr<std::vector<ImageEvent>> ReadImages(const std::string& path) {
+  std::vector<ImageEvent> images;
+  CONVOY_RETURN_IF_ERROR(ForEachEvent(path, [&](const tensorboard::Event& event) {
+    for (const tensorboard::Summary::Value& value : event.summary().value()) {
+      if (!value.has_image()) continue;
+      const tensorboard::Summary::Image& image = value.image();
+      images.push_back(
+          {value.tag(), event.step(), image.width(), image.height(), image.encoded_image_string()});
+    }
+  }));
+  return images;
 }
 
 }  // namespace convoy

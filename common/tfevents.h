@@ -1,10 +1,12 @@
-// TensorBoard event files: scalar summaries in TFRecord framing, readable by a stock TensorBoard.
+// TensorBoard event files: scalar and image summaries in TFRecord framing, readable by a stock
+// TensorBoard.
 //
 // A file is a sequence of records, each
 //   uint64 length (little-endian) | uint32 masked CRC32C of the 8 length bytes | data | uint32
 //   masked CRC32C of the data
 // where data is a serialized tensorboard.Event (proto/tensorboard/event.proto). The first record
-// carries file_version "brain.Event:2"; every later one a Summary of simple_value scalars.
+// carries file_version "brain.Event:2"; every later one a Summary of simple_value scalars or of one
+// encoded image.
 #ifndef CONVOY_COMMON_TFEVENTS_H_
 #define CONVOY_COMMON_TFEVENTS_H_
 
@@ -44,6 +46,15 @@ struct ScalarEvent {
   absl::Time wall_time;
 };
 
+// One image as read back from an event file.
+struct ImageEvent {
+  std::string tag;
+  int64_t step = 0;
+  int width = 0;
+  int height = 0;
+  std::string encoded;  // PNG or GIF bytes
+};
+
 // Writes one event file in a directory. Thread-safe: calls from several threads are serialised.
 // Records are buffered by stdio; Flush() (and the destructor) hands them to the operating system.
 class EventFileWriter {
@@ -69,6 +80,11 @@ class EventFileWriter {
   absl::Status AddScalars(int64_t step, const std::vector<std::pair<std::string, double>>& values,
                           absl::Time wall = absl::Now());
 
+  // Appends one event with one encoded RGB image (PNG, or an animated GIF that TensorBoard plays)
+  // of width x height pixels. Errors as AddScalar.
+  absl::Status AddImage(std::string_view tag, int64_t step, std::string_view encoded, int width,
+                        int height, absl::Time wall = absl::Now());
+
   // Hands buffered records to the operating system, so they survive a crash of this process.
   absl::Status Flush();
 
@@ -89,6 +105,8 @@ class EventFileWriter {
 // one, are skipped). Verifies both CRCs of every record. Errors: NOT_FOUND if the file cannot be
 // opened; DATA_LOSS on a CRC mismatch, a truncated record or an unparsable event.
 absl::StatusOr<std::vector<ScalarEvent>> ReadScalars(const std::string& path);
+// Reads every image of an event file in order, verified as ReadScalars does. Errors as ReadScalars.
+absl::StatusOr<std::vector<ImageEvent>> ReadImages(const std::string& path);
 
 }  // namespace convoy
 

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "agent/episode_video.h"
 #include "agent/evaluation.h"
 #include "agent/map_image.h"
 #include "agent/scenario_flags.h"
@@ -55,7 +56,9 @@ ABSL_FLAG(bool, resume, false,
           "checkpoints is refused (exit 2).");
 ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
 ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
-ABSL_FLAG(int, eval_episodes, 20, "Evaluation episodes at the end (fixed seeds).");
+ABSL_FLAG(int, eval_episodes, 100,
+          "Evaluation episodes at the end, on fixed seeds held out from training and validation: "
+          "every rate and mean comes with its 95% confidence interval (20 are a quick check).");
 ABSL_FLAG(std::string, device, convoy::LocalClusterOptions{}.device,
           "Agents' device: auto, cpu, cuda, cuda:N.");
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
@@ -432,6 +435,33 @@ std::string ResultTable(const HandOverResult& handed, const RunEnd& end, const E
   return table;
 }
 
+// The best and the worst evaluation episode of the handed-over policy as videos in the run's
+// videos/, which TensorBoard shows too. A failure is reported, not fatal: the evaluation stands
+// without them.
+void WriteVideos(const TrainingRun& t, const HandOverResult& handed) {
+  const std::string dir = t.run + "/videos";
+  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
+      GreedyEvaluator::Create(t.options.model, t.spec);
+  absl::StatusOr<std::unique_ptr<EventFileWriter>> events =
+      evaluator.ok() ? EventFileWriter::Create(dir) : evaluator.status();
+  absl::StatusOr<std::vector<EpisodeVideo>> videos =
+      events.ok()
+          ? WriteEvaluationVideos(**evaluator, handed.weights, handed.handed_over, dir,
+                                  events->get(), static_cast<int64_t>(handed.choice.version))
+          : events.status();
+  if (!videos.ok()) {
+    LOG(WARNING) << "no evaluation videos: " << videos.status();
+    return;
+  }
+  for (const EpisodeVideo& video : *videos) {
+    std::printf("video of the %s evaluation episode (seed %llu, driving score %.2f): %s\n",
+                video.label.c_str(), static_cast<unsigned long long>(video.seed),
+                video.driving_score, video.path.c_str());
+  }
+  std::printf("the videos in TensorBoard: %s (Images, evaluation/best and evaluation/worst)\n",
+              ShellLine({"tensorboard", "--logdir", t.run}).c_str());
+}
+
 // Hands over the best validated policy (the last weights when they validate best, or when
 // validation is off) and prints its evaluation, on the evaluation seeds no choice was made on.
 // Returns false when an evaluation failed.
@@ -474,6 +504,7 @@ bool HandOverAndReport(TrainingRun& t, RunEnd end) {
       std::printf("map of the greedy episodes: %s\n", png.c_str());
     }
   }
+  WriteVideos(t, *handed);
   return true;
 }
 

@@ -3,13 +3,14 @@
 add_executable(agent_tests
   ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/environment_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/episode_video_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/eval_statistics_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/evaluation_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/preprocess_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/ps_session_test.cc
 )
 target_link_libraries(agent_tests PRIVATE
-  convoy_agent convoy_param_server convoy_test_support convoy_test_main)
+  convoy_agent convoy_param_server convoy_test_support convoy_test_main GIF::GIF)
 target_compile_definitions(agent_tests PRIVATE
   CONVOY_PS_BINARY="$<TARGET_FILE:convoy_ps>"
   CONVOY_SIM_BINARY="$<TARGET_FILE:convoy_sim>")
