@@ -22,6 +22,7 @@
 #include "simulator_bridge/driving_env.h"
 #include "simulator_bridge/embedded_sim.h"
 #include "simulator_bridge/png.h"
+#include "simulator_bridge/scenario.h"
 #include "simulator_bridge/world.h"
 
 ABSL_FLAG(double, seconds, 2.0, "Wall-clock seconds per measurement.");
@@ -273,6 +274,30 @@ void DumpFrames(const EmbeddedSimOptions& base, const std::string& dir, uint64_t
               r->car.episode_time_sec, r->car.distance_driven_m, TerminationReasonName(r->reason));
 }
 
+// Physics only: one fixed step, collision checks and a state read, no images; steps per
+// wall-clock and per CPU-second.
+void MeasurePhysics(EmbeddedSim* sim, const CarControls& controls, double seconds, double* per_sec,
+                    double* per_cpu_sec) {
+  BENCH_CHECK_OK(sim->Reset());
+  BENCH_CHECK_OK(sim->SetControls(controls));
+  int64_t steps = 0;
+  const Meter meter;
+  while (meter.wall() < seconds) {
+    for (int i = 0; i < 1024; ++i) {
+      sim->Step(1);
+      BENCH_CHECK_OK(sim->GetState().status());
+      if ((sim->steps() & 255) == 0) {
+        BENCH_CHECK_OK(sim->GetCollisionInfo().status());
+        BENCH_CHECK_OK(sim->Reset());
+        BENCH_CHECK_OK(sim->SetControls(controls));
+      }
+      ++steps;
+    }
+  }
+  *per_sec = steps / meter.wall();
+  *per_cpu_sec = steps / meter.cpu();
+}
+
 int Main() {
   // Every numeric flag but --seed, which takes any value.
   if (!FlagsInRange(
@@ -328,33 +353,34 @@ int Main() {
   const double render_us = render_meter.wall() / frames * 1e6;
   const double render_cpu_us = render_meter.cpu() / frames * 1e6;
 
-  // Physics only: one fixed step, collision checks and a state read, no images.
+  // Physics alone, without traffic here and with it below.
   CarControls controls;
   controls.throttle = 0.5f;
   controls.steering = 0.05f;
-  BENCH_CHECK_OK((*sim)->Reset());
-  BENCH_CHECK_OK((*sim)->SetControls(controls));
-  int64_t physics_steps = 0;
-  const Meter physics_meter;
-  while (physics_meter.wall() < seconds) {
-    for (int i = 0; i < 1024; ++i) {
-      (*sim)->Step(1);
-      BENCH_CHECK_OK((*sim)->GetState().status());
-      if (((*sim)->steps() & 255) == 0) {
-        BENCH_CHECK_OK((*sim)->GetCollisionInfo().status());
-        BENCH_CHECK_OK((*sim)->Reset());
-        BENCH_CHECK_OK((*sim)->SetControls(controls));
-      }
-      ++physics_steps;
-    }
-  }
-  const double physics_per_sec = physics_steps / physics_meter.wall();
-  const double physics_per_cpu_sec = physics_steps / physics_meter.cpu();
+  double physics_per_sec, physics_per_cpu_sec;
+  MeasurePhysics(sim->get(), controls, seconds, &physics_per_sec, &physics_per_cpu_sec);
 
   absl::StatusOr<std::unique_ptr<DrivingEnv>> crop_env =
       DrivingEnv::CreateEmbedded(sim_options, crop_options);
   BENCH_CHECK_OK(crop_env.status());
   const EnvRate crop = MeasureEnv(crop_env->get(), seconds, seed);
+
+  // The default scenario's scene: the same 40 parked cars and 24 moving ones.
+  EmbeddedSimOptions traffic_options = sim_options;
+  {
+    absl::StatusOr<Scenario> traffic = FindScenario("traffic");
+    BENCH_CHECK_OK(traffic.status());
+    ApplyScenario(*traffic, &traffic_options, nullptr);
+  }
+  absl::StatusOr<std::unique_ptr<EmbeddedSim>> traffic_sim = EmbeddedSim::Create(traffic_options);
+  BENCH_CHECK_OK(traffic_sim.status());
+  double traffic_physics_per_sec, traffic_physics_per_cpu_sec;
+  MeasurePhysics(traffic_sim->get(), controls, seconds, &traffic_physics_per_sec,
+                 &traffic_physics_per_cpu_sec);
+  absl::StatusOr<std::unique_ptr<DrivingEnv>> traffic_env =
+      DrivingEnv::CreateEmbedded(traffic_options, crop_options);
+  BENCH_CHECK_OK(traffic_env.status());
+  const EnvRate traffic_crop = MeasureEnv(traffic_env->get(), seconds, seed);
 
   DrivingEnvOptions gray_options;
   gray_options.observation = ObservationKind::kGray84;
@@ -427,6 +453,12 @@ int Main() {
   row("render 256x144 scene, us/frame", render_us, render_cpu_us, 1);
   row("physics step + state, no images, steps/s", physics_per_sec, physics_per_cpu_sec, 0);
   row("DrivingEnv cookbook crop 3x59x255, steps/s", crop.steps_per_sec, crop.steps_per_cpu_sec, 0);
+  row(absl::StrFormat("physics step + state, + %d moving cars, steps/s",
+                      traffic_options.traffic.cars),
+      traffic_physics_per_sec, traffic_physics_per_cpu_sec, 0);
+  row(absl::StrFormat("DrivingEnv crop, + %d moving cars (traffic), steps/s",
+                      traffic_options.traffic.cars),
+      traffic_crop.steps_per_sec, traffic_crop.steps_per_cpu_sec, 0);
   row("DrivingEnv gray 84x84 from the 256x144 scene, steps/s", gray.steps_per_sec,
       gray.steps_per_cpu_sec, 0);
   row("DrivingEnv gray 84x84 from an 84x84 camera, steps/s", small.steps_per_sec,
@@ -454,6 +486,12 @@ int Main() {
   std::printf("RESULT physics_steps_per_cpu_sec=%.0f\n", physics_per_cpu_sec);
   std::printf("RESULT env_steps_per_sec_crop=%.0f\n", crop.steps_per_sec);
   std::printf("RESULT env_steps_per_cpu_sec_crop=%.0f\n", crop.steps_per_cpu_sec);
+  std::printf("RESULT traffic_cars=%d\n", traffic_options.traffic.cars);
+  std::printf("RESULT physics_steps_per_cpu_sec_traffic=%.0f\n", traffic_physics_per_cpu_sec);
+  std::printf("RESULT env_steps_per_sec_crop_traffic=%.0f\n", traffic_crop.steps_per_sec);
+  std::printf("RESULT env_steps_per_cpu_sec_crop_traffic=%.0f\n", traffic_crop.steps_per_cpu_sec);
+  std::printf("RESULT traffic_crop_cost_ratio=%.3f\n",
+              traffic_crop.steps_per_cpu_sec / crop.steps_per_cpu_sec);
   std::printf("RESULT env_steps_per_sec_gray84=%.0f\n", gray.steps_per_sec);
   std::printf("RESULT env_steps_per_cpu_sec_gray84=%.0f\n", gray.steps_per_cpu_sec);
   std::printf("RESULT env_steps_per_sec_gray84_camera84=%.0f\n", small.steps_per_sec);

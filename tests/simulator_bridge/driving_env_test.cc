@@ -19,6 +19,21 @@ std::unique_ptr<DrivingEnv> MakeEnv(const DrivingEnvOptions& options = {}, int p
   return *std::move(env);
 }
 
+// Resets `env` on the first seed that starts on a straight with at least `free_m` of road ahead.
+void StartOnStraight(DrivingEnv& env, double free_m, uint8_t* observation) {
+  for (uint64_t seed = 0;; ++seed) {
+    REQUIRE(seed < 100);
+    StepResult r = *env.Reset(seed, observation);
+    double free = 0;
+    while (free < free_m &&
+           env.map().DistanceToCenterLine({r.car.x + free * std::cos(r.car.yaw),
+                                           r.car.y + free * std::sin(r.car.yaw)}) < 0.1) {
+      free += 1.0;
+    }
+    if (free >= free_m) return;
+  }
+}
+
 TEST_CASE("observation shapes follow the options", "[driving_env]") {
   CHECK(MakeEnv()->observation_shape() == std::array<int, 3>{3, 59, 255});
   DrivingEnvOptions gray;
@@ -107,19 +122,7 @@ TEST_CASE("the cookbook throttle rule holds the speed near 9 m/s and the time li
   options.max_epoch_runtime_sec = 6.0;
   std::unique_ptr<DrivingEnv> env = MakeEnv(options);
   std::vector<uint8_t> obs(env->observation_size());
-  // Pick a start on a long straight (at least 60 m of road ahead).
-  uint64_t seed = 0;
-  for (;; ++seed) {
-    REQUIRE(seed < 100);
-    StepResult r = *env->Reset(seed, obs.data());
-    double free = 0;
-    while (free < 60 &&
-           env->map().DistanceToCenterLine({r.car.x + free * std::cos(r.car.yaw),
-                                            r.car.y + free * std::sin(r.car.yaw)}) < 0.1) {
-      free += 1.0;
-    }
-    if (free >= 60) break;
-  }
+  StartOnStraight(*env, 60.0, obs.data());
   StepResult r;
   double max_speed = 0;
   while (!r.done) {
@@ -141,19 +144,7 @@ TEST_CASE("with a route, the episode is completed once the car has driven it", "
   options.route_length_m = 30.0;
   options.max_epoch_runtime_sec = 60.0;
   std::unique_ptr<DrivingEnv> env = MakeEnv(options);
-  // A start on a long straight, as above.
-  uint64_t seed = 0;
-  for (;; ++seed) {
-    REQUIRE(seed < 100);
-    StepResult r = *env->Reset(seed, nullptr);
-    double free = 0;
-    while (free < 40 &&
-           env->map().DistanceToCenterLine({r.car.x + free * std::cos(r.car.yaw),
-                                            r.car.y + free * std::sin(r.car.yaw)}) < 0.1) {
-      free += 1.0;
-    }
-    if (free >= 40) break;
-  }
+  StartOnStraight(*env, 40.0, nullptr);
   StepResult r;
   while (!r.done) r = *env->Step(2, nullptr);
   CHECK(r.reason == TerminationReason::kCompleted);

@@ -22,13 +22,6 @@ std::unique_ptr<EmbeddedSim> MakeSim(int parked_cars = 0, uint64_t seed = 7) {
   return *std::move(sim);
 }
 
-Pose PoseAt(double x, double y, double yaw) {
-  Pose pose;
-  pose.position = {static_cast<float>(x), static_cast<float>(y), 0.0f};
-  pose.orientation = QuaternionFromYaw(yaw);
-  return pose;
-}
-
 // A point in the middle of the road x = -127.9 (runs north-south, y from -205.6 to -86.6).
 constexpr double kRoadX = -127.91722656;
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "simulator_bridge/car_sim.h"
 #include "simulator_bridge/road_map.h"
 #include "simulator_bridge/world.h"
 #include "tests/catch.h"
@@ -24,6 +25,14 @@ inline std::shared_ptr<const World> TestWorld() {
     return *w;
   }();
   return world;
+}
+
+// A pose on the ground at (x, y), heading `yaw`.
+inline Pose PoseAt(double x, double y, double yaw) {
+  Pose pose;
+  pose.position = {static_cast<float>(x), static_cast<float>(y), 0.0f};
+  pose.orientation = QuaternionFromYaw(yaw);
+  return pose;
 }
 
 }  // namespace convoy

@@ -23,13 +23,6 @@ std::unique_ptr<EmbeddedSim> MakeTrafficSim(int traffic_cars, int parked_cars, u
   return *std::move(sim);
 }
 
-Pose PoseAt(double x, double y, double yaw) {
-  Pose pose;
-  pose.position = {static_cast<float>(x), static_cast<float>(y), 0.0f};
-  pose.orientation = QuaternionFromYaw(yaw);
-  return pose;
-}
-
 // Out of everyone's way: on the grass west of the map, far from every road.
 void ParkEgoAway(EmbeddedSim& sim) {
   REQUIRE(sim.SetPose(PoseAt(-400.0, -400.0, 0.0), /*ignore_collision=*/true).ok());
