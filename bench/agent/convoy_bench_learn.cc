@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/environment.h"
+#include "agent/eval_statistics.h"
 #include "agent/evaluation.h"
 #include "agent/learner.h"
 #include "agent/preprocess.h"
@@ -56,6 +57,11 @@ ABSL_FLAG(std::string, device, convoy::LocalClusterOptions{}.device,
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: bench-learn-<date>-<time>); agents-N/ beneath it.");
+ABSL_FLAG(
+    double, threshold, 0.5,
+    "The mean driving score (route completion x CARLA's penalty, evaluation seeds) that counts "
+    "as learned: each run reports the minutes, environment steps and train steps to its "
+    "first evaluation at or above it.");
 ABSL_FLAG(std::string, plot, "learning_curves.png",
           "The learning curves' plot, drawn by --plot_script: .png, .svg or .pdf.");
 ABSL_FLAG(std::string, csv, "",
@@ -116,6 +122,16 @@ double MinutesToFullMajority(const RunResult& r) {
     if (Majority(p.summary)) return p.wall_seconds / 60;
   }
   return -1;
+}
+
+double MeanDrivingScore(const EvalSummary& s) { return StatisticsOf(s).driving_score.estimate; }
+
+// The first evaluation whose mean driving score reaches --threshold, or null.
+const EvalPoint* FirstAtThreshold(const RunResult& r) {
+  for (const EvalPoint& p : r.points) {
+    if (MeanDrivingScore(p.summary) >= absl::GetFlag(FLAGS_threshold)) return &p;
+  }
+  return nullptr;
 }
 
 // Pulls the server's weights. With `best`, validates them (validation seeds), keeping the best;
@@ -319,14 +335,14 @@ void PrintTable(const RunResult& r, const EvalSummary& random) {
       r.env_steps / r.training_seconds, r.env_steps / r.training_seconds / r.agents, r.train_steps,
       r.train_steps / r.training_seconds, r.train_steps / r.training_seconds / r.agents,
       r.eval_seconds);
-  std::printf("%8s %10s %11s %9s %11s %13s %8s %10s\n", "minutes", "env steps", "train steps",
-              "version", "mean return", "distance (m)", "full", "collisions");
+  std::printf("%8s %10s %11s %9s %11s %13s %8s %10s %8s\n", "minutes", "env steps", "train steps",
+              "version", "mean return", "distance (m)", "full", "collisions", "score");
   auto row = [](const char* minutes, double env, double train, const std::string& version,
                 const EvalSummary& s) {
-    std::printf("%8s %10.0f %11.0f %9s %11.1f %13.1f %5d/%-2d %7d/%-2d\n", minutes, env, train,
-                version.c_str(), s.mean_return, s.mean_distance_m, s.full_episodes,
+    std::printf("%8s %10.0f %11.0f %9s %11.1f %13.1f %5d/%-2d %7d/%-2d %8.3f\n", minutes, env,
+                train, version.c_str(), s.mean_return, s.mean_distance_m, s.full_episodes,
                 static_cast<int>(s.episodes.size()), s.collisions,
-                static_cast<int>(s.episodes.size()));
+                static_cast<int>(s.episodes.size()), MeanDrivingScore(s));
   };
   for (size_t i = 0; i < r.points.size(); ++i) {
     const EvalPoint& p = r.points[i];
@@ -357,6 +373,14 @@ void PrintResults(const RunResult& r) {
   std::printf("RESULT full_episodes_agents_%d=%d\n", n, last.full_episodes);
   std::printf("RESULT collisions_agents_%d=%d\n", n, last.collisions);
   std::printf("RESULT minutes_to_full_majority_agents_%d=%.2f\n", n, MinutesToFullMajority(r));
+  std::printf("RESULT final_driving_score_agents_%d=%.4f\n", n, MeanDrivingScore(last));
+  const EvalPoint* reached = FirstAtThreshold(r);
+  std::printf("RESULT minutes_to_threshold_agents_%d=%.2f\n", n,
+              reached ? reached->wall_seconds / 60 : -1.0);
+  std::printf("RESULT env_steps_to_threshold_agents_%d=%.0f\n", n,
+              reached ? reached->env_steps : -1.0);
+  std::printf("RESULT train_steps_to_threshold_agents_%d=%.0f\n", n,
+              reached ? reached->train_steps : -1.0);
   std::printf("RESULT best_version_agents_%d=%llu\n", n,
               static_cast<unsigned long long>(r.best.version));
   std::printf("RESULT best_return_agents_%d=%.3f\n", n, r.best.summary.mean_return);
@@ -394,10 +418,11 @@ absl::Status WriteCsv(const std::string& path, const std::vector<RunResult>& run
   if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   std::fprintf(f,
                "series,agents,wall_minutes,env_steps,train_steps,version,mean_return,"
-               "mean_distance_m,full_episodes,episodes,collisions\n");
+               "mean_distance_m,full_episodes,episodes,collisions,driving_score\n");
   auto summary = [](const EvalSummary& s) {
-    return absl::StrFormat("%.3f,%.2f,%d,%d,%d", s.mean_return, s.mean_distance_m, s.full_episodes,
-                           static_cast<int>(s.episodes.size()), s.collisions);
+    return absl::StrFormat("%.3f,%.2f,%d,%d,%d,%.4f", s.mean_return, s.mean_distance_m,
+                           s.full_episodes, static_cast<int>(s.episodes.size()), s.collisions,
+                           MeanDrivingScore(s));
   };
   for (const RunResult& r : runs) {
     for (const EvalPoint& p : r.points) {
@@ -417,11 +442,11 @@ std::vector<std::string> PlotCommand(const std::string& csv, const std::string& 
   figure.csv = csv;
   figure.output = plot;
   figure.series = "series";
-  figure.y = "mean_return=mean return";
+  figure.y = "driving_score=driving score";
   figure.x = {"wall_minutes=wall-clock minutes", "env_steps=env steps, all agents"};
   figure.hlines = {"random"};
   figure.y_from_zero = true;
-  figure.title = "convoy_bench_learn: evaluation return";
+  figure.title = "convoy_bench_learn: evaluation driving score";
   return LinePlotCommand(absl::GetFlag(FLAGS_python), absl::GetFlag(FLAGS_plot_script), figure);
 }
 
@@ -490,6 +515,20 @@ int Run() {
     runs.push_back(*std::move(run));
   }
 
+  std::printf("\nscenario %s; learned: a mean driving score of %.2f on the validation seeds\n",
+              spec.scenario.c_str(), absl::GetFlag(FLAGS_threshold));
+  std::printf("%7s %20s %22s %24s %21s\n", "agents", "minutes to learned", "env steps to learned",
+              "train steps to learned", "final driving score");
+  for (const RunResult& r : runs) {
+    const EvalPoint* reached = FirstAtThreshold(r);
+    const std::string never = "not reached";
+    std::printf(
+        "%7d %20s %22s %24s %21.3f\n", r.agents,
+        reached ? absl::StrFormat("%.1f", reached->wall_seconds / 60).c_str() : never.c_str(),
+        reached ? absl::StrFormat("%.0f", reached->env_steps).c_str() : never.c_str(),
+        reached ? absl::StrFormat("%.0f", reached->train_steps).c_str() : never.c_str(),
+        MeanDrivingScore(r.points.back().summary));
+  }
   std::printf("\n");
   for (const RunResult& r : runs) PrintResults(r);
   std::printf("RESULT random_return=%.3f\n", random->mean_return);
