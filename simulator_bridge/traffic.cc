@@ -16,6 +16,7 @@ constexpr double kTurnSpeedMps = 5.0;  // IDM v0 on a turning curve
 constexpr double kSightM = 60.0;       // how far ahead a car looks for what to follow
 constexpr double kMaxDecelMps2 = 9.0;
 constexpr int kCurvePoints = 12;
+constexpr double kApproachM = 15.0;  // a placed car's room to stop, at 6 m/s and up to 2.5 m/s^2
 
 double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 double Dot(const Vec2& a, const Vec2& b) { return a.x * b.x + a.y * b.y; }
@@ -219,8 +220,11 @@ bool Traffic::Place(Car* car, int self, const Vec2* avoid, double radius) {
   const Path& lane = paths_[p];
   if (lane.length < 2 * kHalfLength + 2.0) return false;
   const double s = kHalfLength + 1.0 + Uniform(rng_) * (lane.length - 2 * kHalfLength - 2.0);
+  // Not where it could no longer stop before a junction or a pass it has not been let into: put
+  // down at speed there, it would run into either unasked.
+  if (s > lane.length - kHalfLength - kApproachM) return false;
   for (const auto& [begin, end] : lane.narrows) {
-    if (s > begin - kHalfLength && s < end + kHalfLength) return false;
+    if (s > begin - kHalfLength - kApproachM && s < end + kHalfLength) return false;
   }
   for (int j = 0; j < size(); ++j) {
     if (j != self && cars_[j].path == p && std::abs(cars_[j].s - s) < kSpacingM) return false;
@@ -415,7 +419,8 @@ std::string Traffic::DebugString(int i) const {
   const Car& car = cars_[i];
   return absl::StrCat("car ", i + 1, " path ", car.path, " (node ", paths_[car.path].node, ") s ",
                       car.s, "/", paths_[car.path].length, " v ", car.speed, " next ", car.next,
-                      " holds ", car.holds);
+                      " holds ", car.holds, car.passing ? " passing" : "", " at (", car.x, ", ",
+                      car.y, ")");
 }
 
 void Traffic::WriteBoxes(Obstacle* out) const {
