@@ -54,11 +54,10 @@ std::string AbslUnparseFlag(const SimTarget& target) { return SimTargetName(targ
 
 absl::Status UseScenario(absl::string_view name, EnvironmentSpec* spec) {
   CONVOY_ASSIGN_OR_RETURN(const Scenario scenario, FindScenario(name));
-  EmbeddedSimOptions scene;
-  ApplyScenario(scenario, &scene, &spec->env);
+  ApplyScenario(scenario, nullptr, &spec->env);
   spec->scenario = scenario.name;
-  spec->parked_cars = scene.num_parked_cars;
-  spec->traffic_cars = scene.traffic.cars;
+  spec->parked_cars = scenario.parked_cars;
+  spec->traffic_cars = scenario.traffic_cars;
   return absl::OkStatus();
 }
 

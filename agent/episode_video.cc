@@ -64,6 +64,12 @@ absl::StatusOr<std::string> GifAnimation::Encode() const {
     if (g != nullptr && EGifCloseFile(g, &error) != GIF_OK) return GifError("close", error);
     return absl::OkStatus();
   };
+  // giflib's error for `what`, the file closed.
+  auto fail = [&gif, &close](const char* what) {
+    const int code = gif->Error;
+    (void)close();
+    return GifError(what, code);
+  };
   std::vector<GifColorType> colours(256, GifColorType{0, 0, 0});
   for (int r = 0; r < kReds; ++r) {
     for (int g = 0; g < kGreens; ++g) {
@@ -80,9 +86,7 @@ absl::StatusOr<std::string> GifAnimation::Encode() const {
   EGifSetGifVersion(gif, true);
   if (palette == nullptr ||
       EGifPutScreenDesc(gif, width_, height_, 8, 0, palette.get()) != GIF_OK) {
-    const int code = gif->Error;
-    (void)close();
-    return GifError("screen descriptor", code);
+    return fail("screen descriptor");
   }
   // Loop forever (the NETSCAPE2.0 application extension).
   static constexpr GifByteType kNetscape[] = "NETSCAPE2.0";
@@ -90,9 +94,7 @@ absl::StatusOr<std::string> GifAnimation::Encode() const {
   if (EGifPutExtensionLeader(gif, APPLICATION_EXT_FUNC_CODE) != GIF_OK ||
       EGifPutExtensionBlock(gif, 11, kNetscape) != GIF_OK ||
       EGifPutExtensionBlock(gif, 3, kLoop) != GIF_OK || EGifPutExtensionTrailer(gif) != GIF_OK) {
-    const int code = gif->Error;
-    (void)close();
-    return GifError("loop extension", code);
+    return fail("loop extension");
   }
   const size_t pixels = static_cast<size_t>(width_) * height_;
   std::vector<GifPixelType> row(static_cast<size_t>(width_));
@@ -106,16 +108,12 @@ absl::StatusOr<std::string> GifAnimation::Encode() const {
     if (EGifPutExtension(gif, GRAPHICS_EXT_FUNC_CODE, static_cast<int>(length), extension) !=
             GIF_OK ||
         EGifPutImageDesc(gif, 0, 0, width_, height_, false, nullptr) != GIF_OK) {
-      const int code = gif->Error;
-      (void)close();
-      return GifError("frame header", code);
+      return fail("frame header");
     }
     for (int y = 0; y < height_; ++y) {
       std::memcpy(row.data(), &indices_[f * pixels + static_cast<size_t>(y) * width_], row.size());
       if (EGifPutLine(gif, row.data(), width_) != GIF_OK) {
-        const int code = gif->Error;
-        (void)close();
-        return GifError("frame", code);
+        return fail("frame");
       }
     }
   }

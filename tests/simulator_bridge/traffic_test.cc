@@ -170,27 +170,34 @@ TEST_CASE("a car put down with ignore_collision finds the traffic cleared around
   CHECK(sim->GetCollisionInfo()->has_collided == false);
 }
 
-TEST_CASE("no episode starts where traffic is already committed to the car's path",
-          "[traffic][expert]") {
-  // A car placed just before a pass or a junction, at speed, could not stop for the ego car put
-  // down ahead of it. Over 200 starts the scripted expert meets no traffic car in its first 60 m.
-  absl::StatusOr<Scenario> scenario = FindScenario("traffic");
+// A scenario's DrivingEnv without images, for the scripted expert, its scene from `seed`.
+std::unique_ptr<DrivingEnv> ScenarioEnv(const char* name, uint64_t seed) {
+  absl::StatusOr<Scenario> scenario = FindScenario(name);
   REQUIRE(scenario.ok());
   EmbeddedSimOptions sim_options;
   sim_options.world = TestWorld();
+  sim_options.seed = seed;
   DrivingEnvOptions env_options;
   env_options.observation = ObservationKind::kNone;
   ApplyScenario(*scenario, &sim_options, &env_options);
   absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
       DrivingEnv::CreateEmbedded(sim_options, env_options);
   REQUIRE(env.ok());
-  ExpertDriver expert((*env)->map());
+  return *std::move(env);
+}
+
+TEST_CASE("no episode starts where traffic is already committed to the car's path",
+          "[traffic][expert]") {
+  // A car placed just before a pass or a junction, at speed, could not stop for the ego car put
+  // down ahead of it. Over 200 starts the scripted expert meets no traffic car in its first 60 m.
+  std::unique_ptr<DrivingEnv> env = ScenarioEnv("traffic", 0);
+  ExpertDriver expert(env->map());
   int early_vehicle_collisions = 0;
   for (uint64_t seed = 900000000001ull; seed < 900000000001ull + 200 * 7919ull; seed += 7919) {
-    absl::StatusOr<StepResult> step = (*env)->Reset(seed, nullptr);
+    absl::StatusOr<StepResult> step = env->Reset(seed, nullptr);
     REQUIRE(step.ok());
     while (!step->done && step->car.distance_driven_m < 60.0) {
-      step = (*env)->Step(*expert.Act(**env), nullptr);
+      step = env->Step(*expert.Act(*env), nullptr);
       REQUIRE(step.ok());
     }
     if (step->car.collided && step->car.collided_with.rfind(kTrafficCarNamePrefix, 0) == 0) {
@@ -203,30 +210,20 @@ TEST_CASE("no episode starts where traffic is already committed to the car's pat
 
 // The scripted expert over 40 seeds of a scenario, as the fraction of episodes it completed.
 double ExpertCompletes(const char* scenario_name) {
-  absl::StatusOr<Scenario> scenario = FindScenario(scenario_name);
-  REQUIRE(scenario.ok());
-  EmbeddedSimOptions sim_options;
-  sim_options.world = TestWorld();
-  sim_options.seed = 1;
-  DrivingEnvOptions env_options;
-  env_options.observation = ObservationKind::kNone;
-  ApplyScenario(*scenario, &sim_options, &env_options);
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
-      DrivingEnv::CreateEmbedded(sim_options, env_options);
-  REQUIRE(env.ok());
-  ExpertDriver expert((*env)->map());
+  std::unique_ptr<DrivingEnv> env = ScenarioEnv(scenario_name, 1);
+  ExpertDriver expert(env->map());
   int completed = 0;
   constexpr int kEpisodes = 40;
   for (int e = 0; e < kEpisodes; ++e) {
-    absl::StatusOr<StepResult> step = (*env)->Reset(500 + e, nullptr);
+    absl::StatusOr<StepResult> step = env->Reset(500 + e, nullptr);
     REQUIRE(step.ok());
     while (!step->done) {
-      absl::StatusOr<int> action = expert.Act(**env);
+      absl::StatusOr<int> action = expert.Act(*env);
       REQUIRE(action.ok());
-      step = (*env)->Step(*action, nullptr);
+      step = env->Step(*action, nullptr);
       REQUIRE(step.ok());
     }
-    completed += IsSuccess(step->reason, env_options) ? 1 : 0;
+    completed += IsSuccess(step->reason, env->options()) ? 1 : 0;
   }
   return static_cast<double>(completed) / kEpisodes;
 }
