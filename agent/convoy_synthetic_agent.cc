@@ -49,6 +49,9 @@ ABSL_FLAG(absl::Duration, push_every, absl::ZeroDuration(), "Pause between pushe
 ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(30), "Deadline of each call's attempt.");
 ABSL_FLAG(absl::Duration, retry_for, absl::Seconds(60),
           "How long a call to a server that is away is retried before the agent rejoins.");
+ABSL_FLAG(absl::Duration, join_for, absl::Seconds(60),
+          "How long the first join waits for a server that is away or still starting (an agent "
+          "started again may meet a partition before it has joined).");
 ABSL_FLAG(int, stall_after_chunks, 0,
           "Fault injection: send only this many chunks of the first push, print STALLED, then hang "
           "with the stream open (for tests that kill an agent in the middle of a push).");
@@ -69,7 +72,8 @@ bool FlagsValid() {
        DurationRange("push_every", absl::GetFlag(FLAGS_push_every), absl::ZeroDuration()),
        DurationRange("call_timeout", absl::GetFlag(FLAGS_call_timeout), absl::ZeroDuration(),
                      absl::InfiniteDuration(), Ends::kOpenMin),
-       DurationRange("retry_for", absl::GetFlag(FLAGS_retry_for), absl::ZeroDuration())});
+       DurationRange("retry_for", absl::GetFlag(FLAGS_retry_for), absl::ZeroDuration()),
+       DurationRange("join_for", absl::GetFlag(FLAGS_join_for), absl::ZeroDuration())});
 }
 
 // The client's options from the flags. Errors: the model's and the credentials'.
@@ -297,7 +301,16 @@ int Run() {
     LOG(ERROR) << client.status();
     return 2;
   }
+  // Each Join retries for --retry_for; the first is tried again until --join_for has passed, as
+  // long as the server is only away.
+  const absl::Time join_until = absl::Now() + absl::GetFlag(FLAGS_join_for);
   absl::StatusOr<v1::JoinResponse> joined = (*client)->Join();
+  while (!joined.ok() &&
+         (absl::IsUnavailable(joined.status()) || absl::IsDeadlineExceeded(joined.status())) &&
+         absl::Now() < join_until) {
+    LOG(WARNING) << options->agent_id << ": waiting to join (" << joined.status() << ")";
+    joined = (*client)->Join();
+  }
   if (!joined.ok()) {
     LOG(ERROR) << "join failed: " << joined.status();
     return 1;

@@ -160,6 +160,7 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kSyntheticAgent, "--push_every=-5ms", "--push_every must be in [0, inf), got -5ms"},
       {Binary::kSyntheticAgent, "--call_timeout=0", "--call_timeout must be in (0, inf), got 0"},
       {Binary::kSyntheticAgent, "--retry_for=-1s", "--retry_for must be in [0, inf), got -1s"},
+      {Binary::kSyntheticAgent, "--join_for=-1s", "--join_for must be in [0, inf), got -1s"},
       {Binary::kEval, "--episodes=0", "--episodes must be in [1, 100000], got 0"},
       {Binary::kEval, "--scenario=rush_hour",
        "--scenario: unknown scenario 'rush_hour'; known: traffic, parked, empty"},
