@@ -220,10 +220,11 @@ int Run() {
     return kExitUsage;
   }
   std::fprintf(stderr,
-               "convoy_agent: scenario %s: %d parked and %d moving cars, route %g m, time limit "
-               "%g s\n",
+               "convoy_agent: scenario %s: %d parked, %d stalled and %d moving cars, route %g m, "
+               "time limit %g s\n",
                options.environment.scenario.c_str(), options.environment.parked_cars,
-               options.environment.traffic_cars, options.environment.env.route_length_m,
+               options.environment.stalled_cars, options.environment.traffic_cars,
+               options.environment.env.route_length_m,
                options.environment.env.max_epoch_runtime_sec);
   if (!options.ps_address.empty()) {  // Alone, no channel: the security flags do not apply.
     absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();

@@ -57,6 +57,7 @@ absl::Status UseScenario(absl::string_view name, EnvironmentSpec* spec) {
   ApplyScenario(scenario, nullptr, &spec->env);
   spec->scenario = scenario.name;
   spec->parked_cars = scenario.parked_cars;
+  spec->stalled_cars = scenario.stalled_cars;
   spec->traffic_cars = scenario.traffic_cars;
   return absl::OkStatus();
 }
@@ -72,6 +73,7 @@ absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSp
     EmbeddedSimOptions options;
     CONVOY_ASSIGN_OR_RETURN(options.world, World::Create(map));
     options.num_parked_cars = spec.parked_cars;
+    options.num_stalled_cars = spec.stalled_cars;
     options.traffic.cars = spec.traffic_cars;
     options.seed = spec.world_seed;
     CONVOY_ASSIGN_OR_RETURN(environment->env, DrivingEnv::CreateEmbedded(options, spec.env));

@@ -44,6 +44,7 @@ struct EnvironmentSpec {
   std::string map_dir;             // empty: the bundled Neighborhood
   std::string scenario = "empty";  // its name, for reports
   int parked_cars = 0;             // embedded only
+  int stalled_cars = 0;            // embedded only
   int traffic_cars = 0;            // embedded only
   uint64_t world_seed = 0;         // parked-car placement and traffic
   DrivingEnvOptions env;

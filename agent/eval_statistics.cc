@@ -53,6 +53,7 @@ constexpr OutcomeNames kOutcomeNames[kEpisodeOutcomes] = {
     {"completed", "completed"},
     {"collision_curb", "collision: curb"},
     {"collision_parked_car", "collision: parked car"},
+    {"collision_stalled_car", "collision: stalled car"},
     {"collision_vehicle", "collision: vehicle"},
     {"collision_other", "collision: other"},
     {"off_center_line", "off the centre line"},
@@ -77,6 +78,9 @@ EpisodeOutcome OutcomeOf(const EpisodeRecord& record) {
       if (absl::StartsWith(record.collided_with, kParkedCarNamePrefix)) {
         return EpisodeOutcome::kCollisionParkedCar;
       }
+      if (absl::StartsWith(record.collided_with, kStalledCarNamePrefix)) {
+        return EpisodeOutcome::kCollisionStalledCar;
+      }
       if (absl::StartsWith(record.collided_with, kTrafficCarNamePrefix)) {
         return EpisodeOutcome::kCollisionVehicle;
       }
@@ -100,6 +104,7 @@ double InfractionPenalty(EpisodeOutcome outcome) {
       return 0.60;
     case EpisodeOutcome::kCollisionCurb:
     case EpisodeOutcome::kCollisionParkedCar:
+    case EpisodeOutcome::kCollisionStalledCar:
     case EpisodeOutcome::kCollisionOther:
       return 0.65;
     default:

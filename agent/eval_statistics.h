@@ -36,14 +36,16 @@ enum class EpisodeOutcome {
   kCompleted = 0,       // Did the task: drove its route, or (no route) stayed on to the time limit.
   kCollisionCurb,       // Hit a curb (left the road surface).
   kCollisionParkedCar,  // Hit a parked car.
-  kCollisionVehicle,    // Hit a moving car (traffic).
-  kCollisionOther,      // Hit anything else.
-  kOffCenterLine,       // Strayed too far from the road's centre line (off the route).
-  kTooSlow,             // Stuck or stopped.
-  kTimedOut,            // Reached the time limit before the end of its route.
+  kCollisionStalledCar,  // Hit a car stalled on the road centre.
+  kCollisionVehicle,     // Hit a moving car (traffic).
+  kCollisionOther,       // Hit anything else.
+  kOffCenterLine,        // Strayed too far from the road's centre line (off the route).
+  kTooSlow,              // Stuck or stopped.
+  kTimedOut,             // Reached the time limit before the end of its route.
 };
-inline constexpr int kEpisodeOutcomes = 8;
-// "completed", "collision_curb", "collision_parked_car", "collision_vehicle", "collision_other",
+inline constexpr int kEpisodeOutcomes = 9;
+// "completed", "collision_curb", "collision_parked_car", "collision_stalled_car",
+// "collision_vehicle", "collision_other",
 // "off_center_line", "too_slow", "timed_out": RESULT keys.
 const char* EpisodeOutcomeKey(EpisodeOutcome outcome);
 // What a person reads: "completed", "collision: curb", ...
@@ -51,8 +53,8 @@ const char* EpisodeOutcomeLabel(EpisodeOutcome outcome);
 EpisodeOutcome OutcomeOf(const EpisodeRecord& record);
 
 // CARLA's leaderboard penalty for the infraction an episode ended on: a collision with a vehicle
-// 0.60, with anything static (curb, parked car, other) 0.65; leaving the route, stopping and
-// timing out end the episode without a penalty of their own (the route completion pays for
+// 0.60, with anything static (curb, parked or stalled car, other) 0.65; leaving the route, stopping
+// and timing out end the episode without a penalty of their own (the route completion pays for
 // them), as do completed episodes: 1.
 double InfractionPenalty(EpisodeOutcome outcome);
 // CARLA's driving score of one episode: route completion times the penalty of its infraction.

@@ -31,6 +31,8 @@ void SetFailure(ImageResponse* r, std::string message) {
 
 // How far from a teleported car traffic is moved away.
 constexpr double kTrafficClearanceM = 30.0;
+// A car put down keeps this far from a stalled car: about 6 s at the cookbook's speed.
+constexpr double kStalledClearanceM = 50.0;
 
 }  // namespace
 
@@ -42,6 +44,9 @@ absl::StatusOr<std::unique_ptr<EmbeddedSim>> EmbeddedSim::Create(
   }
   if (options.num_parked_cars < 0 || options.num_parked_cars > 10000) {
     return absl::InvalidArgumentError("num_parked_cars must be in [0, 10000]");
+  }
+  if (options.num_stalled_cars < 0 || options.num_stalled_cars > 1000) {
+    return absl::InvalidArgumentError("num_stalled_cars must be in [0, 1000]");
   }
   if (options.traffic.cars < 0 || options.traffic.cars > 1000) {
     return absl::InvalidArgumentError("traffic.cars must be in [0, 1000]");
@@ -63,8 +68,11 @@ EmbeddedSim::EmbeddedSim(const EmbeddedSimOptions& options) : options_(options) 
   step_ns_ = static_cast<uint64_t>(std::llround(options_.step_seconds * 1e9));
   obstacles_ = options_.world->PlaceParkedCars(options_.num_parked_cars, options_.seed);
   num_parked_ = static_cast<int>(obstacles_.size());
+  num_static_ = num_parked_;
   traffic_ = std::make_unique<Traffic>(*options_.world, obstacles_, options_.traffic);
-  obstacles_.reserve(obstacles_.size() + static_cast<size_t>(options_.traffic.cars));
+  obstacles_.reserve(obstacles_.size() + static_cast<size_t>(options_.num_stalled_cars) +
+                     static_cast<size_t>(options_.traffic.cars));
+  PlaceStalledCars(options_.seed);
   ResetTraffic(options_.seed);
   if (options_.start_pose.has_value()) {
     start_.x = options_.start_pose->position.x_val;
@@ -99,8 +107,49 @@ void EmbeddedSim::ResetCar() {
 
 void EmbeddedSim::ResetTraffic(uint64_t seed) {
   traffic_->Reset(seed);
-  obstacles_.resize(static_cast<size_t>(num_parked_ + traffic_->size()));
-  traffic_->WriteBoxes(obstacles_.data() + num_parked_);
+  obstacles_.resize(static_cast<size_t>(num_static_ + traffic_->size()));
+  traffic_->WriteBoxes(obstacles_.data() + num_static_);
+}
+
+void EmbeddedSim::PlaceStalledCars(uint64_t seed) {
+  obstacles_.resize(static_cast<size_t>(num_parked_));
+  num_static_ = num_parked_;
+  if (options_.num_stalled_cars == 0) return;
+  stalled_rng_.seed(seed ^ 0x5a17edca75ULL);
+  Obstacle o;
+  for (int attempt = 0; attempt < 50 * options_.num_stalled_cars &&
+                        num_static_ - num_parked_ < options_.num_stalled_cars;
+       ++attempt) {
+    if (!options_.world->PlaceStalledCar(stalled_rng_, obstacles_, {0.0, 0.0}, 0.0, &o)) continue;
+    const int k = num_static_ - num_parked_ + 1;
+    o.id = kStalledCarIdBase + k;
+    o.name = absl::StrCat(kStalledCarNamePrefix, k);
+    obstacles_.push_back(o);
+    ++num_static_;
+  }
+  traffic_->SetBlockers(obstacles_.data() + num_parked_, num_static_ - num_parked_);
+}
+
+bool EmbeddedSim::MoveStalledCarsFrom(const Vec2& place) {
+  bool moved = false;
+  for (int i = num_parked_; i < num_static_; ++i) {
+    Obstacle& o = obstacles_[i];
+    if (std::hypot(o.center.x - place.x, o.center.y - place.y) >= kStalledClearanceM) continue;
+    // Draw against the others (this one set far off meanwhile), clear of the car.
+    o.center = {1e12, 1e12};
+    bool placed = false;
+    for (int attempt = 0; attempt < 200 && !placed; ++attempt) {
+      placed = options_.world->PlaceStalledCar(stalled_rng_, obstacles_, place,
+                                               kStalledClearanceM + 10.0, &o);
+    }
+    if (!placed) {  // the roads are full: this episode has one fewer
+      obstacles_.erase(obstacles_.begin() + i--);
+      --num_static_;
+    }
+    moved = true;
+  }
+  if (moved) traffic_->SetBlockers(obstacles_.data() + num_parked_, num_static_ - num_parked_);
+  return moved;
 }
 
 absl::Status EmbeddedSim::Reset() {
@@ -111,7 +160,10 @@ absl::Status EmbeddedSim::Reset() {
 
 absl::Status EmbeddedSim::ResetScene(uint64_t seed) {
   ResetCar();
-  ResetTraffic(options_.seed ^ (seed * 0xbf58476d1ce4e5b9ULL + 0x94d049bb133111ebULL));
+  const uint64_t scene = options_.seed ^ (seed * 0xbf58476d1ce4e5b9ULL + 0x94d049bb133111ebULL);
+  obstacles_.resize(static_cast<size_t>(num_static_));  // traffic is laid out again below
+  PlaceStalledCars(scene);
+  ResetTraffic(scene);
   return absl::OkStatus();
 }
 
@@ -142,10 +194,18 @@ absl::Status EmbeddedSim::SetPose(const Pose& pose, bool ignore_collision) {
   car_.x = x;
   car_.y = y;
   car_.yaw = yaw;
+  if (ignore_collision && num_static_ > num_parked_) {
+    // Nor in front of a stalled car: those near it go elsewhere, traffic after them.
+    const int traffic_cars = traffic_->size();
+    if (MoveStalledCarsFrom({x, y}) && traffic_cars > 0) {
+      // A car now beside a moved stalled car would meet the ego car there: lay out anew.
+      ResetTraffic(stalled_rng_());
+    }
+  }
   if (ignore_collision && traffic_->size() > 0) {
     // A teleported car is put down clear of traffic: cars near it go elsewhere.
     traffic_->MakeRoom({x, y}, kTrafficClearanceM);
-    traffic_->WriteBoxes(obstacles_.data() + num_parked_);
+    traffic_->WriteBoxes(obstacles_.data() + num_static_);
   }
   if (!ignore_collision && Overlaps(car_.x, car_.y, car_.yaw, &scratch_collision_)) {
     collision_ = scratch_collision_;
@@ -216,7 +276,7 @@ void EmbeddedSim::Step(int64_t steps) {
     if (traffic_->size() > 0) {
       traffic_->Step(options_.step_seconds,
                      {car_.x, car_.y, car_.yaw, car_.speed, 0.5 * p.length_m, 0.5 * p.width_m});
-      traffic_->WriteBoxes(obstacles_.data() + num_parked_);
+      traffic_->WriteBoxes(obstacles_.data() + num_static_);
     }
     const CarKinematics before = car_;
     StepCar(options_.car, controls_, options_.step_seconds, &car_);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct EmbeddedSimOptions {
   CameraOptions camera;
   double step_seconds = 0.05;  // fixed physics step
   int num_parked_cars = 0;     // static obstacles, placed from `seed`
+  // Cars stalled on the road centre line, in the way (at most 1000): laid out again on every
+  // ResetScene(seed) from that seed, and moved from where the car is put down (SetPose with
+  // ignore_collision) so that it has room to see one and swerve.
+  int num_stalled_cars = 0;
   // Moving cars (traffic.cars of them, at most 1000), laid out again on every reset: from the
   // episode's seed on ResetScene(seed), else from `seed` and the count of resets so far.
   TrafficOptions traffic;
@@ -73,6 +78,7 @@ class EmbeddedSim : public CarSim {
   // Parked cars first, then the traffic's cars where they are now.
   const std::vector<Obstacle>& obstacles() const { return obstacles_; }
   int num_parked_cars() const { return num_parked_; }
+  int num_stalled_cars() const { return num_static_ - num_parked_; }
   const Traffic& traffic() const { return *traffic_; }
   const World& world() const { return *options_.world; }
   const EmbeddedSimOptions& options() const { return options_; }
@@ -90,11 +96,17 @@ class EmbeddedSim : public CarSim {
   void CompressToPng(ImageResponse* r);
   void ResetCar();
   void ResetTraffic(uint64_t seed);
+  // Lays out the stalled cars from `seed` (obstacles_[num_parked_, num_static_)).
+  void PlaceStalledCars(uint64_t seed);
+  // Moves the stalled cars near `place` elsewhere; true when one moved.
+  bool MoveStalledCarsFrom(const Vec2& place);
 
   EmbeddedSimOptions options_;
   std::unique_ptr<Renderer> renderer_;
   std::vector<Obstacle> obstacles_;
   int num_parked_ = 0;
+  int num_static_ = 0;  // parked and stalled cars; traffic follows them in obstacles_
+  std::mt19937_64 stalled_rng_;
   std::unique_ptr<Traffic> traffic_;
   uint64_t resets_ = 0;
   CarKinematics car_;

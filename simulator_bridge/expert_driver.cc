@@ -3,8 +3,10 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "common/status_macros.h"
 #include "simulator_bridge/car_sim.h"
+#include "simulator_bridge/embedded_sim.h"
 
 namespace convoy {
 
@@ -26,12 +28,21 @@ ExpertDriver::ExpertDriver(const RoadMap& map, double lookahead_m, double turn_r
 
 absl::StatusOr<int> ExpertDriver::Act(DrivingEnv& env) const {
   CONVOY_ASSIGN_OR_RETURN(const Pose pose, env.sim().GetPose());
+  // Where the stalled cars are: the embedded simulator's scene (over AirSim the expert does not
+  // know them).
+  std::vector<Vec2> stalled;
+  if (const auto* sim = dynamic_cast<const EmbeddedSim*>(&env.sim()); sim != nullptr) {
+    for (const Obstacle& o : sim->obstacles()) {
+      if (absl::StartsWith(o.name, kStalledCarNamePrefix)) stalled.push_back(o.center);
+    }
+  }
   return ActAt(pose.position.x_val, pose.position.y_val, YawFromQuaternion(pose.orientation),
-               env.options());
+               env.options(), stalled);
 }
 
 int ExpertDriver::ActAt(double x, double y, double yaw, const DrivingEnvOptions& env_options,
-                        double wheelbase_m, double max_steer_rad) const {
+                        const std::vector<Vec2>& stalled, double wheelbase_m,
+                        double max_steer_rad) const {
   const double hx = std::cos(yaw), hy = std::sin(yaw);
   // The road the car is on: near, and running the way the car heads.
   int road = -1;
@@ -91,7 +102,18 @@ int ExpertDriver::ActAt(double x, double y, double yaw, const DrivingEnvOptions&
       t + (t + straight_lookahead_m_ <= len - tangent ? straight_lookahead_m_ : lookahead_m_);
   Vec2 target;
   if (along <= len - tangent || turn > 0.75 * M_PI) {
-    target = {start.x + along * dir.x, start.y + along * dir.y};
+    // Out to the left past a stalled car on this road (into the oncoming lane, where traffic
+    // waits for it): kSwerveM beside it, ramps either side.
+    constexpr double kSwerveM = 2.4, kBesideM = 6.0, kRampM = 12.0;
+    double out = 0.0;
+    for (const Vec2& c : stalled) {
+      const double a = (c.x - start.x) * dir.x + (c.y - start.y) * dir.y;
+      const double off = -(c.x - start.x) * dir.y + (c.y - start.y) * dir.x;
+      if (std::abs(off) > 1.0 || a < -kBesideM || a > len + kBesideM) continue;
+      const double d = std::max(std::abs(along - a) - kBesideM, 0.0) / kRampM;
+      out = std::max(out, kSwerveM * std::max(1.0 - d, 0.0));
+    }
+    target = {start.x + along * dir.x + out * dir.y, start.y + along * dir.y - out * dir.x};
   } else {
     const Vec2 t1{end.x - tangent * dir.x, end.y - tangent * dir.y};
     const double arc = turn_radius_m_ * turn;

@@ -5,7 +5,8 @@
 // straight and 5 m ahead through a turn. It picks the
 // nearest of the environment's steering actions (the cookbook's: it cannot brake at will either).
 // At a junction it goes straight on where it can, else turns the way a hash of the junction and
-// its road gives, so its route is a function of where it starts.
+// its road gives, so its route is a function of where it starts. It swerves left around a
+// stalled car on the centre line (into the oncoming lane, where traffic waits for it), 2.4 m out.
 #ifndef CONVOY_SIMULATOR_BRIDGE_EXPERT_DRIVER_H_
 #define CONVOY_SIMULATOR_BRIDGE_EXPERT_DRIVER_H_
 
@@ -24,9 +25,11 @@ class ExpertDriver {
 
   // The action for the car as `env`'s simulator has it now. Errors: the simulator's.
   absl::StatusOr<int> Act(DrivingEnv& env) const;
-  // The action for a car at (x, y) heading `yaw` (radians, NED) under `env_options`' actions.
+  // The action for a car at (x, y) heading `yaw` (radians, NED) under `env_options`' actions,
+  // with cars stalled at `stalled` (centres).
   int ActAt(double x, double y, double yaw, const DrivingEnvOptions& env_options,
-            double wheelbase_m = 2.7, double max_steer_rad = 0.5236) const;
+            const std::vector<Vec2>& stalled = {}, double wheelbase_m = 2.7,
+            double max_steer_rad = 0.5236) const;
 
  private:
   std::vector<Segment> roads_;

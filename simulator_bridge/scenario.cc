@@ -7,10 +7,11 @@ namespace convoy {
 
 const std::vector<Scenario>& Scenarios() {
   static const auto* const scenarios = new std::vector<Scenario>{
-      {"traffic", "40 parked and 24 moving cars; drive 500 m without an infraction within 90 s", 40,
-       24, 500.0, 90.0},
-      {"parked", "40 parked cars; stay on the road for 30 s", 40, 0, 0.0, 30.0},
-      {"empty", "empty roads; stay on the road for 30 s (the cookbook's task)", 0, 0, 0.0, 30.0},
+      {"traffic",
+       "20 parked, 8 stalled and 24 moving cars; drive 500 m without an infraction within 90 s", 20,
+       8, 24, 500.0, 90.0},
+      {"parked", "40 parked cars; stay on the road for 30 s", 40, 0, 0, 0.0, 30.0},
+      {"empty", "empty roads; stay on the road for 30 s (the cookbook's task)", 0, 0, 0, 0.0, 30.0},
   };
   return *scenarios;
 }
@@ -32,6 +33,7 @@ absl::StatusOr<Scenario> FindScenario(absl::string_view name) {
 void ApplyScenario(const Scenario& scenario, EmbeddedSimOptions* sim, DrivingEnvOptions* env) {
   if (sim != nullptr) {
     sim->num_parked_cars = scenario.parked_cars;
+    sim->num_stalled_cars = scenario.stalled_cars;
     sim->traffic.cars = scenario.traffic_cars;
   }
   if (env != nullptr) {

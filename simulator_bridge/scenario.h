@@ -23,6 +23,7 @@ struct Scenario {
   const char* name;
   const char* summary;
   int parked_cars;
+  int stalled_cars;  // on the road centre, in the way; laid out again every episode
   int traffic_cars;
   double route_length_m;         // 0: stay on the road until the time limit
   double max_epoch_runtime_sec;  // simulation time

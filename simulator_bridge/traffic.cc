@@ -182,6 +182,25 @@ Traffic::Traffic(const World& world, const std::vector<Obstacle>& parked,
   cars_.reserve(static_cast<size_t>(std::max(options_.cars, 0)));
 }
 
+void Traffic::SetBlockers(const Obstacle* stalled, int count) {
+  for (int p = 0; p < num_lanes_; ++p) {
+    Path& lane = paths_[p];
+    lane.holds.clear();
+    const Vec2 dir = Unit(Sub(lane.points.back(), lane.points.front()));
+    const Vec2 right{-dir.y, dir.x};
+    for (int k = 0; k < count; ++k) {
+      const Vec2 d = Sub(stalled[k].center, lane.points.front());
+      const double a = Dot(d, dir);
+      // On this lane's road: its centre line lies lane_offset_m to the lane's left.
+      if (std::abs(Dot(d, right) + options_.lane_offset_m) > 1.0) continue;
+      if (a < -kPassHalfM || a > lane.length + kPassHalfM) continue;
+      lane.holds.emplace_back(std::max(a - kPassHalfM - kPassRampM, 0.0),
+                              std::min(a + kPassHalfM + kPassRampM, lane.length));
+    }
+    std::sort(lane.holds.begin(), lane.holds.end());
+  }
+}
+
 void Traffic::Reset(uint64_t seed) {
   rng_.seed(seed);
   cars_.clear();
@@ -223,8 +242,10 @@ bool Traffic::Place(Car* car, int self, const Vec2* avoid, double radius) {
   // Not where it could no longer stop before a junction or a pass it has not been let into: put
   // down at speed there, it would run into either unasked.
   if (s > lane.length - kHalfLength - kApproachM) return false;
-  for (const auto& [begin, end] : lane.narrows) {
-    if (s > begin - kHalfLength - kApproachM && s < end + kHalfLength) return false;
+  for (const auto* zones : {&lane.narrows, &lane.holds}) {
+    for (const auto& [begin, end] : *zones) {
+      if (s > begin - kHalfLength - kApproachM && s < end + kHalfLength) return false;
+    }
   }
   for (int j = 0; j < size(); ++j) {
     if (j != self && cars_[j].path == p && std::abs(cars_[j].s - s) < kSpacingM) return false;
@@ -282,6 +303,22 @@ bool Traffic::MayPass(const EgoCar& ego, const Path& path, double begin, double 
   return !EgoNear(ego, at(begin), clearance) && !EgoNear(ego, at(end), clearance);
 }
 
+bool Traffic::MayDriveBy(const EgoCar& ego, const Path& path, double begin, double end) const {
+  auto at = [&path](double s) {
+    return path.points[std::min<size_t>(static_cast<size_t>(s / kSampleM), path.points.size() - 1)];
+  };
+  // As a junction's clearance: a car let in from one may be slow (turning) before it gets by.
+  const double clearance = options_.ego_clearance_m + (end - begin);
+  return !EgoNear(ego, at(begin), clearance) && !EgoNear(ego, at(end), clearance);
+}
+
+bool Traffic::MayDriveByHolds(const EgoCar& ego, const Path& path, double from, double to) const {
+  for (const auto& [begin, end] : path.holds) {
+    if (begin >= from && begin < to && !MayDriveBy(ego, path, begin, end)) return false;
+  }
+  return true;
+}
+
 bool Traffic::Leader(int i, const EgoCar& ego, double* gap, double* leader_speed) {
   constexpr double kHalfLength = 2.3;
   const double kHalfWidth = options_.half_width_m;
@@ -316,7 +353,18 @@ bool Traffic::Leader(int i, const EgoCar& ego, double* gap, double* leader_speed
     for (const auto& [begin, end] : p.narrows) {
       if (begin < 1.0 || (junction_next && end > p.length - 1.0)) continue;
       const double to_begin = offset + begin;
-      if (to_begin - kHalfLength >= 0.0 && to_begin < 20.0 && !MayPass(ego, p, begin, end)) {
+      if (to_begin - kHalfLength >= 0.0 && to_begin < 20.0 &&
+          (!MayPass(ego, p, begin, end) || !MayDriveByHolds(ego, p, begin, end + 20.0))) {
+        // Nor a pass that would end waiting at a stalled car's hold, out of its lane.
+        consider(to_begin - kHalfLength, 0.0);
+      }
+    }
+    // A stalled car on the road centre: the ego car swerves into this lane to get by it. A car
+    // in a junction goes on (it was let in only with the ego car far off: see below).
+    for (const auto& [begin, end] : p.holds) {
+      if (paths_[car.path].node >= 0) break;
+      const double to_begin = offset + begin;
+      if (to_begin - kHalfLength >= 0.0 && to_begin < 20.0 && !MayDriveBy(ego, p, begin, end)) {
         consider(to_begin - kHalfLength, 0.0);
       }
     }
@@ -335,6 +383,10 @@ bool Traffic::Leader(int i, const EgoCar& ego, double* gap, double* leader_speed
       }
       for (const auto& [begin, end] : out.narrows) {
         if (begin < 1.0) clear = clear && MayPass(ego, out, begin, end);
+      }
+      // Nor when it would have to wait for a stalled car's hold before it is out of the junction.
+      for (const auto& [begin, end] : out.holds) {
+        if (begin < 30.0) clear = clear && MayDriveBy(ego, out, begin, end);
       }
       const double to_stop = offset + stop_at;
       if (car.holds != node && to_stop < 25.0) {

@@ -5,7 +5,9 @@
 //   - at a junction: one traffic car at a time crosses it, and none enters while the ego car is in
 //     it or coming towards it within `ego_clearance_m`;
 //   - at a parked car standing in its lane: it swings out towards the road centre to pass, and
-//     waits before doing so while the ego car (which drives the centre line) is near.
+//     waits before doing so while the ego car (which drives the centre line) is near;
+//   - at a stalled car on the road centre: it waits before driving by while the ego car is near,
+//     leaving the ego car the lane to swerve into.
 // The ego car counts as a car to follow when it stands ahead in a traffic car's lane. Traffic does
 // not collide with traffic; the ego car can hit it. Deterministic for a seed, allocation-free after
 // construction.
@@ -58,6 +60,9 @@ class Traffic {
   // Lanes from `world`'s roads, bent around `parked` cars that stand in them.
   Traffic(const World& world, const std::vector<Obstacle>& parked, const TrafficOptions& options);
 
+  // The cars standing on the road centre (stalled cars), replacing any given before: traffic holds
+  // back from driving by one while the ego car is near it. Call Reset or MakeRoom after.
+  void SetBlockers(const Obstacle* stalled, int count);
   // Places options.cars cars on the lanes, as a function of `seed` only.
   void Reset(uint64_t seed);
   // Moves every car within `radius` of `place` to a free place elsewhere (where the ego car was
@@ -87,6 +92,9 @@ class Traffic {
     std::vector<int> next;  // paths that may follow
     // Stretches where the path leaves its lane to pass a parked car: [begin, end) in arc length.
     std::vector<std::pair<double, double>> narrows;
+    // Stretches beside a stalled car on the road centre, which it drives by only while the ego
+    // car is far: [begin, end) in arc length.
+    std::vector<std::pair<double, double>> holds;
   };
   struct Car {
     int path = 0;
@@ -111,6 +119,11 @@ class Traffic {
   bool Place(Car* car, int self, const Vec2* avoid, double radius);
   // Whether a car may start on the pass [begin, end) of `path`: the ego car is not near it.
   bool MayPass(const EgoCar& ego, const Path& path, double begin, double end) const;
+  // Whether a car may drive by the stalled car of the hold [begin, end) of `path`: the ego car is
+  // not within ego_clearance_m plus the hold's length of it.
+  bool MayDriveBy(const EgoCar& ego, const Path& path, double begin, double end) const;
+  // Whether it may drive by every hold of `path` that begins in [from, to).
+  bool MayDriveByHolds(const EgoCar& ego, const Path& path, double from, double to) const;
 
   TrafficOptions options_;
   std::vector<Path> paths_;

@@ -284,4 +284,33 @@ std::vector<Obstacle> World::PlaceParkedCars(int count, uint64_t seed) const {
   return placed;
 }
 
+bool World::PlaceStalledCar(std::mt19937_64& rng, const std::vector<Obstacle>& others,
+                            const Vec2& avoid, double radius, Obstacle* out) const {
+  double total = 0.0;
+  for (const RoadRect& r : rects_) total += r.length;
+  if (total <= 0.0) return false;
+  double pick = Uniform(rng) * total;
+  size_t i = 0;
+  while (i + 1 < rects_.size() && pick > rects_[i].length) pick -= rects_[i++].length;
+  const RoadRect& r = rects_[i];
+  const double margin = kStalledCarJunctionM;
+  const double a = margin + Uniform(rng) * std::max(r.length - 2 * margin, 0.0);
+  const bool reverse = Uniform(rng) < 0.5;
+  if (r.length <= 2 * margin) return false;
+  const Vec2 c{r.a.x + a * r.dir.x, r.a.y + a * r.dir.y};
+  if (std::hypot(c.x - avoid.x, c.y - avoid.y) < radius) return false;
+  for (const Obstacle& o : others) {
+    const double clear =
+        o.name.rfind(kStalledCarNamePrefix, 0) == 0 ? kStalledCarSpacingM : kStalledCarClearM;
+    if (std::hypot(o.center.x - c.x, o.center.y - c.y) < clear) return false;
+  }
+  out->center = c;
+  out->yaw = std::atan2(r.dir.y, r.dir.x) + (reverse ? M_PI : 0.0);
+  // Faded paint, so that it reads as no traffic car does.
+  static constexpr uint8_t kPaint[][3] = {{90, 110, 120}, {70, 90, 150}, {130, 130, 100}};
+  const auto& paint = kPaint[rng() % (sizeof(kPaint) / sizeof(kPaint[0]))];
+  std::copy(paint, paint + 3, out->bgr);
+  return true;
+}
+
 }  // namespace convoy

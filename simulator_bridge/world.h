@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ inline constexpr int kNumTextureIds = kNumMaterials * kMaterialVariants;
 // parked car (its name: this prefix and its id).
 inline constexpr char kCurbObjectName[] = "Curb";
 inline constexpr char kParkedCarNamePrefix[] = "ParkedCar_";
+// A stalled car (broken down on the road centre line, in the way): this prefix and its number;
+// its object id is that number plus kStalledCarIdBase.
+inline constexpr char kStalledCarNamePrefix[] = "StalledCar_";
+inline constexpr int32_t kStalledCarIdBase = 90000;
 
 // A static box standing on the ground (a parked car).
 struct Obstacle {
@@ -57,6 +62,10 @@ struct Obstacle {
   double height = 1.5;
   uint8_t bgr[3] = {40, 40, 160};
 };
+
+inline constexpr double kStalledCarJunctionM = 35.0;
+inline constexpr double kStalledCarSpacingM = 40.0;
+inline constexpr double kStalledCarClearM = 25.0;
 
 // Separating-axis overlap of two rectangles given by centre, yaw, half length and half width; on
 // overlap, the axis of least penetration pointing from b towards a, and the depth.
@@ -86,6 +95,12 @@ class World {
   // Places `count` parked cars along the curbs, deterministically for `seed`, not overlapping one
   // another or junctions. May return fewer when the roads are full.
   std::vector<Obstacle> PlaceParkedCars(int count, uint64_t seed) const;
+  // Draws a place for a stalled car on a road's centre line from `rng`: at least
+  // kStalledCarJunctionM from a road end, kStalledCarSpacingM from the other stalled cars in
+  // `others`, kStalledCarClearM from every other car there (room to swerve into, on either side)
+  // and `radius` from `avoid`. False when the draw was not free (draw again).
+  bool PlaceStalledCar(std::mt19937_64& rng, const std::vector<Obstacle>& others, const Vec2& avoid,
+                       double radius, Obstacle* out) const;
 
   // Texture access for the renderer: ids in 8x8-texel tiles (64 bytes, one cache line each), so
   // nearby texels share a cache line whatever direction a camera row runs in.

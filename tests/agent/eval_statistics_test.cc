@@ -57,6 +57,8 @@ TEST_CASE("An episode's outcome says what the car hit", "[evaluation]") {
         EpisodeOutcome::kCollisionCurb);
   CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "ParkedCar_12")) ==
         EpisodeOutcome::kCollisionParkedCar);
+  CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "StalledCar_3")) ==
+        EpisodeOutcome::kCollisionStalledCar);
   CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "SM_Fence")) ==
         EpisodeOutcome::kCollisionOther);
   CHECK(OutcomeOf(Episode(TerminationReason::kOffCenterLine, 1, 1)) ==

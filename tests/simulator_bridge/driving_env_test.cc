@@ -172,7 +172,8 @@ TEST_CASE("scenarios are found by name, and an unknown one is named with the kno
   EmbeddedSimOptions sim;
   DrivingEnvOptions env;
   ApplyScenario(*traffic, &sim, &env);
-  CHECK(sim.num_parked_cars == 40);
+  CHECK(sim.num_parked_cars == 20);
+  CHECK(sim.num_stalled_cars == 8);
   CHECK(sim.traffic.cars == 24);
   CHECK(env.route_length_m == 500.0);
   CHECK(env.max_epoch_runtime_sec == 90.0);
@@ -180,6 +181,7 @@ TEST_CASE("scenarios are found by name, and an unknown one is named with the kno
   REQUIRE(empty.ok());
   ApplyScenario(*empty, &sim, &env);
   CHECK(sim.num_parked_cars == 0);
+  CHECK(sim.num_stalled_cars == 0);
   CHECK(sim.traffic.cars == 0);
   CHECK(env.route_length_m == 0.0);
   CHECK(env.max_epoch_runtime_sec == 30.0);

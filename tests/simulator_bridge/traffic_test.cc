@@ -1,6 +1,7 @@
 #include "simulator_bridge/traffic.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "simulator_bridge/embedded_sim.h"
@@ -238,4 +239,108 @@ TEST_CASE("the scripted expert completes empty roads and most of the traffic sce
 }
 
 }  // namespace
+// Where a road's centre line is nearest to p, and how far p lies from that road's ends.
+double DistanceToRoadEnds(const RoadMap& map, const Vec2& p, double* from_centre) {
+  double best = std::numeric_limits<double>::infinity(), ends = 0.0;
+  for (const Segment& r : map.roads()) {
+    const double d = DistanceToSegment(p, r);
+    if (d < best) {
+      best = d;
+      ends = std::min(std::hypot(p.x - r.a.x, p.y - r.a.y), std::hypot(p.x - r.b.x, p.y - r.b.y));
+    }
+  }
+  *from_centre = best;
+  return ends;
+}
+
+std::vector<Obstacle> StalledCars(const EmbeddedSim& sim) {
+  std::vector<Obstacle> stalled;
+  for (const Obstacle& o : sim.obstacles()) {
+    if (o.name.rfind(kStalledCarNamePrefix, 0) == 0) stalled.push_back(o);
+  }
+  return stalled;
+}
+
+TEST_CASE("stalled cars stand on the centre line, laid out per episode, clear of the car put down",
+          "[traffic]") {
+  EmbeddedSimOptions options;
+  options.world = TestWorld();
+  options.num_parked_cars = 20;
+  options.num_stalled_cars = 8;
+  options.traffic.cars = 24;
+  absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(options);
+  REQUIRE(sim.ok());
+  REQUIRE((*sim)->ResetScene(11).ok());
+  const std::vector<Obstacle> first = StalledCars(**sim);
+  REQUIRE(first.size() >= 5);
+  CHECK(static_cast<int>(first.size()) == (*sim)->num_stalled_cars());
+  for (const Obstacle& o : first) {
+    double from_centre = 0.0;
+    CHECK(DistanceToRoadEnds(TestWorld()->map(), o.center, &from_centre) >=
+          kStalledCarJunctionM - 1e-6);
+    CHECK(from_centre < 1e-6);
+    CHECK(o.id > kStalledCarIdBase);
+    for (const Obstacle& other : (*sim)->obstacles()) {
+      if (&other == &o || other.name == o.name) continue;
+      CHECK(std::hypot(other.center.x - o.center.x, other.center.y - o.center.y) >= 6.0);
+    }
+  }
+  // The same seed lays out the same scene; another seed another.
+  REQUIRE((*sim)->ResetScene(12).ok());
+  const std::vector<Obstacle> other = StalledCars(**sim);
+  REQUIRE((*sim)->ResetScene(11).ok());
+  const std::vector<Obstacle> again = StalledCars(**sim);
+  REQUIRE(again.size() == first.size());
+  for (size_t i = 0; i < first.size(); ++i) {
+    CHECK(again[i].center.x == first[i].center.x);
+    CHECK(again[i].center.y == first[i].center.y);
+  }
+  CHECK((other.size() != first.size() || other[0].center.x != first[0].center.x ||
+         other[0].center.y != first[0].center.y));
+  // Put down on a stalled car, the car finds none within 50 m and has not collided.
+  Pose pose;
+  pose.position = {static_cast<float>(first[0].center.x), static_cast<float>(first[0].center.y),
+                   0.0f};
+  pose.orientation = QuaternionFromYaw(first[0].yaw);
+  REQUIRE((*sim)->SetPose(pose, /*ignore_collision=*/true).ok());
+  for (const Obstacle& o : StalledCars(**sim)) {
+    CHECK(std::hypot(o.center.x - first[0].center.x, o.center.y - first[0].center.y) >= 50.0);
+  }
+  CHECK((*sim)->GetCollisionInfo()->has_collided == false);
+}
+
+TEST_CASE("stalled cars are in the way: a driver blind to them hits them, the expert goes around",
+          "[traffic][expert]") {
+  std::unique_ptr<DrivingEnv> env = ScenarioEnv("traffic", 1);
+  ExpertDriver expert(env->map());
+  int blind_hits = 0, expert_hits = 0;
+  constexpr int kEpisodes = 10;
+  for (int blind = 0; blind < 2; ++blind) {
+    for (int e = 0; e < kEpisodes; ++e) {
+      absl::StatusOr<StepResult> step = env->Reset(700 + e, nullptr);
+      REQUIRE(step.ok());
+      while (!step->done) {
+        int action;
+        if (blind) {
+          absl::StatusOr<Pose> pose = env->sim().GetPose();
+          REQUIRE(pose.ok());
+          action = expert.ActAt(pose->position.x_val, pose->position.y_val,
+                                YawFromQuaternion(pose->orientation), env->options());
+        } else {
+          absl::StatusOr<int> a = expert.Act(*env);
+          REQUIRE(a.ok());
+          action = *a;
+        }
+        step = env->Step(action, nullptr);
+        REQUIRE(step.ok());
+      }
+      if (step->car.collided_with.rfind(kStalledCarNamePrefix, 0) == 0) {
+        ++(blind ? blind_hits : expert_hits);
+      }
+    }
+  }
+  CHECK(blind_hits >= kEpisodes / 2);
+  CHECK(expert_hits == 0);
+}
+
 }  // namespace convoy
