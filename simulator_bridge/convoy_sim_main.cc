@@ -36,9 +36,10 @@ ABSL_FLAG(std::string, map_dir, "",
 ABSL_FLAG(uint64_t, seed, Defaults().sim.seed, "Seed of the parked cars' places and the traffic.");
 ABSL_FLAG(
     std::string, scenario, convoy::kDefaultScenario,
-    absl::StrCat("The scene: ", convoy::ScenarioNames(),
-                 " (simulator_bridge/scenario.h): its parked and moving cars. The task (route "
-                 "length, time limit) is the client's: give the agent the same --scenario."));
+    absl::StrCat(
+        "The scene: ", convoy::ScenarioNames(),
+        " (simulator_bridge/scenario.h): its parked, stalled and moving cars. The task (route "
+        "length, time limit) is the client's: give the agent the same --scenario."));
 ABSL_FLAG(std::string, clock,
           Defaults().clock == convoy::SimClockMode::kRealTime ? "realtime" : "lockstep",
           "realtime: the simulation clock follows the wall clock unless paused (as AirSim). "

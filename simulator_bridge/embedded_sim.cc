@@ -154,7 +154,10 @@ bool EmbeddedSim::MoveStalledCarsFrom(const Vec2& place) {
 
 absl::Status EmbeddedSim::Reset() {
   ResetCar();
-  ResetTraffic(options_.seed + 0x9e3779b97f4a7c15ULL * ++resets_);
+  const uint64_t scene = options_.seed + 0x9e3779b97f4a7c15ULL * ++resets_;
+  obstacles_.resize(static_cast<size_t>(num_static_));  // traffic is laid out again below
+  PlaceStalledCars(scene);
+  ResetTraffic(scene);
   return absl::OkStatus();
 }
 

@@ -31,8 +31,8 @@ struct EmbeddedSimOptions {
   CameraOptions camera;
   double step_seconds = 0.05;  // fixed physics step
   int num_parked_cars = 0;     // static obstacles, placed from `seed`
-  // Cars stalled on the road centre line, in the way (at most 1000): laid out again on every
-  // ResetScene(seed) from that seed, and moved from where the car is put down (SetPose with
+  // Cars stalled on the road centre line, in the way (at most 1000): laid out again on every reset,
+  // as the traffic is, and moved from where the car is put down (SetPose with
   // ignore_collision) so that it has room to see one and swerve.
   int num_stalled_cars = 0;
   // Moving cars (traffic.cars of them, at most 1000), laid out again on every reset: from the

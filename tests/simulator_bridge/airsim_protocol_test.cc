@@ -288,10 +288,12 @@ TEST_CASE("every method answers with AirSim's result shape over raw msgpack", "[
   CHECK(r.msgid == id - 1);
 }
 
-TEST_CASE("the scene's parked and moving cars are listed and posed as AirSim's scene objects",
-          "[airsim_protocol][traffic]") {
+TEST_CASE(
+    "the scene's parked, stalled and moving cars are listed and posed as AirSim's scene objects",
+    "[airsim_protocol][traffic]") {
   AirSimServerOptions options = ServerOptions();
   options.sim.num_parked_cars = 5;
+  options.sim.num_stalled_cars = 2;
   options.sim.traffic.cars = 4;
   options.sim.seed = 2;
   options.clock = SimClockMode::kLockStep;
@@ -309,8 +311,10 @@ TEST_CASE("the scene's parked and moving cars are listed and posed as AirSim's s
   }
   CHECK(traffic ==
         std::vector<std::string>{"TrafficCar_1", "TrafficCar_2", "TrafficCar_3", "TrafficCar_4"});
+  r = Call(c, id++, "simListSceneObjects", 1, pattern("StalledCar_.*"));
+  CHECK(r.result().via.array.size == 2);
   r = Call(c, id++, "simListSceneObjects", 1, pattern(".*"));
-  CHECK(r.result().via.array.size == 5 + 4 + 1);  // parked, traffic, and the vehicle
+  CHECK(r.result().via.array.size == 5 + 2 + 4 + 1);  // parked, stalled, traffic, the vehicle
   r = Call(c, id++, "simGetObjectPose", 1, pattern("TrafficCar_2"));
   REQUIRE(!r.error.has_value());
   CHECK(MapKeys(r.result()) == std::vector<std::string>{"position", "orientation"});

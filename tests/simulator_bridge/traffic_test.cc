@@ -13,10 +13,12 @@
 namespace convoy {
 namespace {
 
-std::unique_ptr<EmbeddedSim> MakeTrafficSim(int traffic_cars, int parked_cars, uint64_t seed = 5) {
+std::unique_ptr<EmbeddedSim> MakeTrafficSim(int traffic_cars, int parked_cars, uint64_t seed = 5,
+                                            int stalled_cars = 0) {
   EmbeddedSimOptions options;
   options.world = TestWorld();
   options.num_parked_cars = parked_cars;
+  options.num_stalled_cars = stalled_cars;
   options.traffic.cars = traffic_cars;
   options.seed = seed;
   absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(options);
@@ -263,33 +265,27 @@ std::vector<Obstacle> StalledCars(const EmbeddedSim& sim) {
 
 TEST_CASE("stalled cars stand on the centre line, laid out per episode, clear of the car put down",
           "[traffic]") {
-  EmbeddedSimOptions options;
-  options.world = TestWorld();
-  options.num_parked_cars = 20;
-  options.num_stalled_cars = 8;
-  options.traffic.cars = 24;
-  absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(options);
-  REQUIRE(sim.ok());
-  REQUIRE((*sim)->ResetScene(11).ok());
-  const std::vector<Obstacle> first = StalledCars(**sim);
+  std::unique_ptr<EmbeddedSim> sim = MakeTrafficSim(24, 20, /*seed=*/0, /*stalled_cars=*/8);
+  REQUIRE(sim->ResetScene(11).ok());
+  const std::vector<Obstacle> first = StalledCars(*sim);
   REQUIRE(first.size() >= 5);
-  CHECK(static_cast<int>(first.size()) == (*sim)->num_stalled_cars());
+  CHECK(static_cast<int>(first.size()) == sim->num_stalled_cars());
   for (const Obstacle& o : first) {
     double from_centre = 0.0;
     CHECK(DistanceToRoadEnds(TestWorld()->map(), o.center, &from_centre) >=
           kStalledCarJunctionM - 1e-6);
     CHECK(from_centre < 1e-6);
     CHECK(o.id > kStalledCarIdBase);
-    for (const Obstacle& other : (*sim)->obstacles()) {
+    for (const Obstacle& other : sim->obstacles()) {
       if (&other == &o || other.name == o.name) continue;
       CHECK(std::hypot(other.center.x - o.center.x, other.center.y - o.center.y) >= 6.0);
     }
   }
   // The same seed lays out the same scene; another seed another.
-  REQUIRE((*sim)->ResetScene(12).ok());
-  const std::vector<Obstacle> other = StalledCars(**sim);
-  REQUIRE((*sim)->ResetScene(11).ok());
-  const std::vector<Obstacle> again = StalledCars(**sim);
+  REQUIRE(sim->ResetScene(12).ok());
+  const std::vector<Obstacle> other = StalledCars(*sim);
+  REQUIRE(sim->ResetScene(11).ok());
+  const std::vector<Obstacle> again = StalledCars(*sim);
   REQUIRE(again.size() == first.size());
   for (size_t i = 0; i < first.size(); ++i) {
     CHECK(again[i].center.x == first[i].center.x);
@@ -302,11 +298,11 @@ TEST_CASE("stalled cars stand on the centre line, laid out per episode, clear of
   pose.position = {static_cast<float>(first[0].center.x), static_cast<float>(first[0].center.y),
                    0.0f};
   pose.orientation = QuaternionFromYaw(first[0].yaw);
-  REQUIRE((*sim)->SetPose(pose, /*ignore_collision=*/true).ok());
-  for (const Obstacle& o : StalledCars(**sim)) {
+  REQUIRE(sim->SetPose(pose, /*ignore_collision=*/true).ok());
+  for (const Obstacle& o : StalledCars(*sim)) {
     CHECK(std::hypot(o.center.x - first[0].center.x, o.center.y - first[0].center.y) >= 50.0);
   }
-  CHECK((*sim)->GetCollisionInfo()->has_collided == false);
+  CHECK(sim->GetCollisionInfo()->has_collided == false);
 }
 
 TEST_CASE("stalled cars are in the way: a driver blind to them hits them, the expert goes around",
