@@ -155,8 +155,7 @@ bool EmbeddedSim::MoveStalledCarsFrom(const Vec2& place) {
 absl::Status EmbeddedSim::Reset() {
   ResetCar();
   const uint64_t scene = options_.seed + 0x9e3779b97f4a7c15ULL * ++resets_;
-  obstacles_.resize(static_cast<size_t>(num_static_));  // traffic is laid out again below
-  PlaceStalledCars(scene);
+  PlaceStalledCars(scene);  // drops the traffic's boxes too; laid out again below
   ResetTraffic(scene);
   return absl::OkStatus();
 }
@@ -164,8 +163,7 @@ absl::Status EmbeddedSim::Reset() {
 absl::Status EmbeddedSim::ResetScene(uint64_t seed) {
   ResetCar();
   const uint64_t scene = options_.seed ^ (seed * 0xbf58476d1ce4e5b9ULL + 0x94d049bb133111ebULL);
-  obstacles_.resize(static_cast<size_t>(num_static_));  // traffic is laid out again below
-  PlaceStalledCars(scene);
+  PlaceStalledCars(scene);  // drops the traffic's boxes too; laid out again below
   ResetTraffic(scene);
   return absl::OkStatus();
 }
@@ -199,8 +197,7 @@ absl::Status EmbeddedSim::SetPose(const Pose& pose, bool ignore_collision) {
   car_.yaw = yaw;
   if (ignore_collision && num_static_ > num_parked_) {
     // Nor in front of a stalled car: those near it go elsewhere, traffic after them.
-    const int traffic_cars = traffic_->size();
-    if (MoveStalledCarsFrom({x, y}) && traffic_cars > 0) {
+    if (MoveStalledCarsFrom({x, y}) && traffic_->size() > 0) {
       // A car now beside a moved stalled car would meet the ego car there: lay out anew.
       ResetTraffic(stalled_rng_());
     }

@@ -294,22 +294,22 @@ bool Traffic::EgoNear(const EgoCar& ego, const Vec2& place, double clearance) co
   return dx * std::cos(ego.yaw) + dy * std::sin(ego.yaw) > -0.5 * d;
 }
 
-bool Traffic::MayPass(const EgoCar& ego, const Path& path, double begin, double end) const {
+bool Traffic::EgoClearOf(const EgoCar& ego, const Path& path, double begin, double end,
+                         double clearance) const {
   auto at = [&path](double s) {
     return path.points[std::min<size_t>(static_cast<size_t>(s / kSampleM), path.points.size() - 1)];
   };
-  // The ego car drives faster than traffic: it must be further off than the pass is long.
-  const double clearance = options_.pass_clearance_m + 1.5 * (end - begin);
   return !EgoNear(ego, at(begin), clearance) && !EgoNear(ego, at(end), clearance);
 }
 
+bool Traffic::MayPass(const EgoCar& ego, const Path& path, double begin, double end) const {
+  // The ego car drives faster than traffic: it must be further off than the pass is long.
+  return EgoClearOf(ego, path, begin, end, options_.pass_clearance_m + 1.5 * (end - begin));
+}
+
 bool Traffic::MayDriveBy(const EgoCar& ego, const Path& path, double begin, double end) const {
-  auto at = [&path](double s) {
-    return path.points[std::min<size_t>(static_cast<size_t>(s / kSampleM), path.points.size() - 1)];
-  };
   // As a junction's clearance: a car let in from one may be slow (turning) before it gets by.
-  const double clearance = options_.ego_clearance_m + (end - begin);
-  return !EgoNear(ego, at(begin), clearance) && !EgoNear(ego, at(end), clearance);
+  return EgoClearOf(ego, path, begin, end, options_.ego_clearance_m + (end - begin));
 }
 
 bool Traffic::MayDriveByHolds(const EgoCar& ego, const Path& path, double from, double to) const {

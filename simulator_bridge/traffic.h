@@ -117,6 +117,10 @@ class Traffic {
   // Puts *car at a random free place on a lane (not `self`'s own spot), at least `radius` from
   // *avoid when given; false when the draw was not free.
   bool Place(Car* car, int self, const Vec2* avoid, double radius);
+  // Whether the ego car is further than `clearance` from both ends of [begin, end) of `path`
+  // (or clearly leaving them).
+  bool EgoClearOf(const EgoCar& ego, const Path& path, double begin, double end,
+                  double clearance) const;
   // Whether a car may start on the pass [begin, end) of `path`: the ego car is not near it.
   bool MayPass(const EgoCar& ego, const Path& path, double begin, double end) const;
   // Whether a car may drive by the stalled car of the hold [begin, end) of `path`: the ego car is
