@@ -5,7 +5,15 @@ Prints a table per measure and RESULT key=value lines:
   - the production files a run setting is written in (flag, struct field, RunConfig mapping, launcher);
   - the data members of Agent::Impl;
   - the longest functions of agent/, param_server/ and deploy/local/ (universal-ctags' end lines);
-  - hand-written status early returns (`if (!s.ok()) return ...` in one statement).
+  - hand-written status early returns (`if (!s.ok()) return ...` in one statement);
+  - the owners of the agent's sync state: classes that hold an outage state, a rejoin pacer or a
+    backlog, or that call Rejoin/Reconnected on a session;
+  - includes that point up: a lower room's file including a higher room's, or anything but the
+    agent's composition root (agent.cc, convoy_agent.cc) including agent/agent.h;
+  - agent settings outside a table: ABSL_FLAG definitions, written out, of AgentOptions' fields;
+  - the places a setting's range is written (literal RealRange/IntRange/UintRange names);
+  - the types that carry a push's answer (five or more of its fields);
+  - lines of CMake and of ./convoy.
 Usage: bench/code_shape.py [--repo DIR] [--longest N]
 """
 import argparse
@@ -116,6 +124,131 @@ def status_returns(repo, files):
   return total, per_file
 
 
+def ctags(repo, sources, kinds):
+  out = subprocess.run(["ctags", "--output-format=json", "--fields=+netK", "--c++-kinds=" + kinds,
+                        "--language-force=C++", "-f", "-", *sources], cwd=repo, check=True,
+                       capture_output=True, text=True).stdout
+  return [json.loads(line) for line in out.splitlines()]
+
+
+def cc_sources(files, prefix):
+  return [f for f in files if f.startswith(prefix) and f.endswith((".cc", ".h"))]
+
+
+SYNC_STATE_TYPES = re.compile(r"\b(SyncState|RejoinPacer|OutageBacklog|State)\b")
+SYNC_CALLS = re.compile(r"(->|\.)\s*(Reconnected|Rejoin)\s*\(")
+
+
+def sync_owners(repo, files):
+  """Classes holding sync state, and classes deciding an outage's transitions by calls."""
+  sources = cc_sources(files, "agent/")
+  tags = ctags(repo, sources, "+fm")
+  owners = {}
+  for tag in tags:
+    scope = tag.get("scope", "").replace("convoy::", "")
+    if tag["kind"] == "member" and SYNC_STATE_TYPES.search(tag.get("typeref", "")):
+      owners.setdefault(scope, set()).add("holds " + tag["typeref"].replace("typename:", ""))
+  texts = {f: read(repo, f).splitlines() for f in sources}
+  for tag in tags:
+    if tag["kind"] != "function" or "end" not in tag:
+      continue
+    body = "\n".join(texts[tag["path"]][tag["line"]:tag["end"]])
+    # A member function's owner is its class.
+    scope = tag.get("scope", "").replace("convoy::", "").split("::")[0] or tag["path"]
+    for m in SYNC_CALLS.finditer(body):
+      owners.setdefault(scope, set()).add("calls " + m.group(2))
+  # Option structs and the pacer's own options are not owners.
+  return {k: v for k, v in owners.items() if not k.endswith("Options") and k}
+
+
+ROOM_RANKS = [  # (path prefix, rank): the longest prefix that matches wins.
+    ("common/", 0), ("proto/", 0), ("simulator_bridge/", 1), ("param_server/", 1),
+    ("agent/client/", 2), ("agent/learning/", 2), ("agent/evaluation/", 3), ("agent/", 4),
+    ("deploy/", 5), ("bench/", 6)]
+COMPOSITION_ROOT = {"agent/agent.cc", "agent/convoy_agent.cc"}
+
+
+def rank(path):
+  best = None
+  for prefix, r in ROOM_RANKS:
+    if path.startswith(prefix) and (best is None or len(prefix) > len(best[0])):
+      best = (prefix, r)
+  return best[1] if best else 0
+
+
+def includes_up(repo, files):
+  rows = []
+  for f in files:
+    if not f.endswith((".cc", ".h")):
+      continue
+    for n, line in enumerate(read(repo, f).splitlines(), 1):
+      m = re.match(r'#include "([^"]+)"', line)
+      if not m:
+        continue
+      target = m.group(1)
+      if target == "agent/agent.h" and f not in COMPOSITION_ROOT:
+        rows.append((f, n, target))
+      elif rank(target) > rank(f) and not target.endswith(".pb.h"):
+        rows.append((f, n, target))
+  return rows
+
+
+def agent_option_fields(repo, also=()):
+  """AgentOptions' fields (and, with `also`, those of the named structs in the files given)."""
+  wanted = [("agent/agent.h", "AgentOptions"), *also]
+  names = set()
+  for path, struct in wanted:
+    if os.path.exists(os.path.join(repo, path)):
+      names |= {t["name"] for t in ctags(repo, [path], "+m")
+                if t["kind"] == "member" and t.get("scope", "").endswith(struct)}
+  return names
+
+
+def settings_outside_table(repo, files):
+  fields = agent_option_fields(repo)
+  rows = []
+  for f in files:
+    if not f.endswith(".cc"):
+      continue
+    for m in re.finditer(r"ABSL_FLAG\(\s*[^,]+,\s*(\w+)\s*,", read(repo, f)):
+      if m.group(1) in fields:
+        rows.append((f, m.group(1)))
+  return rows
+
+
+def range_places(repo, files):
+  places = {}
+  for f in files:
+    if not f.endswith((".cc", ".h")):
+      continue
+    for m in re.finditer(r"\b(Real|Int|Uint)Range\(\s*\"(\w+)\"", read(repo, f)):
+      places.setdefault(m.group(2), []).append(f)
+  return places
+
+
+ANSWER_FIELDS = {"accepted", "reason", "version", "staleness", "epsilon", "target_version",
+                 "incarnation", "repeated", "step_pushes"}
+
+
+def answer_types(repo, files):
+  sources = [f for f in files if f.endswith((".cc", ".h"))]
+  fields = {}
+  for tag in ctags(repo, sources, "+m"):
+    if tag["kind"] == "member" and tag["name"] in ANSWER_FIELDS:
+      fields.setdefault(tag.get("scope", "").replace("convoy::", ""), set()).add(tag["name"])
+  proto = subprocess.run(["git", "-C", repo, "ls-files", "proto"], check=True, capture_output=True,
+                         text=True).stdout.split()
+  for f in proto:
+    for m in re.finditer(r"message (\w+) \{([^}]*)\}", read(repo, f)):
+      names = set(re.findall(r"\b(\w+) = \d+;", m.group(2)))
+      fields[m.group(1) + " (proto)"] = names & ANSWER_FIELDS
+  return sorted(k for k, v in fields.items() if len(v) >= 5)
+
+
+def line_count(repo, paths):
+  return sum(read(repo, p).count("\n") for p in paths)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -133,7 +266,8 @@ def main():
   print(" ".join(members))
   print(f"RESULT agent_impl_members={len(members)}")
 
-  for d in ["agent/", "param_server/", "deploy/local/"]:
+  dirs = sorted({os.path.dirname(f) + "/" for f in files if f.endswith((".cc", ".h"))})
+  for d in dirs:
     print(f"\n## Longest functions of {d}")
     rows = longest_functions(args.repo, files, [d], args.longest)
     for lines, path, line, name in rows:
@@ -147,6 +281,48 @@ def main():
   for f, n in sorted(per_file.items(), key=lambda kv: -kv[1])[:8]:
     print(f"{n:4d}  {f}")
   print(f"RESULT status_early_returns={total}")
+
+  owners = sync_owners(args.repo, files)
+  print(f"\n## Owners of the agent's sync state: {len(owners)}")
+  for name, why in sorted(owners.items()):
+    print(f"  {name}: {', '.join(sorted(why))}")
+  print(f"RESULT sync_state_owners={len(owners)}")
+
+  up = includes_up(args.repo, files)
+  print(f"\n## Includes that point up: {len(up)}")
+  for f, n, target in up:
+    print(f"  {f}:{n} -> {target}")
+  print(f"RESULT includes_up={len(up)}")
+
+  outside = settings_outside_table(args.repo, files)
+  names = sorted({name for _, name in outside})
+  print(f"\n## Agent settings written out as flags: {len(names)} settings, {len(outside)} flags")
+  for name in names:
+    print(f"  {name:28s} {' '.join(f for f, n in outside if n == name)}")
+  print(f"RESULT settings_outside_table={len(names)}")
+  print(f"RESULT setting_flags_outside_table={len(outside)}")
+
+  places = range_places(args.repo, files)
+  settings = agent_option_fields(args.repo, [("deploy/local/local_cluster.h", "LocalClusterOptions")])
+  repeated = {k: v for k, v in places.items() if len(v) > 1 and k in settings}
+  print(f"\n## Ranges of agent and launcher settings written more than once: {len(repeated)}")
+  for name, where in sorted(repeated.items(), key=lambda kv: -len(kv[1])):
+    print(f"  {name:28s} {len(where)}  {' '.join(where)}")
+  print(f"RESULT ranges_written_twice={len(repeated)}")
+  print(f"RESULT range_places_learning_rate={len(places.get('learning_rate', []))}")
+
+  types = answer_types(args.repo, files)
+  print(f"\n## Types that carry a push's answer: {len(types)}")
+  print("  " + " ".join(types))
+  print(f"RESULT push_answer_types={len(types)}")
+
+  cmake = [f for f in subprocess.run(["git", "-C", args.repo, "ls-files"], check=True,
+                                     capture_output=True, text=True).stdout.split()
+           if f.endswith(("CMakeLists.txt", ".cmake"))]
+  print(f"\n## Lines: CMake {line_count(args.repo, cmake)}, ./convoy "
+        f"{line_count(args.repo, ['convoy'])}")
+  print(f"RESULT cmake_lines={line_count(args.repo, cmake)}")
+  print(f"RESULT convoy_script_lines={line_count(args.repo, ['convoy'])}")
   return 0
 
 
