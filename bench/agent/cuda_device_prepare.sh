@@ -20,6 +20,7 @@ REPO="$(cd "$HERE/../.." && pwd)"
 # ./convoy's helpers (os_release_field, apt_deb_src_sources, log); sourcing it runs nothing.
 # shellcheck source=/dev/null
 source "$REPO/convoy"
+source "$REPO/deploy/scripts/apt_sources.sh"
 OUTPUT="${1:-$REPO/build-device}"
 # What the GPU machine may receive in all (the device tool's limit on carried paths).
 CARRY_LIMIT_BYTES=$((64 * 1024 * 1024))

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# ./convoy's apt_deb_src_sources: the deb-src entries of the TSan Abseil build come from the machine's own
-# apt sources, one-line and deb822 alike, and neither ./convoy nor the Dockerfile names an archive's host.
+# deploy/scripts/apt_sources.sh's apt_deb_src_sources: the deb-src entries of the TSan Abseil build come from
+# the machine's own apt sources, one-line and deb822 alike, and neither ./convoy, its scripts nor the
+# Dockerfile names an archive's host.
 # Usage: apt_sources_test.sh <repository root>
 set -euo pipefail
 ROOT="$1"
 # shellcheck source=/dev/null
 source "$ROOT/convoy"
+source "$ROOT/deploy/scripts/apt_sources.sh"
 
 T="$(mktemp -d)"
 trap 'rm -rf "$T"' EXIT
@@ -142,11 +144,11 @@ if command -v apt-get >/dev/null; then
   done
 fi
 
-# No archive or registry host in the build script or the image's recipe: apt uses the machine's sources.
-if grep -nE 'https?://' "$ROOT/convoy" "$ROOT/deploy/docker/Dockerfile"; then
-  echo "FAIL: ./convoy or the Dockerfile names a host"; failures=$((failures + 1))
+# No archive or registry host in the build scripts or the image's recipe: apt uses the machine's sources.
+if grep -nE 'https?://' "$ROOT/convoy" "$ROOT"/deploy/scripts/*.sh "$ROOT/deploy/docker/Dockerfile"; then
+  echo "FAIL: ./convoy, its scripts or the Dockerfile name a host"; failures=$((failures + 1))
 else
-  echo "ok: ./convoy and the Dockerfile name no host"
+  echo "ok: ./convoy, its scripts and the Dockerfile name no host"
 fi
 
 [ "$failures" -eq 0 ]

@@ -34,6 +34,7 @@ free_gb=$(($(df -Pk "$CACHE" | awk 'NR == 2 { print $4 }') / 1024 / 1024))
 
 # shellcheck source=/dev/null
 source "$REPO/convoy"
+source "$REPO/deploy/scripts/apt_sources.sh"
 log() { echo "debian13_test: [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 list=/etc/apt/sources.list
 parts=/etc/apt/sources.list.d/
