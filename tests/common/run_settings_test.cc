@@ -3,7 +3,9 @@
 #include "common/run_settings.h"
 
 #include <algorithm>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,20 @@
 
 namespace convoy {
 namespace {
+
+// README's paragraph on convoy_ps names the run settings every agent adopts on Join: checked
+// against the table, so that a new row cannot be left out of it.
+TEST_CASE("README names every run setting of the table as a convoy_ps flag", "[run_settings]") {
+  std::ifstream in(CONVOY_SOURCE_DIR "/README.md");
+  REQUIRE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  for (const auto& [flag, value] : RunSettingValues(RunSettings{})) {
+    INFO("--" << flag);
+    CHECK(readme.find("`--" + flag + "`") != std::string::npos);
+  }
+}
 
 TEST_CASE("The defaults of every run setting are in their ranges, on the server and in an agent",
           "[run_settings]") {
