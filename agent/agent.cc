@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <array>
 #include <climits>
@@ -20,6 +21,7 @@
 #include "agent/ps_session.h"
 #include "agent/push_log.h"
 #include "agent/replay_memory.h"
+#include "agent/server_presence.h"
 #include "agent/sharded_session.h"
 #include "common/backoff.h"
 #include "common/exploration.h"
@@ -37,6 +39,41 @@ namespace {
 constexpr absl::Duration kSamplerTimeout = absl::Seconds(30);
 constexpr absl::Duration kWeightsEvery = absl::Seconds(60);
 constexpr size_t kReturnWindow = 20;  // Episodes in the average return.
+// A loopback or LAN server refuses at once; a longer wait is a partition, not evidence.
+constexpr absl::Duration kPresenceProbeTimeout = absl::Milliseconds(500);
+
+// The agent is the composition root: the options of its parts are made here, from its own.
+
+// What concerns each server of --ps, with the default timings (the address is set per server).
+PsSessionOptions SessionOptionsOf(const AgentOptions& agent) {
+  PsSessionOptions o;
+  o.agent_id = agent.agent_id;
+  o.agent_index = agent.agent_index;
+  o.push_encoding = agent.push_encoding;
+  o.security = agent.ps_security;
+  o.push_log = agent.push_log;
+  return o;
+}
+
+JoinOptions JoinOptionsOf(const AgentOptions& agent) {
+  JoinOptions o;
+  o.model = agent.model;
+  o.model_pinned = agent.pinned.count("model") > 0;
+  o.push = agent.push;
+  return o;
+}
+
+// With ProbeServerPresence of `servers`, the agent's launcher being the parent process now.
+SyncOptions SyncOptionsOf(const AgentOptions& agent, std::vector<std::string> servers) {
+  SyncOptions o;
+  o.agent_id = agent.agent_id;
+  o.push = agent.push;
+  o.batch_update_frequency = static_cast<uint64_t>(std::max(1, agent.batch_update_frequency));
+  o.sync_wait = agent.sync_wait;
+  o.final_sync_for = agent.final_sync_for;
+  o.presence = ProbeServerPresence(std::move(servers), ::getppid(), kPresenceProbeTimeout);
+  return o;
+}
 
 // The learner as the parameter-server sync sees it.
 class LearnerModel final : public SyncedModel {
@@ -82,23 +119,6 @@ absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options) 
                     : absl::StrCat(", adopted: ", absl::StrJoin(adopt.adopted(), ", ")));
   *options = std::move(adopted);
   return absl::OkStatus();
-}
-
-absl::StatusOr<PushMode> ParsePushMode(absl::string_view name) {
-  if (name == "gradients") return PushMode::kGradients;
-  if (name == "deltas") return PushMode::kDeltas;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--push must be gradients or deltas, got '", name, "'"));
-}
-
-const char* PushModeName(PushMode mode) {
-  switch (mode) {
-    case PushMode::kGradients:
-      return "gradients";
-    case PushMode::kDeltas:
-      return "deltas";
-  }
-  return "unknown";  // Unreachable: the switch names every mode.
 }
 
 class Agent::Impl {
@@ -199,11 +219,13 @@ absl::Status Agent::Impl::Init() {
   if (options_.torch_threads > 0) torch::set_num_threads(options_.torch_threads);
 
   CONVOY_ASSIGN_OR_RETURN(environment_, MakeEnvironment(options_.environment));
+  std::vector<std::string> servers;  // --ps: the server, or the shards in order.
   if (!options_.ps_address.empty()) {
     // Joins and adopts the server's run settings before anything depends on them.
-    CONVOY_ASSIGN_OR_RETURN(ps_, CreateSession(options_));
+    CONVOY_ASSIGN_OR_RETURN(servers, ParseServerList(options_.ps_address));
+    CONVOY_ASSIGN_OR_RETURN(ps_, CreateSession(servers, SessionOptionsOf(options_), options_.push));
     CONVOY_ASSIGN_OR_RETURN(const JoinResult joined,
-                            ps_->Join(environment_->env->num_actions(), options_));
+                            ps_->Join(environment_->env->num_actions(), JoinOptionsOf(options_)));
     CONVOY_RETURN_IF_ERROR(AdoptRunConfig(joined.config, &options_));
     epsilon_ = joined.epsilon;
   } else {
@@ -275,8 +297,8 @@ absl::Status Agent::Impl::Init() {
 
   if (ps_ != nullptr) {
     synced_model_.emplace(learner_.get());
-    sync_ = std::make_unique<ParameterServerSync>(ps_.get(), &*synced_model_,
-                                                  SyncOptions::For(options_), epsilon_);
+    sync_ = std::make_unique<ParameterServerSync>(
+        ps_.get(), &*synced_model_, SyncOptionsOf(options_, std::move(servers)), epsilon_);
   }
   return absl::OkStatus();
 }

@@ -43,6 +43,7 @@
 #include "absl/time/time.h"
 #include "agent/environment.h"
 #include "agent/preprocess.h"
+#include "agent/push_mode.h"
 #include "common/run_defaults.h"
 #include "common/run_settings.h"
 #include "common/security.h"
@@ -54,18 +55,6 @@ namespace v1 {
 class RunConfig;  // convoy/v1/parameter_server.proto: agent.h stays free of protobuf.
 }  // namespace v1
 class PushLog;  // agent/push_log.h
-
-// What an agent pushes to the parameter server (--push).
-enum class PushMode {
-  kGradients,  // The mean gradient of its minibatches; the server runs the optimizer.
-  kDeltas,     // The weight change of its local optimizer since the last sync (--optimizer=delta).
-};
-
-// "gradients" or "deltas". Errors: INVALID_ARGUMENT "--push must be gradients or deltas, got
-// '<name>'".
-absl::StatusOr<PushMode> ParsePushMode(absl::string_view name);
-// The name ParsePushMode takes.
-const char* PushModeName(PushMode mode);
 
 // AgentRunSettings (common/run_settings.h): batch_size, batch_update_frequency, gamma, n_step,
 // target_update_frequency (alone: minibatches between target copies), double_dqn, max_grad_norm,

@@ -194,7 +194,7 @@ class SyntheticDescent {
     const uint64_t sequence = client_.next_sequence();
     ComputeGradient(sequence);
     const bool replayable = absl::GetFlag(FLAGS_replayable);
-    absl::StatusOr<PushResult> pushed =
+    absl::StatusOr<PushAnswer> pushed =
         client_.Push(gradient_.data(), n_, version_, 1, replayable ? incarnation_ : 0);
     if (!pushed.ok()) {
       if (client_.has_pending_push()) {
@@ -241,14 +241,14 @@ class SyntheticDescent {
         continue;  // Join retried for --retry_for already.
       }
       if (!client_.has_pending_push()) return Next::kAgain;
-      absl::StatusOr<PushResult> resent = client_.ResendPendingPush();
+      absl::StatusOr<PushAnswer> resent = client_.ResendPendingPush();
       if (resent.ok()) LogAnswer(pending_sequence_, *resent);
       if (!client_.has_pending_push()) return Next::kAgain;
     }
     return Next::kStop;
   }
 
-  void LogAnswer(uint64_t sequence, const PushResult& r) {
+  void LogAnswer(uint64_t sequence, const PushAnswer& r) {
     if (push_log_ != nullptr) {
       push_log_->Answered({agent_id_, client_.push_session(), sequence, /*shard=*/0,
                            /*minibatches=*/1},
@@ -256,7 +256,7 @@ class SyntheticDescent {
     }
   }
 
-  void Report(const PushResult& pushed) {
+  void Report(const PushAnswer& pushed) {
     std::printf(
         "%s  t=%5.1fs  version=%-7llu  loss=%.4f  pushes=%llu  rejected=%llu  epsilon=%.3f\n",
         agent_id_.c_str(), absl::ToDoubleSeconds(absl::Now() - start_),

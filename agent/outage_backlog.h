@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "agent/agent.h"
+#include "agent/push_mode.h"
 
 namespace convoy {
 

@@ -1,7 +1,6 @@
 #include "agent/parameter_server_sync.h"
 
 #include <glog/logging.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -9,13 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "agent/sharded_session.h"
 
 namespace convoy {
 namespace {
-
-// A loopback or LAN server refuses at once; a longer wait is a partition, not evidence.
-constexpr absl::Duration kPresenceProbeTimeout = absl::Milliseconds(500);
 
 class RealClock final : public SyncClock {
  public:
@@ -42,19 +37,6 @@ const char* SyncStateName(SyncState state) {
 SyncClock* SyncClock::Real() {
   static RealClock* const clock = new RealClock;
   return clock;
-}
-
-SyncOptions SyncOptions::For(const AgentOptions& agent) {
-  SyncOptions o;
-  o.agent_id = agent.agent_id;
-  o.push = agent.push;
-  o.batch_update_frequency = static_cast<uint64_t>(std::max(1, agent.batch_update_frequency));
-  o.sync_wait = agent.sync_wait;
-  o.final_sync_for = agent.final_sync_for;
-  absl::StatusOr<std::vector<std::string>> servers = ParseServerList(agent.ps_address);
-  o.presence = ProbeServerPresence(servers.ok() ? *std::move(servers) : std::vector<std::string>{},
-                                   ::getppid(), kPresenceProbeTimeout);
-  return o;
 }
 
 ParameterServerSync::ParameterServerSync(ParameterServerSession* session, SyncedModel* model,
@@ -201,7 +183,7 @@ void ParameterServerSync::FinishExchange(std::unique_ptr<Exchange> e) {
   }
   const bool catch_up = e->kind == Exchange::Kind::kCatchUp;
   if (e->pushed.has_value()) {
-    const absl::StatusOr<PushResult>& pushed = *e->pushed;
+    const absl::StatusOr<PushAnswer>& pushed = *e->pushed;
     if (!pushed.ok()) {
       if (e->has_pending_push) {
         // No answer: the session keeps this push and resends it on rejoin, so the server applies it

@@ -23,7 +23,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/agent.h"
 #include "agent/outage_backlog.h"
 #include "agent/ps_session.h"
 #include "agent/server_presence.h"
@@ -62,15 +61,12 @@ struct SyncOptions {
   PushMode push = PushMode::kGradients;
   // Minibatches between sync points; rejoin attempts are made at multiples of it.
   uint64_t batch_update_frequency = 1;
-  absl::Duration sync_wait = absl::Seconds(1);        // AgentOptions::sync_wait.
-  absl::Duration final_sync_for = absl::Seconds(10);  // AgentOptions::final_sync_for.
+  absl::Duration sync_wait = absl::Seconds(1);        // --sync_wait.
+  absl::Duration final_sync_for = absl::Seconds(10);  // --final_sync_for.
   // Asked by FinalSync at its start and after each attempt that did not reach the server: evidence
   // that it is gone ends the final sync early (a refusal once it has lasted kGoneAfterRefusedFor, a
   // launcher's death at once). Null: the server is never taken for gone.
   std::shared_ptr<ServerPresence> presence;
-
-  // With ProbeServerPresence of the agent's --ps, its launcher being the parent process now.
-  static SyncOptions For(const AgentOptions& agent);
 };
 
 // Counters for AgentStats.

@@ -205,12 +205,12 @@ bool Unanswered(const absl::Status& status) {
 
 }  // namespace
 
-absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uint64_t base_version,
+absl::StatusOr<PushAnswer> PsClient::Push(const float* values, size_t count, uint64_t base_version,
                                           uint32_t minibatch_count, uint64_t base_incarnation) {
   if (count == 0) return absl::InvalidArgumentError("nothing to push");
   const uint64_t sequence = ++pushes_;
   pending_.reset();  // A newer push supersedes it: the server would refuse it as SUPERSEDED now.
-  absl::StatusOr<PushResult> result =
+  absl::StatusOr<PushAnswer> result =
       SendPush(values, count, base_version, minibatch_count, base_incarnation, sequence);
   if (!result.ok() && Unanswered(result.status())) {
     pending_ = PendingPush{std::vector<float>(values, values + count), base_version,
@@ -219,16 +219,16 @@ absl::StatusOr<PushResult> PsClient::Push(const float* values, size_t count, uin
   return result;
 }
 
-absl::StatusOr<PushResult> PsClient::ResendPendingPush() {
+absl::StatusOr<PushAnswer> PsClient::ResendPendingPush() {
   if (!pending_.has_value()) return absl::FailedPreconditionError("no push is pending");
-  absl::StatusOr<PushResult> result =
+  absl::StatusOr<PushAnswer> result =
       SendPush(pending_->values.data(), pending_->values.size(), pending_->base_version,
                pending_->minibatch_count, pending_->base_incarnation, pending_->sequence);
   if (result.ok() || !Unanswered(result.status())) pending_.reset();
   return result;
 }
 
-absl::StatusOr<PushResult> PsClient::SendPush(const float* values, size_t count,
+absl::StatusOr<PushAnswer> PsClient::SendPush(const float* values, size_t count,
                                               uint64_t base_version, uint32_t minibatch_count,
                                               uint64_t base_incarnation, uint64_t sequence) {
   const size_t per_chunk = ElementsPerChunk(options_.push_encoding);
@@ -265,18 +265,7 @@ absl::StatusOr<PushResult> PsClient::SendPush(const float* values, size_t count,
     return FromGrpcCall(writer->Finish(), context);
   });
   if (!status.ok()) return status;
-  PushResult result;
-  result.accepted = response.accepted();
-  result.reason = response.reason();
-  result.version = response.version();
-  result.staleness = response.staleness();
-  result.epsilon = response.epsilon();
-  result.target_version = response.target_version();
-  result.incarnation = response.incarnation();
-  result.repeated = response.repeated();
-  result.step_pushes = response.step_pushes();
-  result.message = response.message();
-  return result;
+  return FromResponse(response);
 }
 
 absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_incarnation,

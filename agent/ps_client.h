@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/backoff.h"
+#include "common/push_answer.h"
 #include "common/security.h"
 #include "common/tensor_encoding.h"
 #include "convoy/v1/parameter_server.grpc.pb.h"
@@ -76,19 +77,6 @@ struct PsClientOptions {
   }();
 };
 
-struct PushResult {
-  bool accepted = false;
-  v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
-  uint64_t version = 0;
-  uint64_t staleness = 0;
-  double epsilon = 0;
-  uint64_t target_version = 0;
-  uint64_t incarnation = 0;
-  bool repeated = false;     // A retry reached a server that had already answered this push.
-  uint32_t step_pushes = 0;  // The pushes the server's step that made `version` combined.
-  std::string message;
-};
-
 struct PullResult {
   bool updated = false;  // False: the caller already held this version; `out` untouched.
   uint64_t version = 0;
@@ -115,7 +103,7 @@ class PsClient {
   // checked), chunked and encoded per options, as this session's next push. A policy rejection
   // (STALE, AHEAD, BASE_NOT_IN_LINEAGE, an older server's WRONG_INCARNATION, SUPERSEDED) is an OK
   // result with accepted=false; malformed input is an error status.
-  absl::StatusOr<PushResult> Push(const float* values, size_t count, uint64_t base_version,
+  absl::StatusOr<PushAnswer> Push(const float* values, size_t count, uint64_t base_version,
                                   uint32_t minibatch_count, uint64_t base_incarnation = 0);
 
   // Fetches `network`'s weights into `out` unless (have_version, have_incarnation) is already
@@ -130,7 +118,7 @@ class PsClient {
   // Sends the pending push again, same session and sequence. An answer (also an error status other
   // than UNAVAILABLE or DEADLINE_EXCEEDED) ends it; otherwise it stays pending. Errors:
   // FAILED_PRECONDITION when none is pending.
-  absl::StatusOr<PushResult> ResendPendingPush();
+  absl::StatusOr<PushAnswer> ResendPendingPush();
 
   const PsClientOptions& options() const { return options_; }
   // The fingerprint Join and Push send; set once the model is known.
@@ -177,7 +165,7 @@ class PsClient {
     uint64_t base_incarnation = 0;
     uint64_t sequence = 0;
   };
-  absl::StatusOr<PushResult> SendPush(const float* values, size_t count, uint64_t base_version,
+  absl::StatusOr<PushAnswer> SendPush(const float* values, size_t count, uint64_t base_version,
                                       uint32_t minibatch_count, uint64_t base_incarnation,
                                       uint64_t sequence);
 

@@ -25,38 +25,6 @@ std::string Hostname() {
 
 }  // namespace
 
-absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name) {
-  if (name == "gradients") return UpdateRule::kGradients;
-  if (name == "delta") return UpdateRule::kDelta;
-  return absl::InvalidArgumentError(absl::StrCat("the parameter server's update rule is '", name,
-                                                 "', neither gradients nor delta"));
-}
-
-absl::Status CheckPushModeFits(PushMode push, UpdateRule rule) {
-  switch (rule) {
-    case UpdateRule::kDelta:
-      switch (push) {
-        case PushMode::kDeltas:
-          return absl::OkStatus();
-        case PushMode::kGradients:
-          return absl::InvalidArgumentError(
-              "the parameter server applies deltas (--optimizer=delta): start agents with "
-              "--push=deltas");
-      }
-      break;
-    case UpdateRule::kGradients:
-      switch (push) {
-        case PushMode::kGradients:
-          return absl::OkStatus();
-        case PushMode::kDeltas:
-          return absl::InvalidArgumentError(
-              "--push=deltas needs a parameter server started with --optimizer=delta");
-      }
-      break;
-  }
-  return absl::InternalError("unknown push mode or update rule");  // Unreachable.
-}
-
 void RejoinPacer::Attempted(absl::Time now, const absl::Status& outcome) {
   if (outcome.ok()) {
     next_ = absl::InfinitePast();
@@ -66,17 +34,6 @@ void RejoinPacer::Attempted(absl::Time now, const absl::Status& outcome) {
   // are UNAVAILABLE). Anything else is an answer: late (DEADLINE_EXCEEDED) or a refusal.
   next_ = now + (outcome.code() == absl::StatusCode::kUnavailable ? options_.after_no_answer
                                                                   : options_.after_late_answer);
-}
-
-PsSessionOptions PsSession::OptionsFor(const AgentOptions& agent) {
-  PsSessionOptions o;
-  o.address = agent.ps_address;
-  o.agent_id = agent.agent_id;
-  o.agent_index = agent.agent_index;
-  o.push_encoding = agent.push_encoding;
-  o.security = agent.ps_security;
-  o.push_log = agent.push_log;
-  return o;
 }
 
 absl::StatusOr<std::unique_ptr<PsSession>> PsSession::Create(const PsSessionOptions& options) {
@@ -97,10 +54,12 @@ PsSession::PsSession(const PsSessionOptions& options, std::unique_ptr<PsClient> 
       ps_(std::move(client)),
       pacer_(RejoinPacer::Options{options.rejoin_retry, options.rejoin_every}) {}
 
-absl::StatusOr<JoinResult> PsSession::Join(int num_actions, const AgentOptions& options) {
+absl::StatusOr<JoinResult> PsSession::Join(int num_actions, const JoinOptions& options) {
   // The model first: Join needs its fingerprint.
   CONVOY_ASSIGN_OR_RETURN(const v1::StatusResponse status, ps_->Status());
-  RunSettingAdopter adopt(options.pinned);
+  const std::set<std::string> pinned =
+      options.model_pinned ? std::set<std::string>{"model"} : std::set<std::string>{};
+  RunSettingAdopter adopt(pinned);
   std::string model_name = options.model;
   if (!status.model_name().empty()) adopt.Take("model", "model", &model_name, status.model_name());
   CONVOY_RETURN_IF_ERROR(adopt.status());
@@ -133,9 +92,9 @@ void PsSession::StartTraining() {
   rejoin_ = *PsClient::Create(training);
 }
 
-absl::StatusOr<PushResult> PsSession::Push(absl::Span<const float> values,
+absl::StatusOr<PushAnswer> PsSession::Push(absl::Span<const float> values,
                                            uint32_t minibatch_count) {
-  absl::StatusOr<PushResult> pushed =
+  absl::StatusOr<PushAnswer> pushed =
       ps_->Push(values.data(), values.size(), version_, minibatch_count, incarnation_);
   // Only a run with a push log names its pushes: nothing more on every push otherwise.
   auto logged = [&] {
@@ -221,7 +180,7 @@ absl::StatusOr<double> PsSession::TryRejoin() {
   LOG(INFO) << options_.agent_id << ": rejoined the parameter server at version "
             << joined->version();
   if (ps_->has_pending_push()) {
-    absl::StatusOr<PushResult> resent = ps_->ResendPendingPush();
+    absl::StatusOr<PushAnswer> resent = ps_->ResendPendingPush();
     if (resent.ok() && options_.push_log != nullptr) {
       options_.push_log->Answered(pending_logged_, *resent);
     }

@@ -29,26 +29,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "agent/agent.h"
 #include "agent/ps_client.h"
 #include "agent/push_log.h"
+#include "agent/push_mode.h"
 #include "common/security.h"
 #include "common/tensor_encoding.h"
 
 namespace convoy {
-
-// How the parameter server applies pushes (RunConfig.update_rule, a string on the wire).
-enum class UpdateRule {
-  kGradients,  // "gradients": the server runs the optimizer on pushed gradients.
-  kDelta,      // "delta": the server adds the pushed tensor to its weights (--optimizer=delta).
-};
-
-// Errors: INVALID_ARGUMENT naming the unknown rule.
-absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name);
-
-// OK when an agent pushing `push` can train with a server applying `rule`; otherwise
-// INVALID_ARGUMENT saying which flag to change.
-absl::Status CheckPushModeFits(PushMode push, UpdateRule rule);
 
 // Which of the local copies a pull wrote.
 struct PullUpdate {
@@ -90,6 +77,13 @@ class RejoinPacer {
   absl::Time next_ = absl::InfinitePast();
 };
 
+// What an agent joins with.
+struct JoinOptions {
+  std::string model;          // The agent's model (--model); the server's is taken unless pinned.
+  bool model_pinned = false;  // --model was given: a server model that differs is refused.
+  PushMode push = PushMode::kGradients;  // Checked against the server's update rule.
+};
+
 // What a server said on Join.
 struct JoinResult {
   v1::RunConfig config;  // The run's settings, model_name among them.
@@ -102,12 +96,12 @@ class ParameterServerSession {
 
   // Start of a run, before the local model is built: joins with the fingerprint of the server's
   // model (options.model when pinned; a pinned one that disagrees is refused), after checking
-  // options.push against the server's update rule, and returns what the server said. Changes
-  // nothing in `options`: the agent adopts the settings (AdoptRunConfig). Connected afterwards.
+  // options.push against the server's update rule, and returns what the server said. The agent
+  // adopts the settings (AdoptRunConfig). Connected afterwards.
   // Errors: INVALID_ARGUMENT for a pinned model that disagrees with the server's, a push mode the
   // update rule does not take, or an unknown update rule; FAILED_PRECONDITION for a model mismatch;
   // UNAVAILABLE when the server did not answer in time.
-  virtual absl::StatusOr<JoinResult> Join(int num_actions, const AgentOptions& options) = 0;
+  virtual absl::StatusOr<JoinResult> Join(int num_actions, const JoinOptions& options) = 0;
 
   // After Join and the first Pull: from here on calls give up soon when the server is away, so that
   // the loop keeps learning locally.
@@ -118,7 +112,7 @@ class ParameterServerSession {
   // no answer is kept and resent by the next Rejoin, and the session becomes disconnected. A
   // refusal by the server (stale, wrong incarnation, ...) is OK with accepted=false. Connected or
   // rejoining only.
-  virtual absl::StatusOr<PushResult> Push(absl::Span<const float> values,
+  virtual absl::StatusOr<PushAnswer> Push(absl::Span<const float> values,
                                           uint32_t minibatch_count) = 0;
 
   // Writes the server's newest weights into *online unless the version held is current, and its
@@ -205,15 +199,12 @@ class ServerSession : public ParameterServerSession {
 // The session with one parameter server.
 class PsSession : public ServerSession {
  public:
-  // The options of `agent` that concern the server, with the default timings.
-  static PsSessionOptions OptionsFor(const AgentOptions& agent);
-
   // Errors: the channel credentials' (a missing TLS file, TLS neither given nor waived).
   static absl::StatusOr<std::unique_ptr<PsSession>> Create(const PsSessionOptions& options);
 
-  absl::StatusOr<JoinResult> Join(int num_actions, const AgentOptions& options) override;
+  absl::StatusOr<JoinResult> Join(int num_actions, const JoinOptions& options) override;
   void StartTraining() override;
-  absl::StatusOr<PushResult> Push(absl::Span<const float> values,
+  absl::StatusOr<PushAnswer> Push(absl::Span<const float> values,
                                   uint32_t minibatch_count) override;
   absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>* target) override;
   void Disconnected(const absl::Status& why) override;

@@ -32,7 +32,7 @@ void PushLog::Trained(const std::string& agent_id, uint64_t minibatches) {
                      " time=", UnixSeconds()));
 }
 
-void PushLog::Answered(const LoggedPush& push, const PushResult& answer) {
+void PushLog::Answered(const LoggedPush& push, const PushAnswer& answer) {
   Write(absl::StrCat(
       "push agent=", push.agent_id, " session=", push.session, " sequence=", push.sequence,
       " accepted=", answer.accepted ? 1 : 0, " repeated=", answer.repeated ? 1 : 0,

@@ -53,7 +53,7 @@ class PushLog {
   void Started(const std::string& agent_id);
   // `minibatches`: trained so far by this process, counting the one just trained.
   void Trained(const std::string& agent_id, uint64_t minibatches);
-  void Answered(const LoggedPush& push, const PushResult& answer);
+  void Answered(const LoggedPush& push, const PushAnswer& answer);
   void Ended(const std::string& agent_id, bool in_step, uint64_t minibatches);
 
  private:

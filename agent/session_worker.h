@@ -38,7 +38,7 @@ struct Exchange {
   RejoinPace pace = RejoinPace::kPaced;
 
   // Set when a push was sent / a pull made / a rejoin tried.
-  std::optional<absl::StatusOr<PushResult>> pushed;
+  std::optional<absl::StatusOr<PushAnswer>> pushed;
   std::optional<absl::StatusOr<PullUpdate>> pulled;
   std::optional<absl::StatusOr<double>> rejoined;
   // Buffers the pull writes (the loop lends its own, so nothing is allocated per exchange).

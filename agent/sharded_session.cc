@@ -74,12 +74,12 @@ absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps) {
   return servers;
 }
 
-absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const AgentOptions& agent) {
-  CONVOY_ASSIGN_OR_RETURN(const std::vector<std::string> servers,
-                          ParseServerList(agent.ps_address));
-  const PsSessionOptions common = PsSession::OptionsFor(agent);
+absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(
+    const std::vector<std::string>& servers, const PsSessionOptions& common, PushMode push) {
   if (servers.size() == 1) {
-    CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsSession> one, PsSession::Create(common));
+    PsSessionOptions o = common;
+    o.address = servers[0];
+    CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsSession> one, PsSession::Create(o));
     return std::unique_ptr<ParameterServerSession>(std::move(one));
   }
   std::vector<PsSessionOptions> shards;
@@ -91,7 +91,7 @@ absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const Agen
     shards.push_back(o);
   }
   CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<ShardedSession> sharded,
-                          ShardedSession::Create(shards, agent.push));
+                          ShardedSession::Create(shards, push));
   return std::unique_ptr<ParameterServerSession>(std::move(sharded));
 }
 
@@ -129,7 +129,7 @@ absl::Status ShardedSession::PushBacklog(size_t shard) {
       static_cast<uint32_t>(std::min<uint64_t>(backlog_[shard].Take(&owed), UINT32_MAX));
   // Once sent it is the shard's: answered, or kept by its session under its number and resent on
   // the next rejoin.
-  absl::StatusOr<PushResult> pushed = shards_[shard]->Push(owed, minibatches);
+  absl::StatusOr<PushAnswer> pushed = shards_[shard]->Push(owed, minibatches);
   if (!pushed.ok()) {
     if (!shards_[shard]->rejoining())
       return pushed.status();  // Away again; its session resends it.
@@ -143,7 +143,7 @@ absl::Status ShardedSession::PushBacklog(size_t shard) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<JoinResult> ShardedSession::Join(int num_actions, const AgentOptions& options) {
+absl::StatusOr<JoinResult> ShardedSession::Join(int num_actions, const JoinOptions& options) {
   // Shard 0 first: its run settings and epsilon are the run's; the others then join with the same
   // model, which they serve too.
   CONVOY_ASSIGN_OR_RETURN(JoinResult joined, shards_[0]->Join(num_actions, options));
@@ -161,7 +161,7 @@ void ShardedSession::StartTraining() {
   for (auto& s : shards_) s->StartTraining();
 }
 
-absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
+absl::StatusOr<PushAnswer> ShardedSession::Push(absl::Span<const float> values,
                                                 uint32_t minibatch_count) {
   if (values.size() != model_parameter_count_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -184,16 +184,16 @@ absl::StatusOr<PushResult> ShardedSession::Push(absl::Span<const float> values,
       backlog_[i].Add(range(i), minibatch_count);
     }
   }
-  std::vector<absl::StatusOr<PushResult>> pushed = ForEachShard(live.size(), [&](size_t k) {
+  std::vector<absl::StatusOr<PushAnswer>> pushed = ForEachShard(live.size(), [&](size_t k) {
     return shards_[live[k]]->Push(range(live[k]), minibatch_count);
   });
   // A shard whose push got no answer keeps it and is away from now on; one that refused it (an
   // answer) lost it. Shard 0 speaks for the run (epsilon, target version) when it answered; a push
   // counts as accepted when every shard that answered applied its range.
-  std::optional<PushResult> result;
+  std::optional<PushAnswer> result;
   absl::Status first_error = absl::UnavailableError("every shard is away");
   for (size_t k = 0; k < live.size(); ++k) {
-    absl::StatusOr<PushResult>& p = pushed[k];
+    absl::StatusOr<PushAnswer>& p = pushed[k];
     if (!p.ok()) {
       if (first_error.code() == absl::StatusCode::kUnavailable) first_error = p.status();
       continue;

@@ -32,9 +32,11 @@ namespace convoy {
 // read, its read error.
 absl::StatusOr<std::vector<std::string>> ParseServerList(absl::string_view ps);
 
-// A PsSession for one address, a ShardedSession for several. Errors: ParseServerList's, and the
-// channel credentials'.
-absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(const AgentOptions& agent);
+// A PsSession for one of `servers`, a ShardedSession for several (shard i at servers[i]), each with
+// `common`'s options. `push` says how a sharded session's backlogs add up. Errors: the channel
+// credentials'.
+absl::StatusOr<std::unique_ptr<ParameterServerSession>> CreateSession(
+    const std::vector<std::string>& servers, const PsSessionOptions& common, PushMode push);
 
 // The session with every shard of a sharded parameter server, pushes and pulls fanned out in
 // parallel.
@@ -59,9 +61,9 @@ class ShardedSession : public ParameterServerSession {
   // Over sessions already made, in shard order (tests drive it over fakes).
   ShardedSession(std::vector<std::unique_ptr<ServerSession>> shards, PushMode push);
 
-  absl::StatusOr<JoinResult> Join(int num_actions, const AgentOptions& options) override;
+  absl::StatusOr<JoinResult> Join(int num_actions, const JoinOptions& options) override;
   void StartTraining() override;
-  absl::StatusOr<PushResult> Push(absl::Span<const float> values,
+  absl::StatusOr<PushAnswer> Push(absl::Span<const float> values,
                                   uint32_t minibatch_count) override;
   absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>* target) override;
   void Disconnected(const absl::Status& why) override;

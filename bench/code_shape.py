@@ -240,6 +240,7 @@ def answer_types(repo, files):
                          text=True).stdout.split()
   for f in proto:
     for m in re.finditer(r"message (\w+) \{([^}]*)\}", read(repo, f)):
+      # Fields kept only to read older files ([deprecated = true]) are not the type's.
       names = set(re.findall(r"\b(\w+) = \d+;", m.group(2)))
       fields[m.group(1) + " (proto)"] = names & ANSWER_FIELDS
   return sorted(k for k, v in fields.items() if len(v) >= 5)

@@ -21,7 +21,7 @@ uint32_t AgentRegistry::Seen(const std::string& agent_id) {
   return Touch(agent_id).index;
 }
 
-void AgentRegistry::Answered(const std::string& agent_id, const PushOutcome& outcome) {
+void AgentRegistry::Answered(const std::string& agent_id, const PushAnswer& outcome) {
   absl::MutexLock lock(&mu_);
   Record& record = agents_[agent_id];
   record.last_staleness = outcome.staleness;

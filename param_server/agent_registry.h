@@ -15,8 +15,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/push_answer.h"
 #include "convoy/v1/parameter_server.pb.h"
-#include "param_server/push_outcome.h"
 
 namespace convoy {
 
@@ -32,7 +32,7 @@ class AgentRegistry {
   // Marks the agent seen now and returns its index (0 for one that never joined).
   uint32_t Seen(const std::string& agent_id) ABSL_LOCKS_EXCLUDED(mu_);
   // The answer to one of its pushes that passed validation: its staleness and whether it applied.
-  void Answered(const std::string& agent_id, const PushOutcome& outcome) ABSL_LOCKS_EXCLUDED(mu_);
+  void Answered(const std::string& agent_id, const PushAnswer& outcome) ABSL_LOCKS_EXCLUDED(mu_);
   // One of its pushes was refused before the policy saw it (malformed); marks it seen.
   void Refused(const std::string& agent_id) ABSL_LOCKS_EXCLUDED(mu_);
 

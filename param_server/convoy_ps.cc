@@ -368,7 +368,7 @@ int Run() {
   if (const double lose = absl::GetFlag(FLAGS_fault_lose_replies); lose > 0) {
     LOG(WARNING) << "fault injection: the replies to " << lose << " of the pushes applied are lost";
     (*server)->service().SetAfterApplyHookForTesting(
-        [lose, rng = std::mt19937_64(absl::GetFlag(FLAGS_seed))](const PushOutcome&) mutable {
+        [lose, rng = std::mt19937_64(absl::GetFlag(FLAGS_seed))](const PushAnswer&) mutable {
           if (std::bernoulli_distribution(lose)(rng)) {
             return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                 "fault injection: the reply to this push was lost after the apply");

@@ -58,7 +58,7 @@ struct Decided {
     kRepeatInBatch,  // Of a push earlier in this batch: that push's answer, once it is final.
   };
   Kind kind = Kind::kRefused;
-  PushOutcome outcome;
+  PushAnswer outcome;
   uint32_t agent_index = 0;
   size_t first = 0;  // kRepeatInBatch: the earlier push's index in the batch.
 };
@@ -323,7 +323,7 @@ void ParameterServer::Submit(const PushHeader& header, std::vector<float> values
   QueuedPush push{header, std::move(values), std::move(done)};
   if (queue_.Add(push)) return;
   // Closed: the server is being destroyed.
-  PushOutcome outcome;
+  PushAnswer outcome;
   outcome.reason = v1::REJECT_REASON_SHUTTING_DOWN;
   outcome.version = store_->version();
   outcome.incarnation = incarnation_;
@@ -331,27 +331,26 @@ void ParameterServer::Submit(const PushHeader& header, std::vector<float> values
   std::move(push.done)(outcome, std::move(push.values));
 }
 
-PushOutcome ParameterServer::Apply(const PushHeader& header, std::vector<float>& values) {
+PushAnswer ParameterServer::Apply(const PushHeader& header, std::vector<float>& values) {
   // Shared with the worker's callback, which may still be returning when the answer is read.
   struct Answer {
     absl::Notification ready;
-    PushOutcome outcome;
+    PushAnswer outcome;
     std::vector<float> buffer;
   };
   auto answer = std::make_shared<Answer>();
-  Submit(header, std::move(values),
-         [answer](const PushOutcome& outcome, std::vector<float> buffer) {
-           answer->outcome = outcome;
-           answer->buffer = std::move(buffer);
-           answer->ready.Notify();
-         });
+  Submit(header, std::move(values), [answer](const PushAnswer& outcome, std::vector<float> buffer) {
+    answer->outcome = outcome;
+    answer->buffer = std::move(buffer);
+    answer->ready.Notify();
+  });
   answer->ready.WaitForNotification();
   values = std::move(answer->buffer);
   return answer->outcome;
 }
 
-PushOutcome ParameterServer::Apply(const std::string& agent_id, uint64_t base_version,
-                                   uint32_t minibatch_count, std::vector<float>& values) {
+PushAnswer ParameterServer::Apply(const std::string& agent_id, uint64_t base_version,
+                                  uint32_t minibatch_count, std::vector<float>& values) {
   PushHeader header;
   header.agent_id = agent_id;
   header.base_version = base_version;
@@ -385,7 +384,7 @@ void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
     for (size_t i = 0; i < batch.size(); ++i) {
       const PushHeader& header = batch[i].header;
       Decided& d = decided[i];
-      PushOutcome& outcome = d.outcome;
+      PushAnswer& outcome = d.outcome;
       if (header.sequence != 0) {
         if (auto it = in_batch.find(PushKey(header)); it != in_batch.end()) {
           d.kind = Decided::Kind::kRepeatInBatch;
@@ -454,7 +453,7 @@ void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
     for (size_t i = 0; i < batch.size(); ++i) {
       const PushHeader& header = batch[i].header;
       Decided& d = decided[i];
-      PushOutcome& outcome = d.outcome;
+      PushAnswer& outcome = d.outcome;
       switch (d.kind) {
         case Decided::Kind::kApplied:
         case Decided::Kind::kRefused:

@@ -20,6 +20,7 @@
 #include "common/exploration.h"
 #include "common/model_registry.h"
 #include "common/periodic_task.h"
+#include "common/push_answer.h"
 #include "common/run_defaults.h"
 #include "common/run_settings.h"
 #include "common/shard_map.h"
@@ -33,7 +34,6 @@
 #include "param_server/optimizer.h"
 #include "param_server/push_assembler.h"
 #include "param_server/push_deduplicator.h"
-#include "param_server/push_outcome.h"
 #include "param_server/push_queue.h"
 #include "param_server/server_exploration.h"
 #include "param_server/server_part.h"
@@ -133,10 +133,10 @@ class ParameterServer {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Submit, then waits for the answer; `values` is the push on the way in and its buffer on the way
   // out.
-  PushOutcome Apply(const PushHeader& header, std::vector<float>& values) ABSL_LOCKS_EXCLUDED(mu_);
+  PushAnswer Apply(const PushHeader& header, std::vector<float>& values) ABSL_LOCKS_EXCLUDED(mu_);
   // An older client's push: no incarnation, no sequence.
-  PushOutcome Apply(const std::string& agent_id, uint64_t base_version, uint32_t minibatch_count,
-                    std::vector<float>& values) ABSL_LOCKS_EXCLUDED(mu_);
+  PushAnswer Apply(const std::string& agent_id, uint64_t base_version, uint32_t minibatch_count,
+                   std::vector<float>& values) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The snapshot a pull streams. Never waits for an apply. Null for NETWORK_AVERAGE when averaging
   // is off.

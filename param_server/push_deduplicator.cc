@@ -13,7 +13,7 @@ PushDeduplicator::Seen PushDeduplicator::Check(const std::string& agent_id, uint
 }
 
 void PushDeduplicator::Record(const std::string& agent_id, uint64_t push_session, uint64_t sequence,
-                              const PushOutcome& answer) {
+                              const PushAnswer& answer) {
   if (sequence == 0) return;
   last_push_[agent_id] = LastPush{push_session, sequence, answer};
 }
@@ -25,12 +25,7 @@ void PushDeduplicator::SaveTo(v1::CheckpointManifest& manifest) const {
     record->set_agent_id(agent_id);
     record->set_push_session(last.push_session);
     record->set_sequence(last.sequence);
-    record->set_accepted(last.answer.accepted);
-    record->set_reason(last.answer.reason);
-    record->set_version(last.answer.version);
-    record->set_staleness(last.answer.staleness);
-    record->set_epsilon(last.answer.epsilon);
-    record->set_incarnation(last.answer.incarnation);
+    ToRecord(last.answer, record);
   }
 }
 
@@ -38,14 +33,8 @@ void PushDeduplicator::Restore(const v1::CheckpointManifest& manifest) {
   last_push_.clear();
   for (const v1::PushRecord& record : manifest.push_records()) {
     if (record.agent_id().empty() || record.sequence() == 0) continue;
-    PushOutcome answer;
-    answer.accepted = record.accepted();
-    answer.reason = record.reason();
-    answer.version = record.version();
-    answer.staleness = record.staleness();
-    answer.epsilon = record.epsilon();
-    answer.incarnation = record.incarnation();
-    last_push_[record.agent_id()] = LastPush{record.push_session(), record.sequence(), answer};
+    last_push_[record.agent_id()] =
+        LastPush{record.push_session(), record.sequence(), FromRecord(record)};
   }
 }
 

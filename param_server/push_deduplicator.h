@@ -15,8 +15,8 @@
 #include <map>
 #include <string>
 
+#include "common/push_answer.h"
 #include "convoy/v1/checkpoint.pb.h"
-#include "param_server/push_outcome.h"
 #include "param_server/server_part.h"
 
 namespace convoy {
@@ -30,13 +30,13 @@ class PushDeduplicator : public ServerPart {
   };
   struct Seen {
     Verdict verdict = Verdict::kNew;
-    PushOutcome answer;  // For kRepeat: the answer first given.
+    PushAnswer answer;  // For kRepeat: the answer first given.
   };
 
   Seen Check(const std::string& agent_id, uint64_t push_session, uint64_t sequence);
   // Remembers the answer to a push Check found new. Does nothing for sequence 0.
   void Record(const std::string& agent_id, uint64_t push_session, uint64_t sequence,
-              const PushOutcome& answer);
+              const PushAnswer& answer);
 
   // Writes every agent's record into a checkpoint's manifest (push_records), in agent order.
   void SaveTo(v1::CheckpointManifest& manifest) const;
@@ -60,7 +60,7 @@ class PushDeduplicator : public ServerPart {
   struct LastPush {
     uint64_t push_session = 0;
     uint64_t sequence = 0;
-    PushOutcome answer;
+    PushAnswer answer;
   };
   std::map<std::string, LastPush> last_push_;
 };

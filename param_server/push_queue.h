@@ -14,14 +14,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "common/push_answer.h"
 #include "param_server/push_assembler.h"
-#include "param_server/push_outcome.h"
 
 namespace convoy {
 
 // Runs once, on the apply worker with none of the server's locks held, with the push's answer
 // and its buffer back (to reuse).
-using PushDone = absl::AnyInvocable<void(const PushOutcome& outcome, std::vector<float> buffer) &&>;
+using PushDone = absl::AnyInvocable<void(const PushAnswer& outcome, std::vector<float> buffer) &&>;
 
 struct QueuedPush {
   PushHeader header;

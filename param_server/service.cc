@@ -118,7 +118,7 @@ class ParameterServerService::PushReactor final
     }
     // Answered on the apply worker once the batch that holds this push is decided.
     service_->server_->Submit(assembler_->header(), assembler_->TakeBuffer(),
-                              [this](const PushOutcome& outcome, std::vector<float> buffer) {
+                              [this](const PushAnswer& outcome, std::vector<float> buffer) {
                                 service_->buffers_.Release(std::move(buffer));
                                 Answer(outcome);
                               });
@@ -178,21 +178,13 @@ class ParameterServerService::PushReactor final
     StartRead(&chunk_);
   }
 
-  void Answer(const PushOutcome& outcome) {
+  void Answer(const PushAnswer& outcome) {
     if (grpc::Status replaced = service_->AfterApply(outcome); !replaced.ok()) {
       FinishOnce(replaced);
       return;
     }
     v1::PushResponse& response = *response_;
-    response.set_accepted(outcome.accepted);
-    response.set_reason(outcome.reason);
-    response.set_version(outcome.version);
-    response.set_staleness(outcome.staleness);
-    response.set_epsilon(outcome.epsilon);
-    response.set_target_version(outcome.target_version);
-    response.set_incarnation(outcome.incarnation);
-    response.set_repeated(outcome.repeated);
-    response.set_step_pushes(outcome.step_pushes);
+    ToResponse(outcome, &response);
     const PushHeader& header = assembler_->header();
     if (outcome.repeated) {
       response.set_message(
@@ -515,7 +507,7 @@ grpc::Status ParameterServerService::Authorize(const grpc::CallbackServerContext
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong bearer token");
 }
 
-grpc::Status ParameterServerService::AfterApply(const PushOutcome& outcome) {
+grpc::Status ParameterServerService::AfterApply(const PushAnswer& outcome) {
   if (!has_hook_.load()) return grpc::Status::OK;
   absl::MutexLock lock(&hook_mu_);
   return after_apply_ ? after_apply_(outcome) : grpc::Status::OK;

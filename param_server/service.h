@@ -91,7 +91,7 @@ class ParameterServerService final : public grpc::Service {
   // For tests of what a client sees when a push's reply is lost: called after each push was applied
   // or rejected by policy; a non-OK status it returns is sent instead of the PushResponse (as a
   // connection that drops after the apply would look to the client). Set before pushes arrive.
-  using AfterApplyHook = std::function<grpc::Status(const PushOutcome&)>;
+  using AfterApplyHook = std::function<grpc::Status(const PushAnswer&)>;
   void SetAfterApplyHookForTesting(AfterApplyHook hook) ABSL_LOCKS_EXCLUDED(hook_mu_) {
     absl::MutexLock lock(&hook_mu_);
     has_hook_.store(static_cast<bool>(hook));
@@ -120,7 +120,7 @@ class ParameterServerService final : public grpc::Service {
   // UNAUTHENTICATED (and counted) unless the call carries the token.
   grpc::Status Authorize(const grpc::CallbackServerContext& context);
   // The hook's replacement for a push's answer; OK when there is none.
-  grpc::Status AfterApply(const PushOutcome& outcome) ABSL_LOCKS_EXCLUDED(hook_mu_);
+  grpc::Status AfterApply(const PushAnswer& outcome) ABSL_LOCKS_EXCLUDED(hook_mu_);
 
   // The idle-stream watchdog: push streams being read, and when each last delivered a chunk.
   void Watch(PushReactor* reactor) ABSL_LOCKS_EXCLUDED(streams_mu_);

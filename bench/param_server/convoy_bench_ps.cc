@@ -422,7 +422,7 @@ absl::StatusOr<ProcessTally> RunClients(
     auto cycle_on = [&](size_t s) -> absl::StatusOr<bool> {
       Shard& shard = mine[s];
       const ShardRange& range = map.ranges[s];
-      CONVOY_ASSIGN_OR_RETURN(PushResult pushed,
+      CONVOY_ASSIGN_OR_RETURN(PushAnswer pushed,
                               shard.client->Push(gradient.data() + range.begin, range.size(),
                                                  shard.version, /*minibatch_count=*/1));
       CONVOY_ASSIGN_OR_RETURN(

@@ -470,7 +470,7 @@ TEST_CASE("An agent keeps acting and learning while the server holds a push's an
       std::atomic<bool> hold{true};
       AgentStats at_hold, after_wait, at_answer;
       absl::Notification answered;
-      ps.server->service().SetAfterApplyHookForTesting([&](const PushOutcome&) {
+      ps.server->service().SetAfterApplyHookForTesting([&](const PushAnswer&) {
         if (!hold.exchange(false)) return grpc::Status::OK;
         at_hold = agent.stats();
         absl::SleepFor(o.sync_wait + absl::Milliseconds(500));

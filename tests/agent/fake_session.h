@@ -66,13 +66,13 @@ class FakeSession : public ParameterServerSession {
     return rejoins_;
   }
 
-  absl::StatusOr<JoinResult> Join(int, const AgentOptions&) override {
+  absl::StatusOr<JoinResult> Join(int, const JoinOptions&) override {
     JoinResult joined;
     joined.epsilon = kEpsilon;
     return joined;
   }
   void StartTraining() override {}
-  absl::StatusOr<PushResult> Push(absl::Span<const float> values, uint32_t minibatches) override {
+  absl::StatusOr<PushAnswer> Push(absl::Span<const float> values, uint32_t minibatches) override {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](bool* hold) { return !*hold; }, &hold_));
@@ -83,7 +83,7 @@ class FakeSession : public ParameterServerSession {
     }
     applied_.push_back({{values.begin(), values.end()}, minibatches, false});
     ++server_version_;
-    PushResult result;
+    PushAnswer result;
     result.accepted = true;
     result.epsilon = kEpsilon / 2;
     result.version = server_version_;
@@ -214,7 +214,7 @@ class FakeShard : public ServerSession {
     return applied_;
   }
 
-  absl::StatusOr<JoinResult> Join(int, const AgentOptions&) override {
+  absl::StatusOr<JoinResult> Join(int, const JoinOptions&) override {
     absl::MutexLock lock(&mu_);
     state_ = State::kConnected;
     JoinResult joined;
@@ -222,7 +222,7 @@ class FakeShard : public ServerSession {
     return joined;
   }
   void StartTraining() override {}
-  absl::StatusOr<PushResult> Push(absl::Span<const float> values, uint32_t minibatches) override {
+  absl::StatusOr<PushAnswer> Push(absl::Span<const float> values, uint32_t minibatches) override {
     absl::MutexLock lock(&mu_);
     if (away_) {
       pending_ = Applied{{values.begin(), values.end()}, minibatches};
@@ -231,7 +231,7 @@ class FakeShard : public ServerSession {
     }
     applied_.push_back({{values.begin(), values.end()}, minibatches});
     ++server_version_;
-    PushResult result;
+    PushAnswer result;
     result.accepted = true;
     result.epsilon = FakeSession::kEpsilon;
     result.version = server_version_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/agent.h"
 #include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
@@ -32,7 +33,9 @@ AgentOptions Agent(const LoopbackServer& ps) {
 
 // Quick to give up on a server that is away, so the outage tests run in seconds.
 PsSessionOptions QuickOptions(const AgentOptions& agent) {
-  PsSessionOptions o = PsSession::OptionsFor(agent);
+  PsSessionOptions o;
+  o.address = agent.ps_address;
+  o.agent_id = agent.agent_id;
   o.join_for = absl::Seconds(10);
   o.retry_while_training = absl::Milliseconds(500);
   return o;
@@ -47,7 +50,11 @@ std::unique_ptr<PsSession> MakeSession(const AgentOptions& agent) {
 // Joins as Agent::Init does: the session joins, the agent adopts what the server said. Returns the
 // epsilon the server gave.
 absl::StatusOr<double> JoinAndAdopt(ParameterServerSession& session, AgentOptions* agent) {
-  absl::StatusOr<JoinResult> joined = session.Join(kDefaultNumActions, *agent);
+  JoinOptions join;
+  join.model = agent->model;
+  join.model_pinned = agent->pinned.count("model") > 0;
+  join.push = agent->push;
+  absl::StatusOr<JoinResult> joined = session.Join(kDefaultNumActions, join);
   if (!joined.ok()) return joined.status();
   if (absl::Status s = AdoptRunConfig(joined->config, agent); !s.ok()) return s;
   return joined->epsilon;
@@ -169,7 +176,7 @@ TEST_CASE("Pushes advance the server's version and pulls bring the weights and t
   session->StartTraining();
 
   const std::vector<float> gradient(online.size(), 0.01f);
-  absl::StatusOr<PushResult> pushed = session->Push(gradient, 2);
+  absl::StatusOr<PushAnswer> pushed = session->Push(gradient, 2);
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
   CHECK(pushed->version == 1);
@@ -205,7 +212,7 @@ TEST_CASE("A push that got no answer reaches the server exactly once after a rej
   // Unreachable: nothing serves the port; the server keeps its state and incarnation.
   std::unique_ptr<ParameterServer> core = ps.server->TakeCore();
   const uint64_t incarnation = core->incarnation();
-  const absl::StatusOr<PushResult> lost = session->Push(gradient, 3);
+  const absl::StatusOr<PushAnswer> lost = session->Push(gradient, 3);
   CHECK(lost.status().code() == absl::StatusCode::kUnavailable);
   CHECK_FALSE(session->connected());
   CHECK(session->has_pending_push());
@@ -285,7 +292,7 @@ TEST_CASE("A session rejoins a server started afresh and takes its new incarnati
   CHECK(online == restarted->core().Snapshot(v1::NETWORK_ONLINE)->values);
   CHECK(restarted->core().Status().updates_applied() == 0);
 
-  absl::StatusOr<PushResult> pushed = session->Push(gradient, 1);
+  absl::StatusOr<PushAnswer> pushed = session->Push(gradient, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
   REQUIRE(session->Pull(&online, &target).ok());

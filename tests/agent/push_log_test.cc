@@ -37,12 +37,12 @@ TEST_CASE(
     REQUIRE(log.ok());
     (*log)->Started("agent-1");
     (*log)->Trained("agent-1", 1);
-    PushResult applied;
+    PushAnswer applied;
     applied.accepted = true;
     applied.incarnation = 7;
     applied.version = 12;
     (*log)->Answered({"agent-1", 99, 3, 1, 4, 7, 11}, applied);
-    PushResult refused;
+    PushAnswer refused;
     refused.reason = v1::REJECT_REASON_WRONG_INCARNATION;
     refused.incarnation = 8;
     refused.version = 10;

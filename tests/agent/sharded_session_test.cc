@@ -22,7 +22,7 @@ struct TwoShards {
     shards.emplace_back(shard0 = new FakeShard(0, 2, 1.0f));
     shards.emplace_back(shard1 = new FakeShard(2, 4, 2.0f));
     session = std::make_unique<ShardedSession>(std::move(shards), PushMode::kGradients);
-    REQUIRE(session->Join(/*num_actions=*/4, AgentOptions()).ok());
+    REQUIRE(session->Join(/*num_actions=*/4, JoinOptions()).ok());
     session->StartTraining();
     REQUIRE(session->Pull(&online, &target).ok());
   }

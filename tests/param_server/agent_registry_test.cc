@@ -7,8 +7,8 @@ namespace {
 
 absl::Time FixedClock() { return absl::FromUnixMillis(1000); }
 
-PushOutcome Answer(bool accepted, uint64_t staleness) {
-  PushOutcome outcome;
+PushAnswer Answer(bool accepted, uint64_t staleness) {
+  PushAnswer outcome;
   outcome.accepted = accepted;
   outcome.staleness = staleness;
   return outcome;

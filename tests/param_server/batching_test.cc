@@ -51,7 +51,7 @@ std::vector<float> Filled(const ParameterServer& server, float value) {
 class Answers {
  public:
   PushDone Collect(size_t index) {
-    return [this, index](const PushOutcome& outcome, std::vector<float>) {
+    return [this, index](const PushAnswer& outcome, std::vector<float>) {
       absl::MutexLock lock(&mu_);
       if (outcomes_.size() <= index) outcomes_.resize(index + 1);
       outcomes_[index] = outcome;
@@ -59,7 +59,7 @@ class Answers {
     };
   }
   // Waits for `n` answers and returns them by index.
-  std::vector<PushOutcome> Wait(size_t n) {
+  std::vector<PushAnswer> Wait(size_t n) {
     absl::MutexLock lock(&mu_);
     want_ = n;
     mu_.Await(absl::Condition(this, &Answers::Enough));
@@ -70,7 +70,7 @@ class Answers {
   bool Enough() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answered_ >= want_; }
 
   absl::Mutex mu_;
-  std::vector<PushOutcome> outcomes_ ABSL_GUARDED_BY(mu_);
+  std::vector<PushAnswer> outcomes_ ABSL_GUARDED_BY(mu_);
   size_t answered_ ABSL_GUARDED_BY(mu_) = 0;
   size_t want_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -80,7 +80,7 @@ class WorkerHold {
  public:
   explicit WorkerHold(ParameterServer& server) {
     server.Submit(HeaderOf(server, "holder", 99, 1), Filled(server, 0.0f),
-                  [this](const PushOutcome& outcome, std::vector<float>) {
+                  [this](const PushAnswer& outcome, std::vector<float>) {
                     first_ = outcome;
                     held_.Notify();
                     release_.WaitForNotification();
@@ -88,12 +88,12 @@ class WorkerHold {
     held_.WaitForNotification();  // The worker is in the hold's answer: what follows queues.
   }
   void Release() { release_.Notify(); }
-  const PushOutcome& first() const { return first_; }
+  const PushAnswer& first() const { return first_; }
 
  private:
   absl::Notification held_;
   absl::Notification release_;
-  PushOutcome first_;
+  PushAnswer first_;
 };
 
 uint64_t Drained(const v1::StatusResponse& status, uint32_t size) {
@@ -115,8 +115,8 @@ TEST_CASE("Pushes queued while a step runs make one step and one version, each a
                    Filled(*server, gradients[i]), answers.Collect(i));
   }
   hold.Release();
-  const std::vector<PushOutcome> outcomes = answers.Wait(4);
-  for (const PushOutcome& outcome : outcomes) {
+  const std::vector<PushAnswer> outcomes = answers.Wait(4);
+  for (const PushAnswer& outcome : outcomes) {
     CHECK(outcome.accepted);
     CHECK(outcome.version == 2);
     CHECK(outcome.step_pushes == 4);
@@ -160,7 +160,7 @@ TEST_CASE("Deltas in one batch add, as if each were a step of its own", "[batchi
                    Filled(*server, 0.25f * static_cast<float>(i + 1)), answers.Collect(i));
   }
   hold.Release();
-  for (const PushOutcome& outcome : answers.Wait(3)) CHECK(outcome.version == 2);
+  for (const PushAnswer& outcome : answers.Wait(3)) CHECK(outcome.version == 2);
   const std::vector<float> weights = server->Snapshot(v1::NETWORK_ONLINE)->values;
   for (size_t i = 0; i < weights.size(); ++i) {
     CHECK(weights[i] == ((initial[i] + 0.25f) + 0.5f) + 0.75f);
@@ -177,7 +177,7 @@ TEST_CASE("With max_pushes_per_step 1 every queued push is a step and a version 
                    answers.Collect(i));
   }
   hold.Release();
-  const std::vector<PushOutcome> outcomes = answers.Wait(3);
+  const std::vector<PushAnswer> outcomes = answers.Wait(3);
   for (size_t i = 0; i < 3; ++i) {
     CHECK(outcomes[i].version == 2 + i);
     CHECK(outcomes[i].step_pushes == 1);
@@ -195,7 +195,7 @@ TEST_CASE("A batch is at most max_pushes_per_step pushes, in arrival order", "[b
                    answers.Collect(i));
   }
   hold.Release();
-  const std::vector<PushOutcome> outcomes = answers.Wait(5);
+  const std::vector<PushAnswer> outcomes = answers.Wait(5);
   const uint64_t expected[] = {2, 2, 3, 3, 4};
   for (size_t i = 0; i < 5; ++i) CHECK(outcomes[i].version == expected[i]);
   const v1::StatusResponse status = server->Status();
@@ -215,7 +215,7 @@ TEST_CASE(
                  answers.Collect(1));  // Again.
   server->Submit(HeaderOf(*server, "a", 7, 1), Filled(*server, 2.0f), answers.Collect(2));  // Late.
   hold.Release();
-  const std::vector<PushOutcome> outcomes = answers.Wait(3);
+  const std::vector<PushAnswer> outcomes = answers.Wait(3);
   CHECK(outcomes[0].accepted);
   CHECK_FALSE(outcomes[0].repeated);
   CHECK(outcomes[0].version == 2);
@@ -231,7 +231,7 @@ TEST_CASE(
   // A retry after the batch is answered from the record the batch left.
   std::vector<float> retry = Filled(*server, 2.0f);
   PushHeader again = HeaderOf(*server, "a", 7, 2);
-  const PushOutcome later = server->Apply(again, retry);
+  const PushAnswer later = server->Apply(again, retry);
   CHECK(later.repeated);
   CHECK(later.version == 2);
   CHECK(server->Status().repeated_pushes() == 3);
@@ -249,7 +249,7 @@ TEST_CASE("Staleness in a batch is measured against the version before its step"
   server->Submit(HeaderOf(*server, "b", 2, 1), Filled(*server, 1.0f), answers.Collect(1));
   server->Submit(old, Filled(*server, 1.0f), answers.Collect(2));
   hold.Release();
-  const std::vector<PushOutcome> outcomes = answers.Wait(3);
+  const std::vector<PushAnswer> outcomes = answers.Wait(3);
   CHECK(outcomes[0].accepted);
   CHECK(outcomes[1].accepted);  // Both on version 1: neither is stale for the other.
   CHECK_FALSE(outcomes[2].accepted);
@@ -295,7 +295,7 @@ TEST_CASE("A server destroyed with pushes queued applies and answers every one o
   auto hold = std::make_unique<WorkerHold>(*server);
   for (size_t i = 0; i < 7; ++i) {
     server->Submit(HeaderOf(*server, "agent-" + std::to_string(i), 1 + i, 1), Filled(*server, 1.0f),
-                   [&](const PushOutcome& outcome, std::vector<float>) {
+                   [&](const PushAnswer& outcome, std::vector<float>) {
                      ++answered;
                      if (outcome.accepted) ++accepted;
                    });
@@ -337,7 +337,7 @@ TEST_CASE("Concurrent pushes combined into steps keep exact counts and whole sna
         std::vector<float> values(initial.size(), 1.0f);
         PushHeader header = HeaderOf(*server, "agent-" + std::to_string(p), 1 + p, 1 + i);
         header.base_version = base->version;
-        const PushOutcome outcome = server->Apply(header, values);
+        const PushAnswer outcome = server->Apply(header, values);
         if (!outcome.accepted || outcome.version <= base->version || outcome.step_pushes < 1) {
           ++wrong;
         }

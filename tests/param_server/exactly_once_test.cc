@@ -48,13 +48,13 @@ TEST_CASE("A repeated push is answered with its first answer and applied once", 
   std::unique_ptr<ParameterServer> server = *ParameterServer::Create(SgdOptions());
   const PushHeader first = Header(*server, 7, 1);
   std::vector<float> g = Gradient(*server, 1.0f);
-  const PushOutcome applied = server->Apply(first, g);
+  const PushAnswer applied = server->Apply(first, g);
   REQUIRE(applied.accepted);
   CHECK_FALSE(applied.repeated);
   const std::vector<float> after_one = Weights(*server);
 
   std::vector<float> again = Gradient(*server, 1.0f);
-  const PushOutcome repeat = server->Apply(first, again);  // The retry carries the same header.
+  const PushAnswer repeat = server->Apply(first, again);  // The retry carries the same header.
   CHECK(repeat.accepted);
   CHECK(repeat.repeated);
   CHECK(repeat.version == applied.version);
@@ -69,7 +69,7 @@ TEST_CASE("A repeated push is answered with its first answer and applied once", 
   REQUIRE(server->Apply(Header(*server, 7, 2), g2).accepted);
   const std::vector<float> after_two = Weights(*server);
   std::vector<float> late = Gradient(*server, 1.0f);
-  const PushOutcome superseded = server->Apply(first, late);
+  const PushAnswer superseded = server->Apply(first, late);
   CHECK_FALSE(superseded.accepted);
   CHECK(superseded.repeated);
   CHECK(superseded.reason == v1::REJECT_REASON_SUPERSEDED);
@@ -86,7 +86,7 @@ TEST_CASE("A new push session numbers its pushes afresh", "[exactly_once]") {
   }
   // A restarted agent process: a new session, its sequence back at 1.
   std::vector<float> g = Gradient(*server, 0.1f);
-  const PushOutcome restarted = server->Apply(Header(*server, 12, 1), g);
+  const PushAnswer restarted = server->Apply(Header(*server, 12, 1), g);
   CHECK(restarted.accepted);
   CHECK_FALSE(restarted.repeated);
   CHECK(server->version() == 4);
@@ -114,7 +114,7 @@ TEST_CASE("A push computed on another incarnation's weights is refused and chang
   PushHeader header = Header(*server, 3, 1);
   header.base_incarnation = server->incarnation() + 1;
   std::vector<float> g = Gradient(*server, 1.0f);
-  const PushOutcome refused = server->Apply(header, g);
+  const PushAnswer refused = server->Apply(header, g);
   CHECK_FALSE(refused.accepted);
   CHECK_FALSE(refused.repeated);
   CHECK(refused.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
@@ -123,7 +123,7 @@ TEST_CASE("A push computed on another incarnation's weights is refused and chang
   CHECK(server->Status().rejections().at("REJECT_REASON_BASE_NOT_IN_LINEAGE") == 1);
   // Its retry gets the same answer.
   std::vector<float> again = Gradient(*server, 1.0f);
-  const PushOutcome repeat = server->Apply(header, again);
+  const PushAnswer repeat = server->Apply(header, again);
   CHECK(repeat.repeated);
   CHECK(repeat.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
   // The current incarnation, and an unknown one (0, an older client), apply.
@@ -156,7 +156,7 @@ TEST_CASE("Attempts of one push arriving together apply once", "[exactly_once][c
   for (int i = 0; i < kAttempts; ++i) {
     threads.emplace_back([&] {
       std::vector<float> g = Gradient(*server, 1.0f);
-      const PushOutcome outcome = server->Apply(header, g);
+      const PushAnswer outcome = server->Apply(header, g);
       accepted += outcome.accepted ? 1 : 0;
       repeated += outcome.repeated ? 1 : 0;
     });
@@ -222,7 +222,7 @@ PushHeader PushOf(const std::string& agent, uint64_t session, uint64_t sequence,
   return h;
 }
 
-PushOutcome Push(ParameterServer& server, const PushHeader& header, float value = 1.0f) {
+PushAnswer Push(ParameterServer& server, const PushHeader& header, float value = 1.0f) {
   std::vector<float> g = Gradient(server, value);
   return server.Apply(header, g);
 }
@@ -267,7 +267,7 @@ TEST_CASE("A server resumed after a kill decides a resent push by what its check
   const std::vector<float> restored = Weights(*server);
 
   // (a) A resend of a push the checkpoint contains: the repeat, with the first answer.
-  const PushOutcome repeat = Push(*server, PushOf("p", 7, 2, a, 1));
+  const PushAnswer repeat = Push(*server, PushOf("p", 7, 2, a, 1));
   CHECK(repeat.repeated);
   CHECK(repeat.accepted);
   CHECK(repeat.version == 2);
@@ -277,7 +277,7 @@ TEST_CASE("A server resumed after a kill decides a resent push by what its check
 
   // (b) A resend of a push computed on a checkpointed version but applied only after it: applied,
   // once, to the same weights it was first applied to.
-  const PushOutcome applied = Push(*server, PushOf("q", 8, 1, a, 2), 0.5f);
+  const PushAnswer applied = Push(*server, PushOf("q", 8, 1, a, 2), 0.5f);
   CHECK(applied.accepted);
   CHECK_FALSE(applied.repeated);
   CHECK(applied.staleness == 0);
@@ -288,12 +288,12 @@ TEST_CASE("A server resumed after a kill decides a resent push by what its check
   CHECK(server->version() == 3);
 
   // (c) A push computed on a version the killed server applied after its checkpoint: refused.
-  const PushOutcome lost = Push(*server, PushOf("r", 9, 1, a, 3));
+  const PushAnswer lost = Push(*server, PushOf("r", 9, 1, a, 3));
   CHECK_FALSE(lost.accepted);
   CHECK_FALSE(lost.repeated);
   CHECK(lost.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
   // (d) A push computed on an incarnation the lineage never had: refused.
-  const PushOutcome stranger = Push(*server, PushOf("s", 10, 1, a ^ server->incarnation() ^ 1, 1));
+  const PushAnswer stranger = Push(*server, PushOf("s", 10, 1, a ^ server->incarnation() ^ 1, 1));
   CHECK(stranger.reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
   CHECK(server->version() == 3);
   CHECK(Weights(*server) == a_at_3);
@@ -336,11 +336,11 @@ TEST_CASE("A push on a version of the lineage is refused for staleness only by t
   }
   std::unique_ptr<ParameterServer> server = Resume(o);
   REQUIRE(server->version() == 3);
-  const PushOutcome stale = Push(*server, PushOf("q", 8, 1, a, 1));
+  const PushAnswer stale = Push(*server, PushOf("q", 8, 1, a, 1));
   CHECK_FALSE(stale.accepted);
   CHECK(stale.reason == v1::REJECT_REASON_STALE);
   CHECK(stale.staleness == 2);
-  const PushOutcome fresh_enough = Push(*server, PushOf("r", 9, 1, a, 2));
+  const PushAnswer fresh_enough = Push(*server, PushOf("r", 9, 1, a, 2));
   CHECK(fresh_enough.accepted);
   CHECK(fresh_enough.staleness == 1);
   CHECK(server->version() == 4);
@@ -366,13 +366,13 @@ TEST_CASE("The lineage survives two restarts: the third start still knows the fi
   std::unique_ptr<ParameterServer> third = Resume(o);
   REQUIRE(third->version() == 2);
   // The first start's push, resent: its record came through the second start's checkpoint.
-  const PushOutcome repeat = Push(*third, PushOf("p", 7, 1, a, 0));
+  const PushAnswer repeat = Push(*third, PushOf("p", 7, 1, a, 0));
   CHECK(repeat.repeated);
   CHECK(repeat.accepted);
   CHECK(repeat.version == 1);
   CHECK(repeat.incarnation == a);
   // Computed on the first start's version 1 and on the second's 1 and 2: of this lineage.
-  const PushOutcome on_first = Push(*third, PushOf("r", 9, 1, a, 1));
+  const PushAnswer on_first = Push(*third, PushOf("r", 9, 1, a, 1));
   CHECK(on_first.accepted);
   CHECK(on_first.staleness == 1);
   CHECK(Push(*third, PushOf("s", 10, 1, b, 1)).accepted);
@@ -408,7 +408,7 @@ TEST_CASE(
   std::unique_ptr<ParameterServer> third = Resume(o);
   REQUIRE(third->version() == 1);
   // The second start's agents computed on its version 1, the checkpoint's weights: of this lineage.
-  const PushOutcome on_resumed = Push(*third, PushOf("r", 9, 1, b, 1));
+  const PushAnswer on_resumed = Push(*third, PushOf("r", 9, 1, b, 1));
   CHECK(on_resumed.accepted);
   CHECK(on_resumed.staleness == 0);
   // Its version 2 was lost with it.

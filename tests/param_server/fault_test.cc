@@ -243,7 +243,7 @@ TEST_CASE("An agent killed in the middle of a push leaves no partial update", "[
   CHECK(other->Status()->version() == 0);
   // The server keeps serving the others.
   const std::vector<float> g(before.size(), 0.01f);
-  absl::StatusOr<PushResult> pushed = other->Push(g.data(), g.size(), 0, 1);
+  absl::StatusOr<PushAnswer> pushed = other->Push(g.data(), g.size(), 0, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
   CHECK(pushed->version == 1);
@@ -269,7 +269,7 @@ TEST_CASE("A stalled push stream is cancelled after the idle timeout and nothing
   CHECK(stalled->running());
   CHECK(other->Status()->version() == 0);
   const std::vector<float> g(DescribeModel("cookbook")->parameter_count, 0.01f);
-  absl::StatusOr<PushResult> pushed = other->Push(g.data(), g.size(), 0, 1);
+  absl::StatusOr<PushAnswer> pushed = other->Push(g.data(), g.size(), 0, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
   CHECK(pushed->version == 1);
@@ -301,7 +301,7 @@ TEST_CASE("A full checkpoint disk is a clear error and training continues", "[fa
   for (uint64_t v = 2; v < 6; ++v) REQUIRE(client->Push(g.data(), g.size(), v, 1)->accepted);
   CHECK(WaitUntil([&] { return client->Status()->checkpoint_failures() >= 1; }, absl::Seconds(30)));
   // Training goes on, the error names the cause, and the first checkpoint is intact.
-  absl::StatusOr<PushResult> pushed = client->Push(g.data(), g.size(), 6, 1);
+  absl::StatusOr<PushAnswer> pushed = client->Push(g.data(), g.size(), 6, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->version == 7);
   CHECK_THAT(ReadWholeFile(ps.dir + "/ps.log"),
@@ -328,7 +328,7 @@ class ConcurrentLoad {
             ++errors;
             continue;
           }
-          absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, newest.version, 1);
+          absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), n, newest.version, 1);
           if (!pushed.ok()) {
             ++errors;
           } else if (pushed->accepted) {

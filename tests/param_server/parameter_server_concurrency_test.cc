@@ -116,7 +116,7 @@ TEST_CASE("Concurrent pushes and pulls keep exact counts and whole snapshots",
         std::vector<float> values =
             AssembleOnes(server->model(), agent, base->version, 1 + i % 3, &assembled);
         server->CountBytes(values.size() * sizeof(float), 0);
-        const PushOutcome outcome = server->Apply(agent, base->version, 1, values);
+        const PushAnswer outcome = server->Apply(agent, base->version, 1, values);
         if (!assembled || !outcome.accepted || outcome.version <= base->version) ++bad_pushes;
       }
     });
@@ -206,7 +206,7 @@ TEST_CASE("Concurrent stale pushes are rejected and counted exactly",
         std::shared_ptr<const WeightSnapshot> base = server->Snapshot(v1::NETWORK_ONLINE);
         if (!Whole(*base, initial)) ++torn;
         std::vector<float> values(base->values.size(), 1.0f);
-        const PushOutcome outcome = server->Apply(agent, base->version, 1, values);
+        const PushAnswer outcome = server->Apply(agent, base->version, 1, values);
         if (outcome.accepted) {
           ++accepted;
           if (outcome.version != base->version + 1 || outcome.staleness != 0) ++wrong;

@@ -154,7 +154,7 @@ TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server conti
   REQUIRE(joined.ok());
   CHECK(joined->version() == 5);
   std::vector<float> g(joined->parameter_count(), 0.01f);
-  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 5, 1);
+  absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), g.size(), 5, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->version == 6);
   ps.process->Signal(SIGINT);
@@ -190,7 +190,7 @@ TEST_CASE("A client rides out a killed and restarted server", "[process]") {
     absl::SleepFor(absl::Milliseconds(700));
     ps.Start(port, {"--resume"});
   });
-  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), version, 1);
+  absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), g.size(), version, 1);
   restarter.join();
   REQUIRE(pushed.ok());
   // The server came back at the checkpointed version 6, so the push applies as version 7.

@@ -7,8 +7,8 @@ namespace {
 
 using Verdict = PushDeduplicator::Verdict;
 
-PushOutcome Accepted(uint64_t version) {
-  PushOutcome outcome;
+PushAnswer Accepted(uint64_t version) {
+  PushAnswer outcome;
   outcome.accepted = true;
   outcome.version = version;
   return outcome;
@@ -56,12 +56,14 @@ TEST_CASE("Sequence 0 is a client without exactly-once: always new, never rememb
 TEST_CASE("Records saved into a checkpoint and restored answer a repeat as the repeat",
           "[push_deduplicator]") {
   PushDeduplicator before;
-  PushOutcome applied = Accepted(3);
+  PushAnswer applied = Accepted(3);
   applied.incarnation = 11;
   applied.staleness = 1;
   applied.epsilon = 0.25;
+  applied.target_version = 2;
+  applied.step_pushes = 3;
   before.Record("a", 7, 5, applied);
-  PushOutcome stale;
+  PushAnswer stale;
   stale.reason = v1::REJECT_REASON_STALE;
   stale.version = 4;
   stale.incarnation = 11;
@@ -80,6 +82,8 @@ TEST_CASE("Records saved into a checkpoint and restored answer a repeat as the r
   CHECK(again.answer.incarnation == 11);
   CHECK(again.answer.staleness == 1);
   CHECK(again.answer.epsilon == 0.25);
+  CHECK(again.answer.target_version == 2);  // The whole answer, as first given.
+  CHECK(again.answer.step_pushes == 3);
   const PushDeduplicator::Seen refused = after.Check("b", 8, 2);
   REQUIRE(refused.verdict == Verdict::kRepeat);
   CHECK_FALSE(refused.answer.accepted);
@@ -87,6 +91,32 @@ TEST_CASE("Records saved into a checkpoint and restored answer a repeat as the r
   CHECK(after.Check("a", 7, 4).verdict == Verdict::kSuperseded);
   CHECK(after.Check("a", 7, 6).verdict == Verdict::kNew);
   CHECK(after.Check("c", 9, 1).verdict == Verdict::kNew);
+}
+
+TEST_CASE("A record of an older checkpoint, before records held the whole answer, restores",
+          "[push_deduplicator]") {
+  v1::CheckpointManifest manifest;
+  v1::PushRecord* record = manifest.add_push_records();
+  record->set_agent_id("a");
+  record->set_push_session(7);
+  record->set_sequence(5);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  record->set_accepted(true);
+  record->set_version(3);
+  record->set_staleness(1);
+  record->set_epsilon(0.25);
+  record->set_incarnation(11);
+#pragma GCC diagnostic pop
+  PushDeduplicator dedup;
+  dedup.Restore(manifest);
+  const PushDeduplicator::Seen again = dedup.Check("a", 7, 5);
+  REQUIRE(again.verdict == Verdict::kRepeat);
+  CHECK(again.answer.accepted);
+  CHECK(again.answer.version == 3);
+  CHECK(again.answer.staleness == 1);
+  CHECK(again.answer.epsilon == 0.25);
+  CHECK(again.answer.incarnation == 11);
 }
 
 TEST_CASE("A checkpoint without records (an older one) restores none", "[push_deduplicator]") {

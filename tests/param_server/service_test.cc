@@ -133,7 +133,7 @@ TEST_CASE("bf16 pulls and pushes carry the weights within bf16 precision", "[ser
     REQUIRE(std::fabs(weights[i] - exact[i]) <= std::fabs(exact[i]) / 256 + 1e-30);
   }
   std::vector<float> g(exact.size(), 0.25f);
-  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 0, 1);
+  absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), g.size(), 0, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
 }
@@ -164,7 +164,7 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
           continue;
         }
         std::vector<float> g = RandomVector(n, 1000 * t + i);
-        absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, newest.version, 1);
+        absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), n, newest.version, 1);
         ++sent;
         if (!pushed.ok()) {
           ++errors;
@@ -234,7 +234,7 @@ TEST_CASE(
           std::lock_guard<std::mutex> lock(mu);
           sent.emplace(key, g);
         }
-        absl::StatusOr<PushResult> pushed =
+        absl::StatusOr<PushAnswer> pushed =
             client.Push(g.data(), n, newest.version, 1 + (i % 3), newest.incarnation);
         if (!pushed.ok()) {
           ++errors;
@@ -333,7 +333,7 @@ TEST_CASE(
       PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
       const std::vector<float> ones(n, 1.0f);
       for (int i = 0; i < kPushesEach; ++i) {
-        absl::StatusOr<PushResult> pushed = client.Push(ones.data(), n, 0, 1);
+        absl::StatusOr<PushAnswer> pushed = client.Push(ones.data(), n, 0, 1);
         if (!pushed.ok() || !pushed->accepted) ++failed;
       }
     });
@@ -385,7 +385,7 @@ TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[servic
       PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
       const std::vector<float> ones(n, 1.0f);
       for (int i = 0; i < kPushes / 2; ++i) {
-        absl::StatusOr<PushResult> pushed = client.Push(ones.data(), n, 0, 1);
+        absl::StatusOr<PushAnswer> pushed = client.Push(ones.data(), n, 0, 1);
         if (!pushed.ok() || !pushed->accepted) ++failed_pushes;
       }
     });
@@ -568,13 +568,13 @@ TEST_CASE("Stale and ahead pushes are rejected in-band with the current version"
   PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
   for (int i = 0; i < 3; ++i) REQUIRE(client.Push(g.data(), g.size(), i, 1)->accepted);
-  absl::StatusOr<PushResult> stale = client.Push(g.data(), g.size(), 1, 1);
+  absl::StatusOr<PushAnswer> stale = client.Push(g.data(), g.size(), 1, 1);
   REQUIRE(stale.ok());
   CHECK_FALSE(stale->accepted);
   CHECK(stale->reason == v1::REJECT_REASON_STALE);
   CHECK(stale->staleness == 2);
   CHECK(stale->version == 3);
-  absl::StatusOr<PushResult> ahead = client.Push(g.data(), g.size(), 9, 1);
+  absl::StatusOr<PushAnswer> ahead = client.Push(g.data(), g.size(), 9, 1);
   REQUIRE(ahead.ok());
   CHECK(ahead->reason == v1::REJECT_REASON_AHEAD);
   CHECK(ps.Status().version() == 3);
@@ -593,14 +593,14 @@ TEST_CASE("A push whose reply is lost after the apply is retried and applied onc
   std::atomic<int> dropped{0};
   // The first reply after an apply never reaches the client, as when the connection drops right
   // then.
-  ps.server->service().SetAfterApplyHookForTesting([&](const PushOutcome&) {
+  ps.server->service().SetAfterApplyHookForTesting([&](const PushAnswer&) {
     if (dropped.fetch_add(1) == 0) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost");
     return grpc::Status::OK;
   });
   const std::vector<float> before = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
   PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g = RandomVector(before.size(), 3);
-  absl::StatusOr<PushResult> pushed =
+  absl::StatusOr<PushAnswer> pushed =
       client.Push(g.data(), g.size(), 0, 1, ps.Status().incarnation());
   REQUIRE(pushed.ok());
   CHECK(dropped == 2);  // The first attempt and its retry both reached the server.
@@ -618,7 +618,7 @@ TEST_CASE("A push whose reply is lost after the apply is retried and applied onc
   }
   // The client's next push is a new one, and applies.
   ps.server->service().SetAfterApplyHookForTesting(nullptr);
-  absl::StatusOr<PushResult> next = client.Push(g.data(), g.size(), 1, 1, status.incarnation());
+  absl::StatusOr<PushAnswer> next = client.Push(g.data(), g.size(), 1, 1, status.incarnation());
   REQUIRE(next.ok());
   CHECK(next->accepted);
   CHECK_FALSE(next->repeated);
@@ -632,7 +632,7 @@ TEST_CASE("A push from a previous incarnation is refused in-band and changes not
   PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g(before.size(), 0.01f);
   const uint64_t previous = ps.Status().incarnation() ^ 1;
-  absl::StatusOr<PushResult> pushed = client.Push(g.data(), g.size(), 0, 1, previous);
+  absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), g.size(), 0, 1, previous);
   REQUIRE(pushed.ok());
   CHECK_FALSE(pushed->accepted);
   CHECK(pushed->reason == v1::REJECT_REASON_BASE_NOT_IN_LINEAGE);
@@ -651,19 +651,19 @@ TEST_CASE("A push that got no answer is resent under its number once the server 
           "[service][exactly_once]") {
   LoopbackServer ps(Options());
   std::atomic<bool> drop{true};
-  ps.server->service().SetAfterApplyHookForTesting([&](const PushOutcome&) {
+  ps.server->service().SetAfterApplyHookForTesting([&](const PushAnswer&) {
     return drop ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost") : grpc::Status::OK;
   });
   PsClientOptions options = ps.ClientOptions("a");
   options.retry_for = absl::Milliseconds(300);
   PsClient client(options);
   const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
-  absl::StatusOr<PushResult> lost = client.Push(g.data(), g.size(), 0, 1);
+  absl::StatusOr<PushAnswer> lost = client.Push(g.data(), g.size(), 0, 1);
   REQUIRE(lost.status().code() == absl::StatusCode::kUnavailable);
   CHECK(client.has_pending_push());
   CHECK(ps.Status().version() == 1);  // Applied, though the client never heard.
   drop = false;
-  absl::StatusOr<PushResult> resent = client.ResendPendingPush();
+  absl::StatusOr<PushAnswer> resent = client.ResendPendingPush();
   REQUIRE(resent.ok());
   CHECK(resent->accepted);
   CHECK(resent->repeated);
@@ -679,7 +679,7 @@ TEST_CASE("Push replies carry epsilon and the target-network version", "[service
   LoopbackServer ps(o);
   PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
-  absl::StatusOr<PushResult> r = client.Push(g.data(), g.size(), 0, 2);
+  absl::StatusOr<PushAnswer> r = client.Push(g.data(), g.size(), 0, 2);
   CHECK(r->epsilon == Approx(0.9));
   CHECK(r->target_version == 0);
   r = client.Push(g.data(), g.size(), 1, 2);  // 4 minibatches applied: target refreshed.
@@ -751,7 +751,7 @@ TEST_CASE("A 100M-parameter model pushes and pulls in 1 MiB chunks", "[service][
   REQUIRE(weights.size() == n);
   const float w0 = weights[n - 1];
   std::vector<float> g(n, 0.5f);
-  absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, 0, 1);
+  absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), n, 0, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
   g = {};
@@ -910,7 +910,7 @@ TEST_CASE(
     pushers.emplace_back([&, t] {
       PsClient client(ps.ClientOptions("waiter-" + std::to_string(t)));
       const std::vector<float> g(n, 0.25f);
-      absl::StatusOr<PushResult> pushed = client.Push(g.data(), n, 0, 1);
+      absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), n, 0, 1);
       if (pushed.ok() && pushed->accepted) ++applied;
     });
   }
@@ -1008,7 +1008,7 @@ TEST_CASE(
   CHECK(Rejections(ps.Status(), v1::REJECT_REASON_SERVER_BUSY) == 1);
 
   // A client is refused, waits out the delay and tries again until the buffer is free.
-  absl::StatusOr<PushResult> pushed;
+  absl::StatusOr<PushAnswer> pushed;
   std::thread client_thread([&] {
     PsClient client(ps.ClientOptions("patient"));
     const std::vector<float> g(model.parameter_count, 0.25f);
