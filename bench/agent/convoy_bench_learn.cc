@@ -43,6 +43,7 @@
 #include "common/torch_compat.h"  // After LibTorch: glog's LOG.
 #include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
+#include "deploy/local/training_run.h"
 
 ABSL_FLAG(std::string, agents, "1,2,4", "Agent counts to measure, comma-separated, one run each.");
 ABSL_FLAG(double, minutes, 8, "Training time per configuration.");
@@ -134,33 +135,6 @@ const EvalPoint* FirstAtThreshold(const RunResult& r) {
   return nullptr;
 }
 
-// Pulls the server's weights. With `best`, validates them (validation seeds), keeping the best;
-// else drives them over `episodes` evaluation seeds.
-absl::StatusOr<EvalPoint> EvaluateNow(LocalCluster& cluster, GreedyEvaluator& evaluator,
-                                      BestPolicy* best, absl::Time start, int episodes) {
-  EvalPoint point;
-  point.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  const ClusterTotals totals = cluster.Totals();
-  point.env_steps = totals.env_steps;
-  point.train_steps = totals.train_steps;
-  std::vector<float> weights;
-  absl::StatusOr<PullResult> pulled = cluster.PullWeights(&weights);
-  if (!pulled.ok()) return pulled.status();
-  point.version = pulled->version;
-  const absl::Time eval_start = absl::Now();
-  if (best != nullptr) {
-    absl::StatusOr<bool> considered = best->Consider(point.version, weights);
-    if (!considered.ok()) return considered.status();
-    point.summary = best->last();
-  } else {
-    absl::StatusOr<EvalSummary> summary = evaluator.Greedy(weights, episodes);
-    if (!summary.ok()) return summary.status();
-    point.summary = *std::move(summary);
-  }
-  point.eval_seconds = absl::ToDoubleSeconds(absl::Now() - eval_start);
-  return point;
-}
-
 void PrintPoint(int agents, const EvalPoint& p) {
   std::fprintf(
       stderr,
@@ -169,13 +143,6 @@ void PrintPoint(int agents, const EvalPoint& p) {
       agents, p.wall_seconds / 60, static_cast<unsigned long long>(p.version), p.env_steps,
       p.train_steps, p.summary.mean_return, p.summary.mean_distance_m, p.summary.full_episodes,
       static_cast<int>(p.summary.episodes.size()), p.summary.collisions, p.eval_seconds);
-}
-
-bool AllClosed(const LocalCluster& cluster) {
-  for (const AgentProgress& p : cluster.progress()) {
-    if (!p.closed) return false;
-  }
-  return true;
 }
 
 // The bench's hand-over: the averaged network is evaluated beside the best validated weights, not
@@ -206,9 +173,34 @@ absl::StatusOr<BenchHandOver> HandOverOfBench(BestPolicy& best, const RunEnd& en
   return handed;
 }
 
+// A validation during the run as the bench's table and CSV show it.
+EvalPoint PointOf(const ValidationPoint& v) {
+  EvalPoint point;
+  point.wall_seconds = v.wall_seconds;
+  point.env_steps = v.env_steps;
+  point.train_steps = v.train_steps;
+  point.version = v.version;
+  point.eval_seconds = v.eval_seconds;
+  point.summary = v.summary;
+  return point;
+}
+
+// Prints each validation as it comes.
+class PointPrinter final : public TrainingRunObserver {
+ public:
+  explicit PointPrinter(int agents) : agents_(agents) {}
+  void OnValidation(const ValidationPoint& point, const BestPolicy&) override {
+    PrintPoint(agents_, PointOf(point));
+  }
+
+ private:
+  const int agents_;
+};
+
 absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_dir,
                                            GreedyEvaluator& evaluator) {
-  LocalClusterOptions options;
+  TrainingRunOptions run;
+  LocalClusterOptions& options = run.cluster;
   options.run_dir = run_dir;
   options.agents = agents;
   options.model = absl::GetFlag(FLAGS_model);
@@ -226,66 +218,36 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.max_pushes_per_step = absl::GetFlag(FLAGS_max_pushes_per_step);
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
-  if (!cluster.ok()) return cluster.status();
+  CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&run.spec));
+  run.validate_every = absl::Seconds(absl::GetFlag(FLAGS_eval_every_seconds));
+  run.validation_episodes = absl::GetFlag(FLAGS_eval_episodes);
+  run.best_weights_path = run_dir + "/best_weights.pt";
+  PointPrinter printer(agents);
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<TrainingRun> training, TrainingRun::Start(run, &printer));
   std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,
                absl::GetFlag(FLAGS_minutes), run_dir.c_str());
 
-  EnvironmentSpec spec;
-  CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&spec));
-  absl::StatusOr<std::unique_ptr<BestPolicy>> best = BestPolicy::Create(
-      options.model, spec, absl::GetFlag(FLAGS_eval_episodes), run_dir + "/best_weights.pt");
-  if (!best.ok()) return best.status();
   RunResult result;
   result.agents = agents;
-  const absl::Duration eval_every = absl::Seconds(absl::GetFlag(FLAGS_eval_every_seconds));
-  const absl::Time start = absl::Now();
-  absl::Time next_eval = start + eval_every;
-  bool interrupted = false;
-  while ((*cluster)->Poll(absl::Milliseconds(200)) > 0) {
-    if (g_stop.load() && !interrupted) {
-      interrupted = true;
-      (*cluster)->SignalAgents(SIGTERM);
-    }
-    if (!interrupted && absl::Now() >= next_eval) {
-      absl::StatusOr<EvalPoint> point =
-          EvaluateNow(**cluster, evaluator, best->get(), start, absl::GetFlag(FLAGS_eval_episodes));
-      if (!point.ok()) return point.status();
-      PrintPoint(agents, *point);
-      result.eval_seconds += point->eval_seconds;
-      result.points.push_back(*std::move(point));
-      next_eval = std::max(next_eval + eval_every, absl::Now());
-    }
+  training->Train(g_stop);
+  for (const ValidationPoint& v : training->curve()) {
+    result.points.push_back(PointOf(v));
+    result.eval_seconds += v.eval_seconds;
   }
-  result.training_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  result.failed_agents = (*cluster)->WaitForAgents(absl::Seconds(5));
-  // The agents' final PROGRESS lines ("done") may still sit in the pipes.
-  for (int i = 0; i < 20 && !AllClosed(**cluster); ++i) (*cluster)->Poll(absl::Milliseconds(50));
-  const ClusterTotals totals = (*cluster)->Totals();
+  result.training_seconds = training->training_seconds();
+  result.failed_agents = training->failed_agents();
+  const ClusterTotals totals = training->cluster().Totals();
   result.env_steps = totals.env_steps;
   result.train_steps = totals.train_steps;
   const int final_episodes = absl::GetFlag(FLAGS_final_eval_episodes);
-  if (absl::StatusOr<v1::StatusResponse> status = (*cluster)->PsStatus(); status.ok()) {
+  if (absl::StatusOr<v1::StatusResponse> status = training->cluster().PsStatus(); status.ok()) {
     result.pushes_applied = status->updates_applied();
     result.apply_steps = status->apply_steps();
   }
-  RunEnd end;
-  absl::StatusOr<PullResult> pulled = (*cluster)->PullWeights(&end.last_weights);
-  std::optional<absl::StatusOr<PullResult>> pulled_average;
-  if (options.average_horizon > 0) {
-    pulled_average = (*cluster)->PullWeights(&end.averaged, v1::NETWORK_AVERAGE);
-  }
-  (*cluster)->Stop();
-  if (interrupted) return absl::CancelledError("interrupted");
-  if (!pulled.ok()) return pulled.status();
-  end.last_version = pulled->version;
-  if (pulled_average.has_value()) {
-    if (!pulled_average->ok()) return pulled_average->status();
-    end.average_version = (*pulled_average)->version;
-  }
-  // The last weights take part in the choice too.
-  CONVOY_RETURN_IF_ERROR((*best)->Consider(end.last_version, end.last_weights).status());
-  CONVOY_ASSIGN_OR_RETURN(BenchHandOver handed, HandOverOfBench(**best, end, evaluator));
+  CONVOY_ASSIGN_OR_RETURN(const RunEnd end, training->Finish());
+  if (training->interrupted()) return absl::CancelledError("interrupted");
+  BestPolicy& best = *training->best();  // --eval_every_seconds > 0: validation is on.
+  CONVOY_ASSIGN_OR_RETURN(BenchHandOver handed, HandOverOfBench(best, end, evaluator));
   // The final weights are those at the end of training, not at the end of the evaluation.
   EvalPoint final_point;
   final_point.wall_seconds = result.training_seconds;

@@ -39,6 +39,7 @@
 #include "common/weights_file.h"
 #include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
+#include "deploy/local/training_run.h"
 
 ABSL_FLAG(double, minutes, 10, "Training time.");
 ABSL_FLAG(
@@ -108,25 +109,16 @@ void PrintMerged(const ClusterTotals& totals, size_t agents, absl::Duration elap
       totals.epsilon, static_cast<unsigned long long>(ps_version), absl::ToDoubleMinutes(left));
 }
 
-// One validation of the server's weights during the run: a point of the run's learning curve.
-struct CurvePoint {
-  double minutes = 0;    // Since the agents started.
-  double env_steps = 0;  // All agents together.
-  uint64_t version = 0;
-  double mean_return = 0;
-  int full_episodes = 0;
-  int episodes = 0;
-};
-
 // A row per validation (series "validation") and one for the random policy on the same seeds
 // (series "random", which has no time, steps or version): what plot.py draws.
-absl::Status WriteCurveCsv(const std::string& path, const std::vector<CurvePoint>& points,
+absl::Status WriteCurveCsv(const std::string& path, const std::vector<ValidationPoint>& points,
                            const EvalSummary& random) {
   std::string csv = "series,minutes,env_steps,version,mean_return,full_episodes,episodes\n";
-  for (const CurvePoint& p : points) {
-    absl::StrAppendFormat(&csv, "validation,%.3f,%.0f,%llu,%.3f,%d,%d\n", p.minutes, p.env_steps,
-                          static_cast<unsigned long long>(p.version), p.mean_return,
-                          p.full_episodes, p.episodes);
+  for (const ValidationPoint& p : points) {
+    absl::StrAppendFormat(&csv, "validation,%.3f,%.0f,%llu,%.3f,%d,%d\n", p.wall_seconds / 60,
+                          p.env_steps, static_cast<unsigned long long>(p.version),
+                          p.summary.mean_return, p.summary.full_episodes,
+                          static_cast<int>(p.summary.episodes.size()));
   }
   absl::StrAppendFormat(&csv, "random,,,,%.3f,%d,%d\n", random.mean_return, random.full_episodes,
                         static_cast<int>(random.episodes.size()));
@@ -142,7 +134,7 @@ absl::Status WriteCurveCsv(const std::string& path, const std::vector<CurvePoint
 // where it is. Without matplotlib (or plot.py) the CSV stays and the line says why the picture is
 // missing; a missing picture never fails the run.
 std::string LeaveLearningCurve(const std::string& run, const std::string& name,
-                               const std::vector<CurvePoint>& points, BestPolicy& best) {
+                               const std::vector<ValidationPoint>& points, BestPolicy& best) {
   absl::StatusOr<EvalSummary> random = best.RandomBaseline();
   if (!random.ok()) return absl::StrCat("learning curve: not written: ", random.status().message());
   std::fprintf(stderr,
@@ -206,22 +198,43 @@ bool NumericFlagsInRange() {
   return FlagsInRange("convoy_train", ranges);
 }
 
-// A training run as its steps share it: the directory, the cluster, the validations.
-struct TrainingRun {
+// A training run as convoy_train's steps share it: the directory, the model, the run itself.
+struct Launch {
   std::string name;
   std::string run;  // The run directory.
   ModelInfo info;
-  LocalClusterOptions options;
-  std::unique_ptr<LocalCluster> cluster;
-  absl::Time start;
   EnvironmentSpec spec;
-  std::unique_ptr<BestPolicy> best;  // Null when validation is off.
-  std::vector<CurvePoint> curve;
-  bool interrupted = false;
+  std::unique_ptr<TrainingRun> training;
+};
+
+// What convoy_train prints while the run trains.
+class Printer final : public TrainingRunObserver {
+ public:
+  explicit Printer(absl::Duration total) : total_(total) {}
+  void OnProgress(const ClusterTotals& totals, size_t agents, absl::Duration elapsed,
+                  uint64_t ps_version) override {
+    PrintMerged(totals, agents, elapsed, total_, ps_version);
+  }
+  void OnValidation(const ValidationPoint& point, const BestPolicy& best) override {
+    std::fprintf(stderr,
+                 "convoy_train: validation of v%llu: %d/%zu full, return %.1f%s (best v%llu: %d "
+                 "full, return %.1f)\n",
+                 static_cast<unsigned long long>(point.version), point.summary.full_episodes,
+                 point.summary.episodes.size(), point.summary.mean_return,
+                 point.best_yet ? ", the best yet" : "",
+                 static_cast<unsigned long long>(best.version()), best.summary().full_episodes,
+                 best.summary().mean_return);
+  }
+  void OnStopping() override {
+    std::fprintf(stderr, "convoy_train: stopping every process cleanly\n");
+  }
+
+ private:
+  const absl::Duration total_;
 };
 
 // The run's directory and model, announced; or the exit code.
-std::optional<int> PrepareRun(TrainingRun& t) {
+std::optional<int> PrepareRun(Launch& t) {
   if (absl::Status s = ScenarioFromFlags(&t.spec); !s.ok()) {
     std::fprintf(stderr, "convoy_train: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
@@ -281,132 +294,48 @@ LocalClusterOptions ClusterOptions(const std::string& run) {
 
 // Starts convoy_ps and the agents, and the validation that keeps the run's best policy; or the exit
 // code.
-std::optional<int> StartRun(TrainingRun& t) {
-  t.options = ClusterOptions(t.run);
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(t.options);
-  if (!cluster.ok()) {
-    if (cluster.status().code() == absl::StatusCode::kFailedPrecondition) {
-      std::fprintf(stderr, "convoy_train: %s\n", std::string(cluster.status().message()).c_str());
-      if (!t.options.resume) {
+std::optional<int> StartRun(Launch& t, TrainingRunObserver* printer) {
+  TrainingRunOptions options;
+  options.cluster = ClusterOptions(t.run);
+  options.spec = t.spec;
+  options.validate_every = absl::Seconds(absl::GetFlag(FLAGS_validate_every_seconds));
+  options.validation_episodes = absl::GetFlag(FLAGS_validation_episodes);
+  options.best_weights_path = t.run + "/best/weights.pt";
+  options.report_every = options.cluster.report_every;
+  std::filesystem::create_directories(t.run + "/best");
+  absl::StatusOr<std::unique_ptr<TrainingRun>> training = TrainingRun::Start(options, printer);
+  if (!training.ok()) {
+    if (training.status().code() == absl::StatusCode::kFailedPrecondition) {
+      std::fprintf(stderr, "convoy_train: %s\n", std::string(training.status().message()).c_str());
+      if (!options.cluster.resume) {
         std::fprintf(stderr,
                      "convoy_train: pass --resume to continue run %s, or choose another --name\n",
                      t.name.c_str());
       }
       return 2;
     }
-    LOG(ERROR) << cluster.status();
+    LOG(ERROR) << training.status();
     return 1;
   }
-  t.cluster = *std::move(cluster);
-  t.start = absl::Now();
+  t.training = *std::move(training);
   std::fprintf(stderr, "convoy_train: watch it live: %s\n",
                ShellLine({"./convoy", "status", t.run, "--watch"}).c_str());
   std::fprintf(stderr, "convoy_train: TensorBoard: %s (each agent's scalars, agent-<i>/)\n",
                ShellLine({"tensorboard", "--logdir", t.run}).c_str());
-  if (absl::GetFlag(FLAGS_validate_every_seconds) > 0) {
-    absl::StatusOr<std::unique_ptr<BestPolicy>> created =
-        BestPolicy::Create(t.options.model, t.spec, absl::GetFlag(FLAGS_validation_episodes),
-                           t.run + "/best/weights.pt");
-    if (!created.ok()) {
-      LOG(ERROR) << created.status();
-      return 1;
-    }
-    t.best = *std::move(created);
-  }
-  std::filesystem::create_directories(t.run + "/best");
   return std::nullopt;
-}
-
-// Drives the greedy policy of `weights` over the validation seeds and keeps it when it is the best
-// yet: a point of the learning curve.
-void Validate(TrainingRun& t, uint64_t version, const std::vector<float>& weights) {
-  if (t.best == nullptr) return;
-  BestPolicy& best = *t.best;
-  CurvePoint point;
-  point.minutes = absl::ToDoubleMinutes(absl::Now() - t.start);
-  point.env_steps = t.cluster->Totals().env_steps;
-  absl::StatusOr<bool> better = best.Consider(version, weights);
-  if (!better.ok()) {
-    LOG(WARNING) << "validation of version " << version << " failed: " << better.status();
-    return;
-  }
-  point.version = version;
-  point.mean_return = best.last().mean_return;
-  point.full_episodes = best.last().full_episodes;
-  point.episodes = static_cast<int>(best.last().episodes.size());
-  t.curve.push_back(point);
-  std::fprintf(stderr,
-               "convoy_train: validation of v%llu: %d/%zu full, return %.1f%s (best v%llu: %d "
-               "full, return %.1f)\n",
-               static_cast<unsigned long long>(version), best.last().full_episodes,
-               best.last().episodes.size(), best.last().mean_return,
-               *better ? ", the best yet" : "", static_cast<unsigned long long>(best.version()),
-               best.summary().full_episodes, best.summary().mean_return);
-}
-
-// Polls the agents until they stop, printing the merged progress and validating the server's
-// weights along the way; the first stop signal stops every process cleanly.
-void Train(TrainingRun& t) {
-  const absl::Duration total = t.options.max_time;
-  const absl::Duration validate_every = absl::Seconds(absl::GetFlag(FLAGS_validate_every_seconds));
-  absl::Time next_report = t.start + t.options.report_every;
-  absl::Time next_validation = t.start + validate_every;
-  std::vector<float> weights;
-  while (true) {
-    if (t.cluster->Poll(absl::Milliseconds(200)) == 0) break;
-    if (g_stop.load() && !t.interrupted) {
-      t.interrupted = true;
-      std::fprintf(stderr, "convoy_train: stopping every process cleanly\n");
-      t.cluster->SignalAgents(SIGTERM);
-    }
-    if (absl::Now() >= next_report) {
-      PrintMerged(t.cluster->Totals(), t.cluster->progress().size(), absl::Now() - t.start, total,
-                  t.cluster->PsVersion());
-      next_report += t.options.report_every;
-    }
-    if (t.best != nullptr && !t.interrupted && absl::Now() >= next_validation) {
-      // Validation runs here, between polls: the agents' output waits in their pipes meanwhile.
-      if (absl::StatusOr<PullResult> now = t.cluster->PullWeights(&weights); now.ok()) {
-        Validate(t, now->version, weights);
-      }
-      next_validation = absl::Now() + validate_every;
-    }
-  }
-}
-
-// Once the agents have stopped: the server's last weights and averaged network, then convoy_ps
-// stopped with its final checkpoint. Errors: the last weights' pull.
-absl::StatusOr<RunEnd> FinishTraining(TrainingRun& t) {
-  RunEnd end;
-  absl::StatusOr<PullResult> pulled = t.cluster->PullWeights(&end.last_weights);
-  if (t.options.average_horizon > 0) {
-    absl::StatusOr<PullResult> pulled_average =
-        t.cluster->PullWeights(&end.averaged, v1::NETWORK_AVERAGE);
-    if (pulled_average.ok()) {
-      end.average_version = pulled_average->version;
-    } else {
-      LOG(WARNING) << "cannot fetch the averaged network: " << pulled_average.status();
-    }
-  }
-  const std::optional<int> ps_code = t.cluster->Stop(absl::Seconds(60));
-  std::fprintf(stderr, "convoy_train: convoy_ps stopped (%s); checkpoints in %s/checkpoints\n",
-               ps_code == 0 ? "final checkpoint written" : "see convoy_ps.log", t.run.c_str());
-  if (!pulled.ok()) return pulled.status();
-  end.last_version = pulled->version;
-  return end;
 }
 
 // The hand-over's evaluation: each policy against a random one on the evaluation seeds, in a fresh
 // environment. `random` keeps the random policy's summary for the table, `expert` the scripted
 // expert's (driven once: it does not depend on the weights).
-EvaluatePolicy EvaluateAgainstRandom(const TrainingRun& t, EvalSummary* random,
-                                     EvalSummary* expert) {
+EvaluatePolicy EvaluateAgainstRandom(const Launch& t, EvalSummary* random, EvalSummary* expert) {
   return [&t, random, expert](HandOverCandidate,
                               const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
     const int episodes = absl::GetFlag(FLAGS_eval_episodes);
-    CONVOY_ASSIGN_OR_RETURN(Comparison comparison,
-                            CompareWithRandom(t.options.model, weights, t.spec, episodes,
-                                              /*with_expert=*/expert->episodes.empty()));
+    CONVOY_ASSIGN_OR_RETURN(
+        Comparison comparison,
+        CompareWithRandom(t.training->options().cluster.model, weights, t.spec, episodes,
+                          /*with_expert=*/expert->episodes.empty()));
     *random = comparison.random;
     if (expert->episodes.empty()) *expert = comparison.expert;
     return comparison.greedy;
@@ -438,10 +367,10 @@ std::string ResultTable(const HandOverResult& handed, const RunEnd& end, const E
 // The best and the worst evaluation episode of the handed-over policy as videos in the run's
 // videos/, which TensorBoard shows too. A failure is reported, not fatal: the evaluation stands
 // without them.
-void WriteVideos(const TrainingRun& t, const HandOverResult& handed) {
+void WriteVideos(const Launch& t, const HandOverResult& handed) {
   const std::string dir = t.run + "/videos";
   absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
-      GreedyEvaluator::Create(t.options.model, t.spec);
+      GreedyEvaluator::Create(t.training->options().cluster.model, t.spec);
   absl::StatusOr<std::unique_ptr<EventFileWriter>> events =
       evaluator.ok() ? EventFileWriter::Create(dir) : evaluator.status();
   absl::StatusOr<std::vector<EpisodeVideo>> videos =
@@ -465,21 +394,21 @@ void WriteVideos(const TrainingRun& t, const HandOverResult& handed) {
 // Hands over the best validated policy (the last weights when they validate best, or when
 // validation is off) and prints its evaluation, on the evaluation seeds no choice was made on.
 // Returns false when an evaluation failed.
-bool HandOverAndReport(TrainingRun& t, RunEnd end) {
-  Validate(t, end.last_version, end.last_weights);
+bool HandOverAndReport(Launch& t, RunEnd end) {
+  BestPolicy* const best = t.training->best();
   HandOverOptions options;
   options.average_competes = true;
   options.settle_episodes = absl::GetFlag(FLAGS_final_validation_episodes);
   options.log_prefix = "convoy_train: ";
   EvalSummary random, expert;
   absl::StatusOr<HandOverResult> handed =
-      HandOver(t.best.get(), end, options, EvaluateAgainstRandom(t, &random, &expert));
+      HandOver(best, end, options, EvaluateAgainstRandom(t, &random, &expert));
   if (!handed.ok()) {
     LOG(ERROR) << "evaluation failed: " << handed.status();
     return false;
   }
   const HandOverChoice& choice = handed->choice;
-  if (!choice.chose_earlier() && (t.best == nullptr || !t.best->has_best())) {
+  if (!choice.chose_earlier() && (best == nullptr || !best->has_best())) {
     // No validation kept a file: the last weights it is.
     if (absl::Status s =
             WriteWeightsFile(t.run + "/best/weights.pt", handed->weights.data(), t.info.layout);
@@ -510,24 +439,27 @@ bool HandOverAndReport(TrainingRun& t, RunEnd end) {
 
 int Run() {
   if (!NumericFlagsInRange()) return kExitUsage;
-  TrainingRun t;
+  Launch t;
   if (std::optional<int> code = PrepareRun(t); code.has_value()) return *code;
-  if (std::optional<int> code = StartRun(t); code.has_value()) return *code;
-  Train(t);
-  const int failed_agents = t.cluster->WaitForAgents(absl::Seconds(5));
-  absl::StatusOr<RunEnd> end = FinishTraining(t);
+  Printer printer(absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60));
+  if (std::optional<int> code = StartRun(t, &printer); code.has_value()) return *code;
+  t.training->Train(g_stop);
+  absl::StatusOr<RunEnd> end = t.training->Finish();
+  std::fprintf(stderr, "convoy_train: convoy_ps stopped (%s); checkpoints in %s/checkpoints\n",
+               t.training->ps_exit_code() == 0 ? "final checkpoint written" : "see convoy_ps.log",
+               t.run.c_str());
   if (!end.ok()) {
     LOG(ERROR) << "cannot fetch the trained weights: " << end.status();
     return 1;
   }
-  if (t.interrupted) return 130;
+  if (t.training->interrupted()) return 130;
   if (!HandOverAndReport(t, *std::move(end))) return 1;
-  if (t.best != nullptr) {
-    std::printf("%s\n", LeaveLearningCurve(t.run, t.name, t.curve, *t.best).c_str());
+  if (BestPolicy* best = t.training->best(); best != nullptr) {
+    std::printf("%s\n", LeaveLearningCurve(t.run, t.name, t.training->curve(), *best).c_str());
   } else {
     std::printf("learning curve: none, validation is off (--validate_every_seconds=0)\n");
   }
-  return failed_agents == 0 ? 0 : 1;
+  return t.training->failed_agents() == 0 ? 0 : 1;
 }
 
 }  // namespace
