@@ -28,6 +28,7 @@
 #include "agent/server_presence.h"
 #include "agent/session_worker.h"
 #include "agent/sync_state.h"
+#include "common/run_defaults.h"
 
 namespace convoy {
 
@@ -60,7 +61,7 @@ struct SyncOptions {
   std::string agent_id;  // For the log.
   PushMode push = PushMode::kGradients;
   // Minibatches between sync points; rejoin attempts are made at multiples of it.
-  uint64_t batch_update_frequency = 1;
+  uint64_t batch_update_frequency = run_defaults::kBatchUpdateFrequency;
   absl::Duration sync_wait = absl::Seconds(1);        // --sync_wait.
   absl::Duration final_sync_for = absl::Seconds(10);  // --final_sync_for.
   // Asked by FinalSync at its start and after each attempt that did not reach the server: evidence

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/sum_tree.h"
+#include "common/run_defaults.h"
 
 namespace convoy {
 
@@ -25,10 +26,11 @@ struct ReplayOptions {
   std::array<int, 3> frame_shape{};
   // Observations are the last frame_stack frames, stacked along C, oldest first.
   int frame_stack = 1;
-  int n_step = 1;  // n-step returns
-  double gamma = 0.99;
-  bool prioritized = false;  // PER with a sum tree
-  double alpha = 0.6;        // priority exponent
+  // The run settings' defaults (common/run_settings.h); a run sets them from its settings.
+  int n_step = run_defaults::kNStep;  // n-step returns
+  double gamma = run_defaults::kGamma;
+  bool prioritized = run_defaults::kPrioritized;   // PER with a sum tree
+  double alpha = run_defaults::kPriorityExponent;  // priority exponent
   double beta_start = 0.4;   // importance-sampling exponent, annealed linearly ...
   double beta_end = 1.0;
   uint64_t beta_anneal_samples = 1000000;  // ... over this many sampled transitions

@@ -19,11 +19,10 @@ inline constexpr int kBatchSize = AgentRunSettings{}.batch_size;
 inline constexpr int kBatchUpdateFrequency = AgentRunSettings{}.batch_update_frequency;
 inline constexpr double kGamma = AgentRunSettings{}.gamma;
 inline constexpr int kNStep = AgentRunSettings{}.n_step;
-inline constexpr uint64_t kTargetUpdateFrequency = AgentRunSettings{}.target_update_frequency;
 inline constexpr bool kDoubleDqn = AgentRunSettings{}.double_dqn;
 inline constexpr double kLearnerMaxGradNorm = AgentRunSettings{}.max_grad_norm;
 inline constexpr bool kPrioritized = AgentRunSettings{}.prioritized;
-inline constexpr bool kMirrorAugmentation = AgentRunSettings{}.mirror_augmentation;
+inline constexpr double kPriorityExponent = AgentRunSettings{}.priority_exponent;
 // The averaged network's horizon, applied minibatches (param_server/weight_average.h): about three
 // minutes of two agents on a 2-core machine. At the end of 30-minute runs it drove 20 and 19 of 20,
 // where 4,000 (70 s) held no better than the last weights; in 10-minute runs it is the weaker

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/agent/replay_test_options.h"
 #include "tests/catch.h"
 #include "tests/skip.h"
 
@@ -19,7 +20,7 @@ constexpr absl::Duration kPatience =
 
 // A memory of {3, 5, 7} frames stacked by 2, each frame constant-valued with its number mod 256.
 std::unique_ptr<ReplayMemory> FrameMemory(int transitions) {
-  ReplayOptions options;
+  ReplayOptions options = testing::OneStepUniform();
   options.capacity = 1000;
   options.frame_shape = {3, 5, 7};
   options.frame_stack = 2;
@@ -143,7 +144,7 @@ TEST_CASE("The sampler keeps at most prefetch batches ready", "[batch_sampler]")
 }
 
 TEST_CASE("Prioritized batches carry their importance weights and ids", "[batch_sampler]") {
-  ReplayOptions options;
+  ReplayOptions options = testing::OneStepUniform();
   options.capacity = 100;
   options.frame_shape = {1, 2, 2};
   options.prioritized = true;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/agent/replay_test_options.h"
 #include "tests/catch.h"
 
 namespace convoy {
@@ -41,7 +42,7 @@ std::vector<int64_t> DecodeStack(const uint8_t* stack, int frame_stack) {
 }
 
 ReplayOptions TinyOptions() {
-  ReplayOptions options;
+  ReplayOptions options = testing::OneStepUniform();
   options.frame_shape = kTinyFrame;
   options.capacity = 1000;
   return options;
@@ -218,7 +219,7 @@ TEST_CASE("Create rejects invalid options", "[replay]") {
 }
 
 TEST_CASE("Each Add stores one frame however deep the stack", "[replay]") {
-  ReplayOptions options;
+  ReplayOptions options = testing::OneStepUniform();
   options.capacity = 10000;
   options.frame_shape = {1, 84, 84};
   options.frame_stack = 4;
@@ -236,7 +237,7 @@ TEST_CASE("Each Add stores one frame however deep the stack", "[replay]") {
 }
 
 TEST_CASE("bytes_per_transition is one frame plus small metadata", "[replay]") {
-  ReplayOptions options;
+  ReplayOptions options = testing::OneStepUniform();
   options.capacity = 1000000;
   options.frame_shape = {1, 84, 84};
   options.frame_stack = 4;
@@ -256,7 +257,7 @@ TEST_CASE("bytes_per_transition is one frame plus small metadata", "[replay]") {
 }
 
 TEST_CASE("A full memory allocates about bytes_per_transition for each transition", "[replay]") {
-  ReplayOptions options;
+  ReplayOptions options = testing::OneStepUniform();
   options.capacity = 3000;
   options.frame_shape = {1, 84, 84};
   options.frame_stack = 4;
@@ -302,7 +303,7 @@ TEST_CASE("Stacked observations equal a hand built stack across episode starts",
 }
 
 TEST_CASE("Stacking keeps each frame's channels together oldest first", "[replay]") {
-  ReplayOptions options;
+  ReplayOptions options = testing::OneStepUniform();
   options.capacity = 100;
   options.frame_shape = {2, 1, 3};
   options.frame_stack = 2;
@@ -676,7 +677,7 @@ TEST_CASE("The same seed gives the same batches", "[replay]") {
 TEST_CASE("Concurrent Add and Sample never see torn frames", "[replay]") {
   // Each frame is one value (its number mod 256); every stacked slot must be a whole frame and the
   // slots must be consecutive frames of one episode.
-  ReplayOptions options;
+  ReplayOptions options = testing::OneStepUniform();
   options.capacity = 500;
   options.frame_shape = {1, 84, 84};
   options.frame_stack = 4;
