@@ -302,7 +302,6 @@ std::optional<int> StartRun(Launch& t, TrainingRunObserver* printer) {
   options.validation_episodes = absl::GetFlag(FLAGS_validation_episodes);
   options.best_weights_path = t.run + "/best/weights.pt";
   options.report_every = options.cluster.report_every;
-  std::filesystem::create_directories(t.run + "/best");
   absl::StatusOr<std::unique_ptr<TrainingRun>> training = TrainingRun::Start(options, printer);
   if (!training.ok()) {
     if (training.status().code() == absl::StatusCode::kFailedPrecondition) {
@@ -318,6 +317,8 @@ std::optional<int> StartRun(Launch& t, TrainingRunObserver* printer) {
     return 1;
   }
   t.training = *std::move(training);
+  // Where the best validated weights go; made only once the run started (a refused one leaves no trace).
+  std::filesystem::create_directories(t.run + "/best");
   std::fprintf(stderr, "convoy_train: watch it live: %s\n",
                ShellLine({"./convoy", "status", t.run, "--watch"}).c_str());
   std::fprintf(stderr, "convoy_train: TensorBoard: %s (each agent's scalars, agent-<i>/)\n",
