@@ -317,7 +317,8 @@ std::optional<int> StartRun(Launch& t, TrainingRunObserver* printer) {
     return 1;
   }
   t.training = *std::move(training);
-  // Where the best validated weights go; made only once the run started (a refused one leaves no trace).
+  // Where the best validated weights go; made only once the run started (a refused one leaves no
+  // trace).
   std::filesystem::create_directories(t.run + "/best");
   std::fprintf(stderr, "convoy_train: watch it live: %s\n",
                ShellLine({"./convoy", "status", t.run, "--watch"}).c_str());
