@@ -31,9 +31,8 @@ PushAnswer FromResponse(const v1::PushResponse& response) {
 }
 
 void ToRecord(const PushAnswer& answer, v1::PushRecord* record) {
-  PushAnswer kept = answer;
-  kept.message.clear();  // Written again when the answer is given again.
-  ToResponse(kept, record->mutable_answer());
+  ToResponse(answer, record->mutable_answer());
+  record->mutable_answer()->clear_message();  // Written again when the answer is given again.
 }
 
 PushAnswer FromRecord(const v1::PushRecord& record) {
