@@ -1,41 +1,34 @@
 #!/usr/bin/env bash
-# The library layering is a fact of the build (CMakeLists.txt: convoy_forbid_links), checked three ways:
-#   1. the built binaries need (DT_NEEDED) none of what their layer forbids: convoy_sim and the simulator
-#      tests no LibTorch, gRPC, OpenSSL or Protobuf; the parameter-server core's tests no gRPC; the metrics
-#      tests no LibTorch and no gRPC;
+# The library layering is declared once (common/layering.cmake: convoy_forbid_links) and checked three ways:
+#   1. the built binaries need (DT_NEEDED) none of what their rule forbids: the configure step lists each
+#      executable's checks in BUILD_DIR/layering_checks.txt ("binary<TAB>rule<TAB>expression");
 #   2. the configure step refuses a forbidden edge (a probe links gRPC into convoy_base and must fail);
 #   3. docs/architecture.md shows the graph the build generates (build/library_graph.mmd).
-# Usage: layering_test.sh SOURCE_DIR BUILD_DIR CONVOY_SIM SIM_TEST PS_CORE_TEST METRICS_TEST
+# Usage: layering_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
-src=$1 build=$2 sim=$3 sim_test=$4 ps_core_test=$5 metrics_test=$6
+src=$1 build=$2
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 
-# $1 binary, $2 what its layer forbids, $3 the regular expression of those libraries.
-forbid() {
-  local found
-  found=$(needed "$1" | grep -E "$3" || true)
+checks="$build/layering_checks.txt"
+[ -s "$checks" ] || fail "$checks is missing or empty: the configure step writes it"
+checked=0
+while IFS=$'\t' read -r binary rule expression; do
+  [ -n "$binary" ] || continue
+  # Sanity: readelf does see what a binary links (every convoy binary links glog).
+  needed "$binary" | grep -q '^libglog' || fail "readelf shows no libglog in $(basename "$binary"): the check cannot see"
+  found=$(needed "$binary" | grep -E "$expression" || true)
   if [ -n "$found" ]; then
-    fail "$(basename "$1") must not link $2, but needs: $(echo "$found" | tr '\n' ' ')"
+    fail "$(basename "$binary") must not link $rule, but needs: $(echo "$found" | tr '\n' ' ')"
   else
-    echo "ok: $(basename "$1") needs no $2"
+    echo "ok: $(basename "$binary") needs no $rule"
   fi
-}
-# Sanity: the expression does find what is there (a binary that does link them).
-needed "$sim" | grep -q '^libglog' || fail "readelf shows no libglog in $(basename "$sim"): the check cannot see"
-
-torch='^lib(torch|c10)' grpc='^lib(grpc|gpr)' openssl='^lib(ssl|crypto)\.' protobuf='^libprotobuf'
-for binary in "$sim" "$sim_test"; do
-  forbid "$binary" LibTorch "$torch"
-  forbid "$binary" gRPC "$grpc"
-  forbid "$binary" OpenSSL "$openssl"
-  forbid "$binary" Protobuf "$protobuf"
-done
-forbid "$ps_core_test" gRPC "$grpc"
-forbid "$metrics_test" LibTorch "$torch"
-forbid "$metrics_test" gRPC "$grpc"
+  checked=$((checked + 1))
+done < <(cat "$checks" 2>/dev/null || true)
+# The rules name convoy_sim (4 rules), the simulator's and the metrics' tests and the core's tests.
+[ "$checked" -ge 11 ] || fail "only $checked binary checks in $checks; common/layering.cmake declares 11"
 
 probe=$(mktemp -d /tmp/convoy_layering.XXXXXX)
 trap 'rm -rf "$probe"' EXIT
