@@ -96,6 +96,8 @@ if(NOT CONVOY_LEARNER_ONLY)
   convoy_forbid_links(convoy_metrics libtorch grpc openssl)
   convoy_forbid_links(convoy_simulator_bridge libtorch grpc openssl)
   convoy_forbid_links(convoy_param_server_core grpc)
+  convoy_forbid_links(convoy_push_assembler grpc openssl)
+  convoy_forbid_links(convoy_checkpointer grpc)
   # Executables, whose DT_NEEDED is checked as well: the simulator alone and its tests, the
   # parameter server's core tests, the metrics' tests.
   convoy_forbid_links(convoy_sim libtorch grpc openssl protobuf)

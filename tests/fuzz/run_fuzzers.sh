@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds convoy's libFuzzer targets with clang (tests/fuzz as its own CMake project) and runs each for a
-# bounded time over its seed corpus. Fails when a target crashes, leaks, hangs or breaks an invariant;
+# Builds convoy's libFuzzer targets with clang (convoy configured with CONVOY_SANITIZE=fuzzer, only the
+# targets and the libraries they link built) and runs each for a bounded time over its seed corpus. Fails when a target crashes, leaks, hangs or breaks an invariant;
 # the input that did it is kept under <build>/artifacts/<target>/. Exit 77 (CTest: skipped) when clang
 # or its libFuzzer runtime is missing.
 #
@@ -45,6 +45,13 @@ if ! command -v "$cxx" >/dev/null 2>&1 || ! command -v "$cc" >/dev/null 2>&1; th
   exit 77
 fi
 mkdir -p "$build_dir"
+# A build directory configured from another source (an older checkout's tests/fuzz project) starts afresh;
+# the corpus it found stays.
+if [ -f "$build_dir/CMakeCache.txt" ] &&
+   ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$(cd "$source_dir" && pwd)" "$build_dir/CMakeCache.txt"; then
+  log "$build_dir was configured from another source: configuring again"
+  rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
+fi
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   probe="$build_dir/libfuzzer_probe"
   if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
@@ -54,7 +61,8 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   fi
   rm -f "$probe"
   log "configuring $build_dir"
-  cmake -S "$fuzz_src" -B "$build_dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" >/dev/null
+  cmake -S "$source_dir" -B "$build_dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONVOY_SANITIZE=fuzzer -DCONVOY_WERROR=ON >/dev/null
 else
   cmake "$build_dir" >/dev/null  # Again, so a target added since the last configure is known to make.
 fi
@@ -72,7 +80,7 @@ for t in "${targets[@]}"; do
   [ -f "$fuzz_src/$t.dict" ] && args+=(-dict="$fuzz_src/$t.dict")
   logfile="$build_dir/$t.log"
   log "$t: ${seconds} s"
-  if "$build_dir/$t" "${args[@]}" "$corpus" "$fuzz_src/corpus/$t" >"$logfile" 2>&1; then
+  if "$build_dir/bin/$t" "${args[@]}" "$corpus" "$fuzz_src/corpus/$t" >"$logfile" 2>&1; then
     grep -E '^stat::(number_of_executed_units|peak_rss_mb)|^#[0-9]+.*DONE' "$logfile" | sed "s/^/  /" || true
   else
     log "$t FAILED; its log ($logfile) ends:"
