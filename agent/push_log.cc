@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/log_record.h"
 
 namespace convoy {
 namespace {
@@ -24,26 +25,45 @@ absl::StatusOr<std::unique_ptr<PushLog>> PushLog::Open(const std::string& path) 
 PushLog::~PushLog() { std::fclose(file_); }
 
 void PushLog::Started(const std::string& agent_id) {
-  Write(absl::StrCat("start agent=", agent_id, " pid=", getpid(), " time=", UnixSeconds()));
+  Write(LogRecord("push_log", "start")
+            .Add("agent", agent_id)
+            .Add("pid", getpid())
+            .Add("time", UnixSeconds())
+            .Line());
 }
 
 void PushLog::Trained(const std::string& agent_id, uint64_t minibatches) {
-  Write(absl::StrCat("trained agent=", agent_id, " minibatches=", minibatches,
-                     " time=", UnixSeconds()));
+  Write(LogRecord("push_log", "trained")
+            .Add("agent", agent_id)
+            .Add("minibatches", minibatches)
+            .Add("time", UnixSeconds())
+            .Line());
 }
 
 void PushLog::Answered(const LoggedPush& push, const PushAnswer& answer) {
-  Write(absl::StrCat(
-      "push agent=", push.agent_id, " session=", push.session, " sequence=", push.sequence,
-      " accepted=", answer.accepted ? 1 : 0, " repeated=", answer.repeated ? 1 : 0,
-      " reason=", v1::RejectReason_Name(answer.reason), " incarnation=", answer.incarnation,
-      " version=", answer.version, " shard=", push.shard, " minibatches=", push.minibatches,
-      " base_incarnation=", push.base_incarnation, " base_version=", push.base_version));
+  Write(LogRecord("push_log", "push")
+            .Add("agent", push.agent_id)
+            .Add("session", push.session)
+            .Add("sequence", push.sequence)
+            .Add("accepted", answer.accepted ? 1 : 0)
+            .Add("repeated", answer.repeated ? 1 : 0)
+            .Add("reason", v1::RejectReason_Name(answer.reason))
+            .Add("incarnation", answer.incarnation)
+            .Add("version", answer.version)
+            .Add("shard", push.shard)
+            .Add("minibatches", push.minibatches)
+            .Add("base_incarnation", push.base_incarnation)
+            .Add("base_version", push.base_version)
+            .Line());
 }
 
 void PushLog::Ended(const std::string& agent_id, bool in_step, uint64_t minibatches) {
-  Write(absl::StrCat("end agent=", agent_id, " in_step=", in_step ? 1 : 0,
-                     " minibatches=", minibatches, " time=", UnixSeconds()));
+  Write(LogRecord("push_log", "end")
+            .Add("agent", agent_id)
+            .Add("in_step", in_step ? 1 : 0)
+            .Add("minibatches", minibatches)
+            .Add("time", UnixSeconds())
+            .Line());
 }
 
 void PushLog::Write(const std::string& line) {

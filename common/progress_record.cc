@@ -11,17 +11,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/log_record.h"
 #include "common/status_macros.h"
 
 namespace convoy {
 namespace {
 
 constexpr absl::string_view kPrefix = "PROGRESS ";
-
-// Every field, in the line's order.
-constexpr absl::string_view kFields[] = {"agent",      "episodes", "env_steps", "train_steps",
-                                         "avg_return", "env_sps",  "train_sps", "epsilon",
-                                         "loss",       "version",  "connected"};
 
 absl::Status Malformed(absl::string_view key, absl::string_view value, absl::string_view what) {
   return absl::InvalidArgumentError(
@@ -76,13 +72,19 @@ absl::StatusOr<bool> ReadField(absl::string_view key, absl::string_view value,
 }  // namespace
 
 std::string FormatProgress(const ProgressRecord& r) {
-  return absl::StrFormat(
-      "PROGRESS agent=%s episodes=%llu env_steps=%llu train_steps=%llu avg_return=%.3f "
-      "env_sps=%.1f train_sps=%.2f epsilon=%.3f loss=%.5f version=%llu connected=%d",
-      r.agent, static_cast<unsigned long long>(r.episodes),
-      static_cast<unsigned long long>(r.env_steps), static_cast<unsigned long long>(r.train_steps),
-      r.avg_return, r.env_sps, r.train_sps, r.epsilon, r.loss,
-      static_cast<unsigned long long>(r.version), r.connected ? 1 : 0);
+  return LogRecord("progress", "PROGRESS")
+      .Add("agent", r.agent)
+      .Add("episodes", r.episodes)
+      .Add("env_steps", r.env_steps)
+      .Add("train_steps", r.train_steps)
+      .Add("avg_return", absl::StrFormat("%.3f", r.avg_return))
+      .Add("env_sps", absl::StrFormat("%.1f", r.env_sps))
+      .Add("train_sps", absl::StrFormat("%.2f", r.train_sps))
+      .Add("epsilon", absl::StrFormat("%.3f", r.epsilon))
+      .Add("loss", absl::StrFormat("%.5f", r.loss))
+      .Add("version", r.version)
+      .Add("connected", r.connected ? 1 : 0)
+      .Line();
 }
 
 bool IsProgressLine(absl::string_view line) { return absl::StartsWith(line, kPrefix); }
@@ -106,8 +108,8 @@ absl::StatusOr<ProgressRecord> ParseProgress(absl::string_view line) {
     if (known) seen.insert(std::string(key));
   }
   std::vector<absl::string_view> missing;
-  for (absl::string_view key : kFields) {
-    if (seen.find(key) == seen.end()) missing.push_back(key);
+  for (const LogRecordFormat::Key& key : FindLogRecordFormat("progress", "PROGRESS")->keys) {
+    if (seen.find(key.name) == seen.end()) missing.push_back(key.name);
   }
   if (!missing.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("PROGRESS line lacks the field",

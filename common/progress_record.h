@@ -4,7 +4,8 @@
 //   PROGRESS agent=agent-0 episodes=12 env_steps=3400 train_steps=800 avg_return=41.250
 //       env_sps=95.0 train_sps=22.50 epsilon=0.412 loss=0.01234 version=790 connected=1
 //
-// (on one line), every field present, in this order, separated by single spaces.
+// (on one line), every field present, in this order, separated by single spaces: common/log_records.txt
+// declares it (progress PROGRESS).
 #ifndef CONVOY_COMMON_PROGRESS_RECORD_H_
 #define CONVOY_COMMON_PROGRESS_RECORD_H_
 

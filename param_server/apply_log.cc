@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
+#include "common/log_record.h"
 
 namespace convoy {
 
@@ -20,26 +21,37 @@ absl::StatusOr<std::unique_ptr<ApplyLog>> ApplyLog::Open(const std::string& path
 ApplyLog::~ApplyLog() { close(fd_); }
 
 void ApplyLog::Started(uint64_t incarnation, uint64_t version, uint64_t checkpoint_writer) {
-  Append(absl::StrCat(
-      "start incarnation=", incarnation, " version=", version,
-      checkpoint_writer == 0 ? "" : absl::StrCat(" resumed_from=", checkpoint_writer)));
+  LogRecord record("apply_log", "start");
+  record.Add("incarnation", incarnation).Add("version", version);
+  if (checkpoint_writer != 0) record.Add("resumed_from", checkpoint_writer);
+  Append(record.Line());
 }
 
 void ApplyLog::Applied(absl::Mutex&, const AppliedStep& step) {
   // One write for the whole step: its lines land together, in summation order.
   std::string lines;
   for (const AppliedPush& push : step.pushes) {
-    absl::StrAppend(&lines, "apply incarnation=", step.incarnation, " version=", step.version,
-                    " agent=", push.agent_id, " session=", push.push_session,
-                    " sequence=", push.sequence, " minibatches=", push.minibatches,
-                    " staleness=", push.staleness, "\n");
+    absl::StrAppend(&lines,
+                    LogRecord("apply_log", "apply")
+                        .Add("incarnation", step.incarnation)
+                        .Add("version", step.version)
+                        .Add("agent", push.agent_id)
+                        .Add("session", push.push_session)
+                        .Add("sequence", push.sequence)
+                        .Add("minibatches", push.minibatches)
+                        .Add("staleness", push.staleness)
+                        .Line(),
+                    "\n");
   }
   lines.pop_back();  // Append ends the last line.
   Append(lines);
 }
 
 void ApplyLog::Checkpointed(uint64_t incarnation, uint64_t version) {
-  Append(absl::StrCat("checkpoint incarnation=", incarnation, " version=", version));
+  Append(LogRecord("apply_log", "checkpoint")
+             .Add("incarnation", incarnation)
+             .Add("version", version)
+             .Line());
 }
 
 void ApplyLog::Append(absl::string_view line) {

@@ -1,6 +1,7 @@
 // ApplyLog: an audit trail of what a parameter server applied, one line per event, for checking a
 // run after the fact (the chaos test replays it): which push became which version, which versions
-// a checkpoint holds, where each start of the server resumed.
+// a checkpoint holds, where each start of the server resumed. The records, declared in
+// common/log_records.txt (apply_log):
 //
 //   start incarnation=I version=V [resumed_from=W]      (V: the version resumed, 0 fresh; W: the
 //                                                        start that wrote that checkpoint, where

@@ -47,7 +47,7 @@ def read_push_log(path):
     for number, line in enumerate(open(path), 1):
         if not line.strip():
             continue
-        kind, f = fields(line)
+        kind, f = fields(line, "push_log", f"{path}:{number}")
         if kind == "start":
             processes.append({"agent": f["agent"], "trained": [], "ended": False, "in_step": False,
                               "answers": [], "where": f"{path}:{number}"})

@@ -161,6 +161,30 @@ checkpoint incarnation=31 version=3
 """
 
 
+class LogRecordsTest(unittest.TestCase):
+    """The records are read as common/log_records.txt declares them (the C++ writers' declaration too)."""
+    setUp, write, check = ChaosAgentsCheckTest.setUp, ChaosAgentsCheckTest.write, ChaosAgentsCheckTest.check
+
+    def test_a_record_the_declaration_does_not_know_fails_naming_it(self):
+        code, out = self.check(pushes=PUSHES.replace("trained agent=a minibatches=1 ", "trainee agent=a minibatches=1 ", 1))
+        self.assertEqual(code, 1, out)
+        self.assertIn("pushes.log:2: unknown record 'trainee'", out)
+
+    def test_a_record_without_a_declared_key_fails_naming_it(self):
+        code, out = self.check(shard1=SHARD1.replace(" staleness=0", "", 1))
+        self.assertEqual(code, 1, out)
+        self.assertIn("apply record lacks staleness", out)
+
+    def test_the_declaration_names_the_keys_the_checkers_read(self):
+        sys.path.insert(0, HERE)
+        import log_records
+        self.assertEqual([k for k, _ in log_records.keys("apply_log", "apply")],
+                         ["incarnation", "version", "agent", "session", "sequence", "minibatches", "staleness"])
+        self.assertIn(("base_version", True), log_records.keys("push_log", "push"))
+        self.assertEqual(log_records.format_record("push_log", "trained", {"time": "1.0", "agent": "a", "minibatches": 2}),
+                         "trained agent=a minibatches=2 time=1.0")
+
+
 class ApplyLogStepsTest(unittest.TestCase):
     """chaos_check.py's reading of the apply log when steps combine pushes (--max_pushes_per_step)."""
 

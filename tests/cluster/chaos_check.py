@@ -23,12 +23,17 @@ import argparse
 import collections
 import sys
 
+import log_records
+
 PREFIX = "chaos_check"
 
 
-def fields(line):
-    kind, *rest = line.split()
-    return kind, dict(item.split("=", 1) for item in rest)
+def fields(line, log, where):
+    """The kind and fields of a record of `log` (common/log_records.txt), or a failure naming `where`."""
+    try:
+        return log_records.parse(log, line)
+    except ValueError as e:
+        fail(f"{where}: {e}")
 
 
 def fail(message):
@@ -51,7 +56,7 @@ def read_apply_log(path, name="apply log"):
     for number, line in enumerate(open(path), 1):
         if not line.strip():
             continue
-        kind, f = fields(line)
+        kind, f = fields(line, "apply_log", f"{name} line {number}")
         if kind == "start":
             start = {"incarnation": f["incarnation"], "from": int(f["version"]), "applies": {},
                      "checkpoints": set(), "last": int(f["version"]), "writer": f.get("resumed_from")}
@@ -195,7 +200,7 @@ def main():
         for number, line in enumerate(open(path), 1):
             if not line.strip():
                 continue
-            kind, f = fields(line)
+            kind, f = fields(line, "push_log", f"{path}:{number}")
             if kind != "push":
                 continue
             repeated += f["repeated"] == "1"

@@ -9,17 +9,19 @@
 """
 import sys
 
+import log_records
 from chaos_check import fields
 
 
 def double_apply(lines):
-    starts = [f["incarnation"] for kind, f in map(fields, filter(str.strip, lines)) if kind == "start"]
+    records = [fields(line, "apply_log", "the apply log") for line in lines if line.strip()]
+    starts = [f["incarnation"] for kind, f in records if kind == "start"]
     for incarnation in reversed(starts):
         out, doubled = [], None
         for line in lines:
             if not line.strip():
                 continue
-            kind, f = fields(line)
+            kind, f = fields(line, "apply_log", "the apply log")
             if kind in ("apply", "checkpoint") and f["incarnation"] == incarnation:
                 version = int(f["version"])
                 if doubled is None and kind == "apply":
@@ -36,10 +38,11 @@ def double_apply(lines):
 
 def drop_minibatch(lines):
     for index in range(len(lines) - 1, -1, -1):
-        kind, f = fields(lines[index]) if lines[index].strip() else ("", {})
+        kind, f = fields(lines[index], "push_log", "the push log") if lines[index].strip() else ("", {})
         if kind == "end":
             count = int(f["minibatches"]) + 1
-            trained = (f"trained agent={f['agent']} minibatches={count} time={f['time']}\n")
+            trained = log_records.format_record(
+                "push_log", "trained", {"agent": f["agent"], "minibatches": count, "time": f["time"]}) + "\n"
             ended = lines[index].replace(f"minibatches={f['minibatches']}", f"minibatches={count}", 1)
             return lines[:index] + [trained, ended] + lines[index + 1:]
     sys.exit("chaos_mutate: the push log has no process that ended cleanly")

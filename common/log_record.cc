@@ -1,0 +1,141 @@
+#include "common/log_record.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/log_records.inc"  // kLogRecordsDeclaration: common/log_records.txt, generated.
+
+namespace convoy {
+
+absl::StatusOr<std::vector<LogRecordFormat>> ParseLogRecordFormats(absl::string_view declaration) {
+  std::vector<LogRecordFormat> formats;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(declaration, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    const std::vector<absl::string_view> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (words.size() < 3) {
+      return absl::InvalidArgumentError(absl::StrCat("log record declaration line ", line_number,
+                                                     ": '", line, "' is not 'log kind key...'"));
+    }
+    LogRecordFormat format{std::string(words[0]), std::string(words[1]), {}};
+    for (size_t i = 2; i < words.size(); ++i) {
+      absl::string_view name = words[i];
+      const bool optional = absl::ConsumeSuffix(&name, "?");
+      const bool twice = std::any_of(format.keys.begin(), format.keys.end(),
+                                     [&](const LogRecordFormat::Key& k) { return k.name == name; });
+      if (name.empty() || twice) {
+        return absl::InvalidArgumentError(absl::StrCat("log record declaration line ", line_number,
+                                                       ": key '", words[i], "' is ",
+                                                       twice ? "declared twice" : "empty"));
+      }
+      format.keys.push_back({std::string(name), optional});
+    }
+    for (const LogRecordFormat& other : formats) {
+      if (other.log == format.log && other.kind == format.kind) {
+        return absl::InvalidArgumentError(absl::StrCat("log record declaration line ", line_number,
+                                                       ": ", format.log, " ", format.kind,
+                                                       " is declared twice"));
+      }
+    }
+    formats.push_back(std::move(format));
+  }
+  return formats;
+}
+
+const std::vector<LogRecordFormat>& LogRecordFormats() {
+  static const std::vector<LogRecordFormat>* const formats = [] {
+    absl::StatusOr<std::vector<LogRecordFormat>> parsed =
+        ParseLogRecordFormats(kLogRecordsDeclaration);
+    CHECK(parsed.ok()) << "common/log_records.txt: " << parsed.status();
+    return new std::vector<LogRecordFormat>(*std::move(parsed));
+  }();
+  return *formats;
+}
+
+const LogRecordFormat* FindLogRecordFormat(absl::string_view log, absl::string_view kind) {
+  for (const LogRecordFormat& format : LogRecordFormats()) {
+    if (format.log == log && format.kind == kind) return &format;
+  }
+  return nullptr;
+}
+
+absl::Status CheckRecordKeys(const LogRecordFormat& format, const std::vector<std::string>& keys) {
+  size_t declared = 0;
+  for (const std::string& key : keys) {
+    // Skip optional keys left out before this one.
+    while (declared < format.keys.size() && format.keys[declared].name != key &&
+           format.keys[declared].optional) {
+      ++declared;
+    }
+    if (declared == format.keys.size() || format.keys[declared].name != key) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          format.log, " ", format.kind, " record: key '", key, "' is not declared there",
+          declared < format.keys.size()
+              ? absl::StrCat(" (expected '", format.keys[declared].name, "')")
+              : ""));
+    }
+    ++declared;
+  }
+  for (; declared < format.keys.size(); ++declared) {
+    if (!format.keys[declared].optional) {
+      return absl::InvalidArgumentError(absl::StrCat(format.log, " ", format.kind, " record: key '",
+                                                     format.keys[declared].name, "' is missing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+LogRecord::LogRecord(absl::string_view log, absl::string_view kind)
+    : format_(FindLogRecordFormat(log, kind)), line_(kind) {
+  CHECK(format_ != nullptr) << "common/log_records.txt declares no " << log << " record " << kind;
+}
+
+LogRecord& LogRecord::Add(absl::string_view key, const absl::AlphaNum& value) {
+  keys_.emplace_back(key);
+  absl::StrAppend(&line_, " ", key, "=", value);
+  return *this;
+}
+
+std::string LogRecord::Line() const {
+  const absl::Status keys = CheckRecordKeys(*format_, keys_);
+  CHECK(keys.ok()) << keys << " (common/log_records.txt)";
+  return line_;
+}
+
+absl::StatusOr<ParsedLogRecord> ParseLogRecord(absl::string_view log, absl::string_view line) {
+  const std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+  if (words.empty()) return absl::InvalidArgumentError(absl::StrCat("an empty ", log, " record"));
+  const LogRecordFormat* format = FindLogRecordFormat(log, words[0]);
+  if (format == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", words[0], "' is not a record kind of ", log, ": '", line, "'"));
+  }
+  ParsedLogRecord record{std::string(words[0]), {}};
+  for (size_t i = 1; i < words.size(); ++i) {
+    const size_t equals = words[i].find('=');
+    if (equals == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(log, " ", format->kind, " field '", words[i], "' is not key=value"));
+    }
+    record.fields[words[i].substr(0, equals)] = std::string(words[i].substr(equals + 1));
+  }
+  std::vector<absl::string_view> missing;
+  for (const LogRecordFormat::Key& key : format->keys) {
+    if (!key.optional && !record.fields.contains(key.name)) missing.push_back(key.name);
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(format->kind, " line lacks the field",
+                                                   missing.size() == 1 ? " " : "s ",
+                                                   absl::StrJoin(missing, ", "), ": '", line, "'"));
+  }
+  return record;
+}
+
+}  // namespace convoy
