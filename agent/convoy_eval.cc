@@ -4,6 +4,7 @@
 #include <glog/logging.h>
 
 #include <cstdio>
+#include <limits>
 
 #include "absl/flags/flag.h"
 #include "agent/episode_video.h"
@@ -40,6 +41,9 @@ ABSL_FLAG(
     std::string, trace, "",
     "Write every greedy step here (CSV): pose, speed, distance from the centre line, place on the "
     "map, action, the Q-values of every action, reward, and why the episode ended.");
+ABSL_FLAG(double, expert_sight_m, 0,
+          "How near a stalled car must be for the scripted expert to know it, in metres (0: it "
+          "knows every one). To measure how far ahead a driver must see to drive round them.");
 ABSL_FLAG(
     std::string, trace_frames, "",
     "With --trace: a directory for one PNG per episode that ended early, the camera crop the car "
@@ -49,8 +53,9 @@ namespace convoy {
 namespace {
 
 int Run() {
-  if (!FlagsInRange("convoy_eval",
-                    {IntRange("episodes", absl::GetFlag(FLAGS_episodes), 1, 100000)})) {
+  if (!FlagsInRange("convoy_eval", {IntRange("episodes", absl::GetFlag(FLAGS_episodes), 1, 100000),
+                                    RealRange("expert_sight_m", absl::GetFlag(FLAGS_expert_sight_m),
+                                              0, kNoRealMax)})) {
     return kExitUsage;
   }
   EnvironmentSpec spec;
@@ -104,11 +109,18 @@ int Run() {
   if (greedy.ok() && !closed.ok()) greedy = closed;
   absl::StatusOr<EvalSummary> random =
       greedy.ok() ? (*evaluator)->Random(episodes) : greedy.status();
+  const double sight_m = absl::GetFlag(FLAGS_expert_sight_m);
   absl::StatusOr<EvalSummary> expert =
-      random.ok() ? (*evaluator)->Expert(episodes) : random.status();
+      random.ok()
+          ? (*evaluator)
+                ->Expert(episodes, sight_m > 0 ? sight_m : std::numeric_limits<double>::infinity())
+          : random.status();
   if (!expert.ok()) {
     LOG(ERROR) << expert.status();
     return 1;
+  }
+  if (sight_m > 0) {
+    std::printf("scripted expert: knows a stalled car only within %.1f m\n", sight_m);
   }
   std::printf("%s", FormatComparison(*greedy, *random, &*expert).c_str());
   if (const std::string png = absl::GetFlag(FLAGS_map_png); !png.empty()) {

@@ -174,14 +174,15 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Random(const std::vector<uint64_t>&
   return Run(RandomPolicy(environment_->env->num_actions(), 12345), seeds);
 }
 
-absl::StatusOr<EvalSummary> GreedyEvaluator::Expert(int episodes) {
+absl::StatusOr<EvalSummary> GreedyEvaluator::Expert(int episodes, double sight_m) {
   DrivingEnv& env = *environment_->env;
   const ExpertDriver expert(env.map());
   absl::Status failed;
   // The simulator's error, if any, ends the episode at the next Step too; it is reported there.
   CONVOY_ASSIGN_OR_RETURN(EvalSummary summary, Run(
                                                    [&](const uint8_t*) {
-                                                     absl::StatusOr<int> action = expert.Act(env);
+                                                     absl::StatusOr<int> action =
+                                                         expert.Act(env, sight_m);
                                                      if (!action.ok()) failed = action.status();
                                                      return action.value_or(0);
                                                    },

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,7 +109,9 @@ class GreedyEvaluator {
   // The same on the given seeds.
   absl::StatusOr<EvalSummary> Random(const std::vector<uint64_t>& seeds);
   // The scripted expert (simulator_bridge/expert_driver.h) on the same seeds: the other baseline.
-  absl::StatusOr<EvalSummary> Expert(int episodes);
+  // `sight_m`: how near a stalled car must be for the expert to know it (ExpertDriver::Act).
+  absl::StatusOr<EvalSummary> Expert(int episodes,
+                                     double sight_m = std::numeric_limits<double>::infinity());
 
   DrivingEnv& env() { return *environment_->env; }
 

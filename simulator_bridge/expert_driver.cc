@@ -26,14 +26,18 @@ ExpertDriver::ExpertDriver(const RoadMap& map, double lookahead_m, double turn_r
   for (const Segment& s : roads_) ends_.emplace_back(node_of(s.a), node_of(s.b));
 }
 
-absl::StatusOr<int> ExpertDriver::Act(DrivingEnv& env) const {
+absl::StatusOr<int> ExpertDriver::Act(DrivingEnv& env, double sight_m) const {
   CONVOY_ASSIGN_OR_RETURN(const Pose pose, env.sim().GetPose());
   // Where the stalled cars are: the embedded simulator's scene (over AirSim the expert does not
-  // know them).
+  // know them), those within sight.
   std::vector<Vec2> stalled;
   if (const auto* sim = dynamic_cast<const EmbeddedSim*>(&env.sim()); sim != nullptr) {
     for (const Obstacle& o : sim->obstacles()) {
-      if (absl::StartsWith(o.name, kStalledCarNamePrefix)) stalled.push_back(o.center);
+      if (absl::StartsWith(o.name, kStalledCarNamePrefix) &&
+          std::hypot(o.center.x - pose.position.x_val, o.center.y - pose.position.y_val) <=
+              sight_m) {
+        stalled.push_back(o.center);
+      }
     }
   }
   return ActAt(pose.position.x_val, pose.position.y_val, YawFromQuaternion(pose.orientation),

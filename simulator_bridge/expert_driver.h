@@ -7,9 +7,13 @@
 // At a junction it goes straight on where it can, else turns the way a hash of the junction and
 // its road gives, so its route is a function of where it starts. It swerves left around a
 // stalled car on the centre line (into the oncoming lane, where traffic waits for it), 2.4 m out.
+// With a sight distance it knows a stalled car only once it is that close (as a camera sees one
+// only once it is near enough to show), to measure how far ahead a driver must see to drive round
+// them.
 #ifndef CONVOY_SIMULATOR_BRIDGE_EXPERT_DRIVER_H_
 #define CONVOY_SIMULATOR_BRIDGE_EXPERT_DRIVER_H_
 
+#include <limits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,8 +27,10 @@ class ExpertDriver {
   explicit ExpertDriver(const RoadMap& map, double lookahead_m = 5.0, double turn_radius_m = 11.0,
                         double straight_lookahead_m = 5.0);
 
-  // The action for the car as `env`'s simulator has it now. Errors: the simulator's.
-  absl::StatusOr<int> Act(DrivingEnv& env) const;
+  // The action for the car as `env`'s simulator has it now, knowing the stalled cars within
+  // `sight_m` of the car (infinity: every one). Errors: the simulator's.
+  absl::StatusOr<int> Act(DrivingEnv& env,
+                          double sight_m = std::numeric_limits<double>::infinity()) const;
   // The action for a car at (x, y) heading `yaw` (radians, NED) under `env_options`' actions,
   // with cars stalled at `stalled` (centres).
   int ActAt(double x, double y, double yaw, const DrivingEnvOptions& env_options,
