@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/log_records.inc"  // kLogRecordsDeclaration: common/log_records.txt, generated.
@@ -107,35 +106,6 @@ std::string LogRecord::Line() const {
   const absl::Status keys = CheckRecordKeys(*format_, keys_);
   CHECK(keys.ok()) << keys << " (common/log_records.txt)";
   return line_;
-}
-
-absl::StatusOr<ParsedLogRecord> ParseLogRecord(absl::string_view log, absl::string_view line) {
-  const std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
-  if (words.empty()) return absl::InvalidArgumentError(absl::StrCat("an empty ", log, " record"));
-  const LogRecordFormat* format = FindLogRecordFormat(log, words[0]);
-  if (format == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", words[0], "' is not a record kind of ", log, ": '", line, "'"));
-  }
-  ParsedLogRecord record{std::string(words[0]), {}};
-  for (size_t i = 1; i < words.size(); ++i) {
-    const size_t equals = words[i].find('=');
-    if (equals == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(log, " ", format->kind, " field '", words[i], "' is not key=value"));
-    }
-    record.fields[words[i].substr(0, equals)] = std::string(words[i].substr(equals + 1));
-  }
-  std::vector<absl::string_view> missing;
-  for (const LogRecordFormat::Key& key : format->keys) {
-    if (!key.optional && !record.fields.contains(key.name)) missing.push_back(key.name);
-  }
-  if (!missing.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(format->kind, " line lacks the field",
-                                                   missing.size() == 1 ? " " : "s ",
-                                                   absl::StrJoin(missing, ", "), ": '", line, "'"));
-  }
-  return record;
 }
 
 }  // namespace convoy

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -60,17 +59,6 @@ class LogRecord {
   std::vector<std::string> keys_;
   std::string line_;
 };
-
-// A record line read back: its kind and its fields. Keys the declaration does not know are kept (a
-// newer writer's).
-struct ParsedLogRecord {
-  std::string kind;
-  absl::flat_hash_map<std::string, std::string> fields;
-};
-
-// Reads a line of `log`. Errors: INVALID_ARGUMENT naming what is wrong: a kind `log` does not
-// declare, a field that is not key=value, or a declared key (not optional) that is missing.
-absl::StatusOr<ParsedLogRecord> ParseLogRecord(absl::string_view log, absl::string_view line);
 
 }  // namespace convoy
 

@@ -1,5 +1,5 @@
-// The log records' one declaration (common/log_records.txt): it is compiled in, a record is checked
-// against it, and a line read back names what it lacks. The writers' own tests (push_log_test,
+// The log records' one declaration (common/log_records.txt): it is compiled in, and a record is
+// checked against it. The writers' own tests (push_log_test,
 // apply_log_test, progress_record_test) write every record of theirs through it.
 #include "common/log_record.h"
 
@@ -73,26 +73,6 @@ TEST_CASE("A record's keys are its declared keys in order, optional ones possibl
 
   CHECK(LogRecord("apply_log", "checkpoint").Add("incarnation", 7).Add("version", 12).Line() ==
         "checkpoint incarnation=7 version=12");
-}
-
-TEST_CASE("A record line reads back, and one that lacks a declared key names it", "[log_record]") {
-  absl::StatusOr<ParsedLogRecord> read =
-      ParseLogRecord("apply_log", "start incarnation=3 version=10 newer=1");
-  REQUIRE(read.ok());
-  CHECK(read->kind == "start");
-  CHECK(read->fields.at("version") == "10");
-  CHECK(read->fields.at("newer") == "1");  // A newer writer's key is kept.
-  read = ParseLogRecord("apply_log", "apply incarnation=3 version=10");
-  REQUIRE(!read.ok());
-  CHECK(absl::StrContains(read.status().message(),
-                          "apply line lacks the fields agent, session, sequence, minibatches, "
-                          "staleness"));
-  read = ParseLogRecord("apply_log", "restart incarnation=3");
-  REQUIRE(!read.ok());
-  CHECK(absl::StrContains(read.status().message(), "'restart' is not a record kind of apply_log"));
-  read = ParseLogRecord("apply_log", "checkpoint incarnation=3 version");
-  REQUIRE(!read.ok());
-  CHECK(absl::StrContains(read.status().message(), "field 'version' is not key=value"));
 }
 
 }  // namespace
