@@ -237,6 +237,9 @@ absl::Status DrivingEnv::Observe(StepResult* result, uint8_t* observation, bool 
     result->reason = TerminationReason::kTooSlow;
   }
   result->done = result->reason != TerminationReason::kNone;
+  if (result->done && !IsTruncation(result->reason)) {
+    result->reward -= static_cast<float>(options_.failure_penalty);
+  }
   return absl::OkStatus();
 }
 

@@ -6,8 +6,9 @@
 //     direction; teleport, settle, and return the first observation.
 //   Step(action): set controls for one control period, advance the simulation by it (lock-step),
 //     return the observation, reward exp(-decay * d) with d the distance to the nearest lane
-//     centre-line segment, and whether the episode ended (collision, d > max_distance, too slow
-//     after the grace period, the route driven, or the time limit, all in simulation time).
+//     centre-line segment (less failure_penalty on a failure), and whether the episode ended
+//     (collision, d > max_distance, too slow after the grace period, the route driven, or the
+//     time limit, all in simulation time).
 //
 // The task: with route_length_m = 0 (the cookbook's), stay on the road until the time limit; with
 // route_length_m > 0, drive that many metres without an infraction (a collision, leaving the
@@ -73,6 +74,10 @@ struct DrivingEnvOptions {
   double min_speed_mps = 2.0;
   double min_speed_grace_sec = 3.0;  // the slow-speed rule applies after this
   double reward_decay = 1.2;         // reward = exp(-reward_decay * d)
+  // Subtracted from the last step's reward when the car ends the episode itself (a collision,
+  // leaving the centre line, stopping); not when it is cut short (IsTruncation). 0: the
+  // cookbook's reward, where a failure costs only the return it forgoes.
+  double failure_penalty = 0.0;
   double start_fraction_min = 0.3;   // along the start segment
   double start_fraction_max = 0.7;
   float start_z = 0.0f;  // NED z of the start pose (AirSim maps may want < 0)

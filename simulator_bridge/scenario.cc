@@ -9,9 +9,10 @@ const std::vector<Scenario>& Scenarios() {
   static const auto* const scenarios = new std::vector<Scenario>{
       {"traffic",
        "20 parked, 8 stalled and 24 moving cars; drive 500 m without an infraction within 90 s", 20,
-       8, 24, 500.0, 90.0},
-      {"parked", "40 parked cars; stay on the road for 30 s", 40, 0, 0, 0.0, 30.0},
-      {"empty", "empty roads; stay on the road for 30 s (the cookbook's task)", 0, 0, 0, 0.0, 30.0},
+       8, 24, 500.0, 90.0, 10.0},
+      {"parked", "40 parked cars; stay on the road for 30 s", 40, 0, 0, 0.0, 30.0, 0.0},
+      {"empty", "empty roads; stay on the road for 30 s (the cookbook's task)", 0, 0, 0, 0.0, 30.0,
+       0.0},
   };
   return *scenarios;
 }
@@ -39,6 +40,7 @@ void ApplyScenario(const Scenario& scenario, EmbeddedSimOptions* sim, DrivingEnv
   if (env != nullptr) {
     env->route_length_m = scenario.route_length_m;
     env->max_epoch_runtime_sec = scenario.max_epoch_runtime_sec;
+    env->failure_penalty = scenario.failure_penalty;
   }
 }
 

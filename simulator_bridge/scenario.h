@@ -2,8 +2,8 @@
 // task (a route length, a time limit); every launcher takes one --scenario and evaluation names
 // the scenario it ran.
 //
-//   traffic  (the default) 40 parked cars, 24 moving ones; drive 500 m without an infraction
-//            within 90 s.
+//   traffic  (the default) 20 parked cars, 8 stalled ones in the way, 24 moving ones; drive 500 m
+//            without an infraction within 90 s; a failure costs a penalty of 10.
 //   parked   40 parked cars, no traffic; the cookbook's task (stay on the road for 30 s).
 //   empty    empty roads; the cookbook's task: stay on the road for 30 s.
 #ifndef CONVOY_SIMULATOR_BRIDGE_SCENARIO_H_
@@ -27,6 +27,7 @@ struct Scenario {
   int traffic_cars;
   double route_length_m;         // 0: stay on the road until the time limit
   double max_epoch_runtime_sec;  // simulation time
+  double failure_penalty;        // DrivingEnvOptions::failure_penalty
 };
 
 inline constexpr char kDefaultScenario[] = "traffic";

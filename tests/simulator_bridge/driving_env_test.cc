@@ -1,5 +1,6 @@
 #include "simulator_bridge/driving_env.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -116,6 +117,45 @@ TEST_CASE("steering hard off the road ends the episode with a reason", "[driving
   CHECK(absl::IsInvalidArgument(env->Step(-1, obs.data()).status()));
 }
 
+TEST_CASE("a failure costs the penalty on its last step, a truncation does not", "[driving_env]") {
+  // The same drive off the road with and without a penalty: every reward the same but the last.
+  auto drive_off = [](double penalty) {
+    DrivingEnvOptions options;
+    options.observation = ObservationKind::kNone;
+    options.failure_penalty = penalty;
+    std::unique_ptr<DrivingEnv> env = MakeEnv(options);
+    REQUIRE(env->Reset(3, nullptr).ok());
+    std::vector<float> rewards;
+    StepResult r;
+    while (!r.done && rewards.size() < 500) {
+      r = *env->Step(4, nullptr);  // full right
+      rewards.push_back(r.reward);
+    }
+    REQUIRE(r.done);
+    REQUIRE_FALSE(IsTruncation(r.reason));
+    return rewards;
+  };
+  const std::vector<float> plain = drive_off(0.0);
+  const std::vector<float> penalized = drive_off(10.0);
+  REQUIRE(plain.size() == penalized.size());
+  REQUIRE(plain.size() > 1);
+  CHECK(std::equal(plain.begin(), plain.end() - 1, penalized.begin()));
+  CHECK(plain.back() >= 0.0f);
+  CHECK(penalized.back() == Approx(plain.back() - 10.0f));
+
+  // A route driven to its end is cut short, not failed: no penalty.
+  DrivingEnvOptions options;
+  options.observation = ObservationKind::kNone;
+  options.route_length_m = 30.0;
+  options.failure_penalty = 10.0;
+  std::unique_ptr<DrivingEnv> env = MakeEnv(options);
+  StartOnStraight(*env, 40.0, nullptr);
+  StepResult r;
+  while (!r.done) r = *env->Step(2, nullptr);
+  CHECK(r.reason == TerminationReason::kCompleted);
+  CHECK(r.reward > 0.9f);
+}
+
 TEST_CASE("the cookbook throttle rule holds the speed near 9 m/s and the time limit ends it",
           "[driving_env]") {
   DrivingEnvOptions options;
@@ -177,6 +217,7 @@ TEST_CASE("scenarios are found by name, and an unknown one is named with the kno
   CHECK(sim.traffic.cars == 24);
   CHECK(env.route_length_m == 500.0);
   CHECK(env.max_epoch_runtime_sec == 90.0);
+  CHECK(env.failure_penalty == 10.0);
   absl::StatusOr<Scenario> empty = FindScenario("empty");
   REQUIRE(empty.ok());
   ApplyScenario(*empty, &sim, &env);
@@ -185,6 +226,7 @@ TEST_CASE("scenarios are found by name, and an unknown one is named with the kno
   CHECK(sim.traffic.cars == 0);
   CHECK(env.route_length_m == 0.0);
   CHECK(env.max_epoch_runtime_sec == 30.0);
+  CHECK(env.failure_penalty == 0.0);  // the cookbook's reward
   absl::StatusOr<Scenario> unknown = FindScenario("rush_hour");
   CHECK(absl::IsInvalidArgument(unknown.status()));
   CHECK(unknown.status().message() ==
