@@ -18,11 +18,10 @@
 #include "agent/device.h"
 #include "agent/learner.h"
 #include "agent/parameter_server_sync.h"
-#include "agent/ps_session.h"
+#include "agent/ps_transport.h"
 #include "agent/push_log.h"
 #include "agent/replay_memory.h"
 #include "agent/server_presence.h"
-#include "agent/sharded_session.h"
 #include "common/backoff.h"
 #include "common/exploration.h"
 #include "common/gpu_monitor.h"
@@ -45,8 +44,8 @@ constexpr absl::Duration kPresenceProbeTimeout = absl::Milliseconds(500);
 // The agent is the composition root: the options of its parts are made here, from its own.
 
 // What concerns each server of --ps, with the default timings (the address is set per server).
-PsSessionOptions SessionOptionsOf(const AgentOptions& agent) {
-  PsSessionOptions o;
+PsTransportOptions TransportOptionsOf(const AgentOptions& agent) {
+  PsTransportOptions o;
   o.agent_id = agent.agent_id;
   o.agent_index = agent.agent_index;
   o.push_encoding = agent.push_encoding;
@@ -164,6 +163,11 @@ class Agent::Impl {
   void SyncAlone();
   // With a server: takes a finished exchange in (and its epsilon), and starts a catch-up when due.
   void PollSession();
+  std::vector<ServerTransport*> ServerPointers() const {
+    std::vector<ServerTransport*> servers;
+    for (const auto& server : servers_) servers.push_back(server.get());
+    return servers;
+  }
   void EndEpisode(const StepResult& last);
   void Report(bool final);
   absl::Status OpenLogs();
@@ -177,9 +181,9 @@ class Agent::Impl {
   std::unique_ptr<DqnLearner> learner_;
   std::unique_ptr<ReplayMemory> replay_;
   std::unique_ptr<BatchSampler> sampler_;
-  std::unique_ptr<ParameterServerSession> ps_;  // Null alone.
+  std::vector<std::unique_ptr<ServerTransport>> servers_;  // Empty alone; in shard order.
   std::optional<LearnerModel> synced_model_;
-  std::unique_ptr<ParameterServerSync> sync_;  // Null alone; after ps_: stops before it goes.
+  std::unique_ptr<ParameterServerSync> sync_;  // Null alone; after servers_: stops before they go.
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<GpuMonitor> gpu_;
 
@@ -223,9 +227,10 @@ absl::Status Agent::Impl::Init() {
   if (!options_.ps_address.empty()) {
     // Joins and adopts the server's run settings before anything depends on them.
     CONVOY_ASSIGN_OR_RETURN(servers, ParseServerList(options_.ps_address));
-    CONVOY_ASSIGN_OR_RETURN(ps_, CreateSession(servers, SessionOptionsOf(options_), options_.push));
-    CONVOY_ASSIGN_OR_RETURN(const JoinResult joined,
-                            ps_->Join(environment_->env->num_actions(), JoinOptionsOf(options_)));
+    CONVOY_ASSIGN_OR_RETURN(servers_, CreateTransports(servers, TransportOptionsOf(options_)));
+    CONVOY_ASSIGN_OR_RETURN(
+        const JoinResult joined,
+        JoinServers(ServerPointers(), environment_->env->num_actions(), JoinOptionsOf(options_)));
     CONVOY_RETURN_IF_ERROR(AdoptRunConfig(joined.config, &options_));
     epsilon_ = joined.epsilon;
   } else {
@@ -295,10 +300,10 @@ absl::Status Agent::Impl::Init() {
     CONVOY_RETURN_IF_ERROR(OpenLogs());
   }
 
-  if (ps_ != nullptr) {
+  if (!servers_.empty()) {
     synced_model_.emplace(learner_.get());
     sync_ = std::make_unique<ParameterServerSync>(
-        ps_.get(), &*synced_model_, SyncOptionsOf(options_, std::move(servers)), epsilon_);
+        ServerPointers(), &*synced_model_, SyncOptionsOf(options_, std::move(servers)), epsilon_);
   }
   return absl::OkStatus();
 }

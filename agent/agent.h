@@ -1,32 +1,36 @@
 // Agent: one car, one replay memory, one DQN learner, kept in step with the parameter server.
 //
-// One thread acts: epsilon-greedy on the local Q-network, the transition into the replay memory. Learning
-// interleaves with acting at `replay_ratio` sampled transitions per environment step, minibatches assembled
-// by a background BatchSampler so the learner never waits on replay. Every `batch_update_frequency`
-// minibatches (the cookbook's name) the agent synchronises:
-//   --ps set, push=gradients: push the mean gradient with the version it was computed on, then pull the
+// One thread acts: epsilon-greedy on the local Q-network, the transition into the replay memory.
+// Learning interleaves with acting at `replay_ratio` sampled transitions per environment step,
+// minibatches assembled by a background BatchSampler so the learner never waits on replay. Every
+// `batch_update_frequency` minibatches (the cookbook's name) the agent synchronises:
+//   --ps set, push=gradients: push the mean gradient with the version it was computed on, then pull
+//   the
 //                             newest weights (and the target network when its version changed);
-//   --ps set, push=deltas:    the local Adam steps every minibatch; push the weight change since the last
+//   --ps set, push=deltas:    the local Adam steps every minibatch; push the weight change since
+//   the last
 //                             sync (the server runs --optimizer=delta), then pull;
 //   alone:                    the local Adam steps; the target network is copied every
 //                             target_update_frequency minibatches; epsilon decays locally.
-// The exchanges with the server run on a thread of their own (SessionWorker): acting never waits on the
-// network. Training waits up to sync_wait at the next sync point for the previous exchange's answer,
-// so that every push holds the gradients of the weights it names; an answer later than that puts the
-// agent out of step, as does an unreachable server: it keeps acting and learning locally, retries
-// Join every few seconds, and once the server answers pushes what it learned meanwhile (the weight
-// change, or the mean of the gradients it stepped with), pulls the server's weights and carries on.
-// The last steps of a run reach the server too: Run() ends with a sync, rejoining first (for up to
-// final_sync_for, plus what an exchange in flight takes to end) when the server is away.
+// The exchanges with the server run on threads of their own (ShardWorker): acting never waits on
+// the network. Training waits up to sync_wait at the next sync point for the previous exchange's
+// answer, so that every push holds the gradients of the weights it names; an answer later than that
+// puts the agent out of step, as does an unreachable server: it keeps acting and learning locally,
+// retries Join every few seconds, and once the server answers pushes what it learned meanwhile (the
+// weight change, or the mean of the gradients it stepped with), pulls the server's weights and
+// carries on. The last steps of a run reach the server too: Run() ends with a sync, rejoining first
+// (for up to final_sync_for, plus what an exchange in flight takes to end) when the server is away.
 // When an AirSim connection drops it reconnects and restarts the episode.
-// The server's side of all this (join, versions, pushes and pulls, outages) is a
-// ParameterServerSession, agent/ps_session.h; the loop here decides what to push and when.
+// Where the agent stands with each server and what it owes it are ParameterServerSync's
+// (agent/parameter_server_sync.h), over one transport per server (agent/ps_transport.h); the loop
+// here acts and learns, and tells the sync what happened.
 //
-// With a parameter server, the run's learner settings are the server's (RunConfig, handed over on Join):
-// the model, batch_size, batch_update_frequency, gamma, n_step, target_update_frequency, double_dqn,
-// max_grad_norm, learning_rate, prioritized, min_epsilon and per_iter_epsilon_reduction. The agent adopts
-// each and logs what it adopted; one named in `pinned` (given explicitly) that disagrees with the server
-// is an error at start. Alone, the options below apply as they are.
+// With a parameter server, the run's learner settings are the server's (RunConfig, handed over on
+// Join): the model, batch_size, batch_update_frequency, gamma, n_step, target_update_frequency,
+// double_dqn, max_grad_norm, learning_rate, prioritized, min_epsilon and
+// per_iter_epsilon_reduction. The agent adopts each and logs what it adopted; one named in `pinned`
+// (given explicitly) that disagrees with the server is an error at start. Alone, the options below
+// apply as they are.
 #ifndef CONVOY_AGENT_AGENT_H_
 #define CONVOY_AGENT_AGENT_H_
 

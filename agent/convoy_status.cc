@@ -31,7 +31,7 @@
 #include "absl/time/time.h"
 #include "agent/client_security_flags.h"
 #include "agent/ps_client.h"
-#include "agent/sharded_session.h"
+#include "agent/ps_transport.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/local_run_files.h"

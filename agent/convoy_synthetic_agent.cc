@@ -2,7 +2,8 @@
 // smoke-test a PS without simulators. Each agent descends f(w) = 0.5 * |w - w*|^2 (w* drawn from
 // --target_seed, the same for every agent) with noisy gradients, and reports the loss as it falls;
 // with --replayable it pushes gradients a checker can recompute (the chaos test replays a run with
-// them). It rides out a server that is away: it rejoins and resends a push that got no answer.
+// them). It syncs as a training agent does (agent/parameter_server_sync.h): a server that is away
+// is ridden out by the same rejoin, with the push that got no answer resent.
 #include <glog/logging.h>
 #include <unistd.h>
 
@@ -18,7 +19,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "agent/client_security_flags.h"
-#include "agent/ps_client.h"
+#include "agent/parameter_server_sync.h"
+#include "agent/ps_transport.h"
 #include "agent/push_log.h"
 #include "agent/synthetic_gradient.h"
 #include "common/flag_ranges.h"
@@ -76,29 +78,11 @@ bool FlagsValid() {
        DurationRange("join_for", absl::GetFlag(FLAGS_join_for), absl::ZeroDuration())});
 }
 
-// The client's options from the flags. Errors: the model's and the credentials'.
-absl::StatusOr<PsClientOptions> ClientOptionsFromFlags(TensorEncoding encoding) {
-  CONVOY_ASSIGN_OR_RETURN(ModelInfo model, DescribeModel(absl::GetFlag(FLAGS_model)));
-  CONVOY_ASSIGN_OR_RETURN(ClientSecurity security, ClientSecurityFromFlags());
-  PsClientOptions options;
-  options.security = std::move(security);
-  options.address = absl::GetFlag(FLAGS_ps);
-  options.agent_id = absl::GetFlag(FLAGS_agent_id);
-  if (options.agent_id.empty()) options.agent_id = absl::StrCat("synthetic-", getpid());
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  options.hostname = host;
-  options.agent_index = absl::GetFlag(FLAGS_agent_index);
-  options.model_fingerprint = model.fingerprint;
-  options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
-  options.retry_for = absl::GetFlag(FLAGS_retry_for);
-  options.push_encoding = encoding;
-  return options;
-}
-
 // --stall_after_chunks: sends the first `stall` chunks of an n-element push on a stream of its own,
 // prints STALLED and hangs with the stream open. Never returns.
-[[noreturn]] void StallMidPush(const PsClientOptions& options, size_t n, int stall) {
+[[noreturn]] void StallMidPush(const PsTransportOptions& options, size_t n, int stall) {
+  absl::StatusOr<ModelInfo> model = DescribeModel(absl::GetFlag(FLAGS_model));
+  CHECK(model.ok()) << model.status();  // The Join described it already.
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       MakeChannelCredentials(options.security);
   CHECK(credentials.ok()) << credentials.status();  // Checked by ClientSecurityFromFlags.
@@ -120,7 +104,7 @@ absl::StatusOr<PsClientOptions> ClientOptionsFromFlags(TensorEncoding encoding) 
       chunk.set_agent_id(options.agent_id);
       chunk.set_encoding(v1::ENCODING_FP32);
       chunk.set_minibatch_count(1);
-      chunk.set_model_fingerprint(options.model_fingerprint);
+      chunk.set_model_fingerprint(model->fingerprint);
       chunk.set_total_elements(n);
     }
     chunk.set_offset(i * per_chunk);
@@ -133,153 +117,107 @@ absl::StatusOr<PsClientOptions> ClientOptionsFromFlags(TensorEncoding encoding) 
   while (true) absl::SleepFor(absl::Hours(1));
 }
 
-// One agent's descent: pull, compute a gradient, push, until --seconds run out.
-class SyntheticDescent {
+// The synthetic descent as the sync's model: each "minibatch" is one gradient of f on the weights
+// of the last pull, taken when a sync point pushes it. It learns nothing locally (StepLocal keeps
+// nothing), so an outage costs pushes, never a gradient that was not computed for its push: with
+// --replayable every push is the gradient of its own (session, sequence), which a checker can
+// recompute.
+class SyntheticModel final : public SyncedModel {
  public:
-  SyntheticDescent(PsClient* client, std::string agent_id, size_t n, PushLog* push_log)
-      : client_(*client),
-        agent_id_(std::move(agent_id)),
-        n_(n),
-        push_log_(push_log),
+  SyntheticModel(size_t n, std::string agent_id, const PsTransport* transport)
+      : transport_(transport),
+        weights_(n),
         optimum_(n),
-        gradient_(n),
-        noise_rng_(std::hash<std::string>()(agent_id_)),
-        end_(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_seconds))) {
+        noise_rng_(std::hash<std::string>()(agent_id)) {
     std::mt19937 target_rng(absl::GetFlag(FLAGS_target_seed));
     for (float& v : optimum_) v = 0.1f * unit_(target_rng);
   }
 
-  // The process's exit code: 0 when the time ran out (an outage that outlasted it, or a rejoin
-  // refused, included), 1 when a pull or push failed in a way waiting does not cure.
-  int Run() {
-    const absl::Duration push_every = absl::GetFlag(FLAGS_push_every);
-    next_report_ = start_ = absl::Now();
-    while (absl::Now() < end_) {
-      const Next next = Cycle();
-      if (next == Next::kFail) return 1;
-      if (next == Next::kStop) break;
-      if (next == Next::kAgain) continue;
-      if (push_every > absl::ZeroDuration()) absl::SleepFor(push_every);
-    }
-    std::printf(
-        "%s  done: %llu pushes (%llu rejected), %llu outages ridden out, final loss %.4f at "
-        "version %llu\n",
-        agent_id_.c_str(), static_cast<unsigned long long>(pushes_),
-        static_cast<unsigned long long>(rejected_), static_cast<unsigned long long>(outages_),
-        loss_, static_cast<unsigned long long>(version_));
-    return 0;
-  }
-
- private:
-  enum class Next {
-    kGoOn,   // Cycle again, after --push_every.
-    kAgain,  // Cycle again at once: the server is back after an outage.
-    kStop,   // An outage outlasted the run, or a rejoin was refused: report and end.
-    kFail,   // A pull or push failed in a way waiting does not cure (logged).
-  };
-
-  // One pull and push.
-  Next Cycle() {
-    absl::StatusOr<PullResult> pulled =
-        client_.Pull(version_, incarnation_, v1::NETWORK_ONLINE, &weights_);
-    if (!pulled.ok()) {
-      if (absl::IsUnavailable(pulled.status()) || absl::IsDeadlineExceeded(pulled.status())) {
-        return RideOut(pulled.status());
-      }
-      LOG(ERROR) << "pull failed: " << pulled.status();
-      return Next::kFail;
-    }
-    version_ = pulled->version;
-    incarnation_ = pulled->incarnation;
-    const uint64_t sequence = client_.next_sequence();
-    ComputeGradient(sequence);
-    const bool replayable = absl::GetFlag(FLAGS_replayable);
-    absl::StatusOr<PushAnswer> pushed =
-        client_.Push(gradient_.data(), n_, version_, 1, replayable ? incarnation_ : 0);
-    if (!pushed.ok()) {
-      if (client_.has_pending_push()) {
-        pending_sequence_ = sequence;
-        return RideOut(pushed.status());
-      }
-      LOG(ERROR) << "push failed: " << pushed.status();
-      return Next::kFail;
-    }
-    LogAnswer(sequence, *pushed);
-    ++pushes_;
-    if (!pushed->accepted) ++rejected_;
-    if (absl::Now() >= next_report_) Report(*pushed);
-    return Next::kGoOn;
-  }
-
-  void ComputeGradient(uint64_t sequence) {
+  void GetWeights(std::vector<float>* flat) override { *flat = weights_; }
+  void SetWeights(const std::vector<float>& flat) override { weights_ = flat; }
+  void SetTargetWeights(const std::vector<float>&) override {}
+  bool TakeMeanGradient(std::vector<float>* gradient) override {
+    gradient->resize(weights_.size());
     loss_ = 0;
     if (absl::GetFlag(FLAGS_replayable)) {
-      ReplayableGradient(client_.push_session(), sequence, n_, gradient_.data());
-      return;
+      // The push this gradient goes in is the transport's next: the sync pushes once per sync
+      // point, and nothing learned locally joins it.
+      ReplayableGradient(transport_->push_session(), transport_->next_sequence(), weights_.size(),
+                         gradient->data());
+      return true;
     }
     const float noise = static_cast<float>(absl::GetFlag(FLAGS_noise));
-    for (size_t i = 0; i < n_; ++i) {
+    for (size_t i = 0; i < weights_.size(); ++i) {
       const float d = weights_[i] - optimum_[i];
       loss_ += 0.5 * d * d;
-      gradient_[i] = d + noise * unit_(noise_rng_);
+      (*gradient)[i] = d + noise * unit_(noise_rng_);
     }
+    return true;
   }
+  bool StepLocal(std::vector<float>*) override { return false; }
 
-  // The server is away (down, restarting, cut off): join again until it answers, and resend the
-  // push that got no answer under its number, so it is applied once either way. kStop when the
-  // run's time ran out first, or on a join error that waiting does not cure.
-  Next RideOut(const absl::Status& why) {
-    ++outages_;
-    LOG(WARNING) << agent_id_ << ": parameter server away (" << why << "); rejoining";
-    while (absl::Now() < end_) {
-      absl::StatusOr<v1::JoinResponse> joined = client_.Join();
-      if (!joined.ok()) {
-        if (!absl::IsUnavailable(joined.status()) && !absl::IsDeadlineExceeded(joined.status())) {
-          LOG(ERROR) << "join failed: " << joined.status();
-          return Next::kStop;
-        }
-        continue;  // Join retried for --retry_for already.
-      }
-      if (!client_.has_pending_push()) return Next::kAgain;
-      absl::StatusOr<PushAnswer> resent = client_.ResendPendingPush();
-      if (resent.ok()) LogAnswer(pending_sequence_, *resent);
-      if (!client_.has_pending_push()) return Next::kAgain;
-    }
-    return Next::kStop;
-  }
+  double loss() const { return loss_; }
 
-  void LogAnswer(uint64_t sequence, const PushAnswer& r) {
-    if (push_log_ != nullptr) {
-      push_log_->Answered({agent_id_, client_.push_session(), sequence, /*shard=*/0,
-                           /*minibatches=*/1},
-                          r);
-    }
-  }
-
-  void Report(const PushAnswer& pushed) {
-    std::printf(
-        "%s  t=%5.1fs  version=%-7llu  loss=%.4f  pushes=%llu  rejected=%llu  epsilon=%.3f\n",
-        agent_id_.c_str(), absl::ToDoubleSeconds(absl::Now() - start_),
-        static_cast<unsigned long long>(pushed.version), loss_,
-        static_cast<unsigned long long>(pushes_), static_cast<unsigned long long>(rejected_),
-        pushed.epsilon);
-    std::fflush(stdout);
-    next_report_ += absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
-  }
-
-  PsClient& client_;
-  const std::string agent_id_;
-  const size_t n_;
-  PushLog* const push_log_;  // Null without --push_log.
-  std::vector<float> optimum_, weights_, gradient_;
+ private:
+  const PsTransport* const transport_;
+  std::vector<float> weights_, optimum_;
   std::normal_distribution<float> unit_{0.f, 1.f};
   std::mt19937 noise_rng_;
-  const absl::Time end_;
-  absl::Time start_, next_report_;
-  uint64_t version_ = 0, incarnation_ = 0, pushes_ = 0, rejected_ = 0, outages_ = 0;
-  uint64_t pending_sequence_ = 0;
   double loss_ = 0;
 };
+
+// One agent's descent: a gradient each sync point, pushed and pulled by the agent's own sync
+// (ParameterServerSync, one push and pull per gradient), until --seconds run out. An outage is the
+// sync's: the push that got no answer is resent on rejoin, paced, as a training agent does.
+int Descend(PsTransport* transport, const std::string& agent_id, double epsilon) {
+  SyntheticModel model(transport->end() - transport->begin(), agent_id, transport);
+  SyncOptions options;
+  options.agent_id = agent_id;
+  options.push = PushMode::kGradients;
+  options.batch_update_frequency = 1;
+  options.sync_wait = absl::GetFlag(FLAGS_call_timeout);
+  ParameterServerSync sync({transport}, &model, options, epsilon);
+  const absl::Duration push_every = absl::GetFlag(FLAGS_push_every);
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + absl::Seconds(absl::GetFlag(FLAGS_seconds));
+  absl::Time next_report = start;
+  uint64_t outages = 0;
+  bool was_in_step = sync.state() == SyncState::kInStep;
+  while (absl::Now() < end) {
+    sync.Trained();  // A sync point: push this gradient and pull.
+    while (sync.TrainingWaits()) sync.WaitForAnswer();
+    sync.Poll();
+    const bool in_step = sync.state() == SyncState::kInStep;
+    if (was_in_step && !in_step) ++outages;
+    was_in_step = in_step;
+    if (absl::Now() >= next_report) {
+      const SyncStats stats = sync.stats();
+      std::printf(
+          "%s  t=%5.1fs  version=%-7llu  loss=%.4f  pushes=%llu  rejected=%llu  epsilon=%.3f\n",
+          agent_id.c_str(), absl::ToDoubleSeconds(absl::Now() - start),
+          static_cast<unsigned long long>(sync.version()), model.loss(),
+          static_cast<unsigned long long>(stats.pushes),
+          static_cast<unsigned long long>(stats.pushes_rejected), sync.epsilon());
+      std::fflush(stdout);
+      next_report += absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
+    }
+    if (!in_step) {
+      absl::SleepFor(absl::Milliseconds(10));  // Away: the sync paces the rejoin attempts.
+    } else if (push_every > absl::ZeroDuration()) {
+      absl::SleepFor(push_every);
+    }
+  }
+  sync.AwaitExchange();  // The push in flight gets its answer (its calls have deadlines).
+  const SyncStats stats = sync.stats();
+  std::printf(
+      "%s  done: %llu pushes (%llu rejected), %llu outages ridden out, final loss %.4f at "
+      "version %llu\n",
+      agent_id.c_str(), static_cast<unsigned long long>(stats.pushes),
+      static_cast<unsigned long long>(stats.pushes_rejected),
+      static_cast<unsigned long long>(outages), model.loss(),
+      static_cast<unsigned long long>(sync.version()));
+  return 0;
+}
 
 int Run() {
   if (!FlagsValid()) return kExitUsage;
@@ -291,45 +229,47 @@ int Run() {
                  std::string(encoding.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<PsClientOptions> options = ClientOptionsFromFlags(*encoding);
-  if (!options.ok()) {
-    LOG(ERROR) << options.status();
+  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+  if (!security.ok()) {
+    LOG(ERROR) << security.status();
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(*options);
-  if (!client.ok()) {
-    LOG(ERROR) << client.status();
-    return 2;
-  }
-  // Each Join retries for --retry_for; the first is tried again until --join_for has passed, as
-  // long as the server is only away.
-  const absl::Time join_until = absl::Now() + absl::GetFlag(FLAGS_join_for);
-  absl::StatusOr<v1::JoinResponse> joined = (*client)->Join();
-  while (!joined.ok() &&
-         (absl::IsUnavailable(joined.status()) || absl::IsDeadlineExceeded(joined.status())) &&
-         absl::Now() < join_until) {
-    LOG(WARNING) << options->agent_id << ": waiting to join (" << joined.status() << ")";
-    joined = (*client)->Join();
-  }
-  if (!joined.ok()) {
-    LOG(ERROR) << "join failed: " << joined.status();
-    return 1;
-  }
-  const size_t n = joined->parameter_count();
-  if (const int stall = absl::GetFlag(FLAGS_stall_after_chunks); stall > 0) {
-    StallMidPush(*options, n, stall);
-  }
-  std::unique_ptr<PushLog> push_log;
+  std::string agent_id = absl::GetFlag(FLAGS_agent_id);
+  if (agent_id.empty()) agent_id = absl::StrCat("synthetic-", getpid());
+  PsTransportOptions options;
+  options.address = absl::GetFlag(FLAGS_ps);
+  options.agent_id = agent_id;
+  options.agent_index = absl::GetFlag(FLAGS_agent_index);
+  options.push_encoding = *encoding;
+  options.security = *security;
+  options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
+  options.join_for = absl::GetFlag(FLAGS_join_for);
+  options.retry_while_training = absl::GetFlag(FLAGS_retry_for);
   if (const std::string path = absl::GetFlag(FLAGS_push_log); !path.empty()) {
     absl::StatusOr<std::unique_ptr<PushLog>> opened = PushLog::Open(path);
     if (!opened.ok()) {
       LOG(ERROR) << "--push_log: " << opened.status().message();
       return 2;
     }
-    push_log = *std::move(opened);
+    options.push_log = *std::move(opened);
   }
-  SyntheticDescent descent(client->get(), options->agent_id, n, push_log.get());
-  return descent.Run();
+  absl::StatusOr<std::unique_ptr<PsTransport>> transport = PsTransport::Create(options);
+  if (!transport.ok()) {
+    LOG(ERROR) << transport.status();
+    return 2;
+  }
+  JoinOptions join;
+  join.model = absl::GetFlag(FLAGS_model);
+  join.model_pinned = true;  // The model whose fingerprint the pushes carry.
+  absl::StatusOr<JoinResult> joined = (*transport)->Join(kDefaultNumActions, join);
+  if (!joined.ok()) {
+    LOG(ERROR) << "join failed: " << joined.status();
+    return 1;
+  }
+  if (const int stall = absl::GetFlag(FLAGS_stall_after_chunks); stall > 0) {
+    StallMidPush(options, (*transport)->end() - (*transport)->begin(), stall);
+  }
+  return Descend(transport->get(), agent_id, joined->epsilon);
 }
 
 }  // namespace

@@ -67,6 +67,7 @@
 #include "absl/time/time.h"
 #include "agent/client_security_flags.h"
 #include "agent/ps_client.h"
+#include "agent/shard_worker.h"
 #include "common/child_process.h"
 #include "common/files.h"
 #include "common/flag_ranges.h"
@@ -359,7 +360,7 @@ absl::StatusOr<ProcessTally> RunClients(
   std::atomic<int64_t> window_us{0};
 
   // A sharded server (several addresses, in shard order): each client has one PsClient per shard
-  // and a cycle pushes and pulls every shard's range, all shards at once, as an agent's session
+  // and a cycle pushes and pulls every shard's range, all shards at once, as an agent's sync
   // does.
   const std::vector<std::string> shards = absl::StrSplit(address, ',');
   CONVOY_ASSIGN_OR_RETURN(ShardMap map, MakeShardMap(model, static_cast<uint32_t>(shards.size())));
@@ -433,14 +434,18 @@ absl::StatusOr<ProcessTally> RunClients(
       return pushed.accepted;
     };
     tally.latencies_ms.reserve(4096);
+    // Each further shard's half runs on a thread of that shard's own for the whole run, as an
+    // agent's sync has one per server (agent/shard_worker.h): no thread is started per cycle.
+    std::vector<std::unique_ptr<ShardWorker>> workers;
+    for (size_t s = 1; s < shards.size(); ++s) workers.push_back(std::make_unique<ShardWorker>());
+    std::vector<absl::StatusOr<bool>> done(shards.size(), absl::StatusOr<bool>(false));
     while (true) {
       const absl::Time begin = absl::Now();
-      std::vector<std::future<absl::StatusOr<bool>>> others;
       for (size_t s = 1; s < shards.size(); ++s) {
-        others.push_back(std::async(std::launch::async, cycle_on, s));
+        workers[s - 1]->Start([&, s] { done[s] = cycle_on(s); });
       }
-      std::vector<absl::StatusOr<bool>> done = {cycle_on(0)};
-      for (auto& f : others) done.push_back(f.get());
+      done[0] = cycle_on(0);
+      for (auto& worker : workers) worker->Wait();
       bool accepted = true;
       for (const absl::StatusOr<bool>& d : done) {
         if (!d.ok()) {

@@ -7,7 +7,7 @@ add_executable(agent_tests
   ${CMAKE_CURRENT_LIST_DIR}/eval_statistics_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/evaluation_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/preprocess_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/ps_session_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ps_transport_test.cc
 )
 target_link_libraries(agent_tests PRIVATE
   convoy_agent convoy_param_server convoy_test_support convoy_test_main GIF::GIF)
@@ -35,7 +35,6 @@ add_executable(agent_sync_tests
   ${CMAKE_CURRENT_LIST_DIR}/push_log_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/server_presence_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/rejoin_pacer_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/sharded_session_test.cc
 )
 target_link_libraries(agent_sync_tests PRIVATE convoy_agent convoy_test_main)
 convoy_target_defaults(agent_sync_tests)

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "agent/sharded_session.h"
+#include "agent/ps_transport.h"
 #include "common/weights_file.h"
 #include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"

@@ -1,8 +1,9 @@
-// RejoinPacer: when a session that lost its server tries to rejoin, as plain logic over given
+// RejoinPacer: when the agent tries again to join a server it lost, as plain logic over given
 // times.
+#include "agent/rejoin_pacer.h"
+
 #include <vector>
 
-#include "agent/ps_session.h"
 #include "tests/catch.h"
 
 namespace convoy {

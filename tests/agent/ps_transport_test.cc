@@ -1,7 +1,7 @@
-// The agent's parameter-server session against a real in-process parameter server over loopback
-// gRPC: joining and adopting the run settings, pushes and pulls, and rejoining after the server was
-// away or started afresh.
-#include "agent/ps_session.h"
+// The agent's transport to a parameter server against a real in-process one over loopback gRPC:
+// joining and adopting the run settings, pushes and pulls, and rejoining (the push that got no
+// answer sent again) after the server was away or started afresh.
+#include "agent/ps_transport.h"
 
 #include <memory>
 #include <string>
@@ -32,8 +32,8 @@ AgentOptions Agent(const LoopbackServer& ps) {
 }
 
 // Quick to give up on a server that is away, so the outage tests run in seconds.
-PsSessionOptions QuickOptions(const AgentOptions& agent) {
-  PsSessionOptions o;
+PsTransportOptions QuickOptions(const AgentOptions& agent) {
+  PsTransportOptions o;
   o.address = agent.ps_address;
   o.agent_id = agent.agent_id;
   o.join_for = absl::Seconds(10);
@@ -41,15 +41,15 @@ PsSessionOptions QuickOptions(const AgentOptions& agent) {
   return o;
 }
 
-std::unique_ptr<PsSession> MakeSession(const AgentOptions& agent) {
-  absl::StatusOr<std::unique_ptr<PsSession>> session = PsSession::Create(QuickOptions(agent));
+std::unique_ptr<PsTransport> MakeSession(const AgentOptions& agent) {
+  absl::StatusOr<std::unique_ptr<PsTransport>> session = PsTransport::Create(QuickOptions(agent));
   REQUIRE(session.ok());
   return *std::move(session);
 }
 
-// Joins as Agent::Init does: the session joins, the agent adopts what the server said. Returns the
-// epsilon the server gave.
-absl::StatusOr<double> JoinAndAdopt(ParameterServerSession& session, AgentOptions* agent) {
+// Joins as Agent::Init does: the transport joins, the agent adopts what the server said. Returns
+// the epsilon the server gave.
+absl::StatusOr<double> JoinAndAdopt(ServerTransport& session, AgentOptions* agent) {
   JoinOptions join;
   join.model = agent->model;
   join.model_pinned = agent->pinned.count("model") > 0;
@@ -74,25 +74,25 @@ struct OnePushApplied {
   explicit OnePushApplied(const LoopbackServer& ps)
       : agent(Agent(ps)), session(MakeSession(agent)) {
     REQUIRE(JoinAndAdopt(*session, &agent).ok());
-    REQUIRE(session->Pull(&online, &target).ok());
+    REQUIRE(session->Pull(&online, &target, false).ok());
     session->StartTraining();
     gradient.assign(online.size(), 0.01f);
     REQUIRE(session->Push(gradient, 1).ok());
-    REQUIRE(session->Pull(&online, &target).ok());
+    REQUIRE(session->Pull(&online, &target, false).ok());
   }
 
   AgentOptions agent;
-  std::unique_ptr<PsSession> session;
+  std::unique_ptr<PsTransport> session;
   std::vector<float> online, target, gradient;
 };
 
-// Rejoin tries once; the channel may still be waiting out its reconnect backoff from the outage.
-bool RejoinWithin(ParameterServerSession* session, absl::Duration timeout) {
-  return testing::WaitUntil([&] { return session->Rejoin(RejoinPace::kNow).ok(); }, timeout);
+// Resend tries once; the channel may still be waiting out its reconnect backoff from the outage.
+bool RejoinWithin(ServerTransport* session, absl::Duration timeout) {
+  return testing::WaitUntil([&] { return session->Resend().ok(); }, timeout);
 }
 
 TEST_CASE("Update rules parse from their wire names, and push modes must fit them",
-          "[ps_session]") {
+          "[ps_transport]") {
   CHECK(*ParseUpdateRule("gradients") == UpdateRule::kGradients);
   CHECK(*ParseUpdateRule("delta") == UpdateRule::kDelta);
   for (const char* unknown : {"deltas", "", "Gradients"}) {
@@ -117,8 +117,8 @@ TEST_CASE("Update rules parse from their wire names, and push modes must fit the
         "--push must be gradients or deltas, got 'delta'");
 }
 
-TEST_CASE("A session joins and adopts the server's run settings, and refuses a pinned one",
-          "[ps_session]") {
+TEST_CASE("A transport joins and adopts the server's run settings, and refuses a pinned one",
+          "[ps_transport]") {
   ParameterServerOptions server = CompactServer();
   server.batch_size = 64;
   server.gamma = 0.9;
@@ -127,12 +127,10 @@ TEST_CASE("A session joins and adopts the server's run settings, and refuses a p
   LoopbackServer ps(server);
   AgentOptions agent = Agent(ps);
   agent.model = "tiny";  // Not pinned: the server's model is taken.
-  std::unique_ptr<PsSession> session = MakeSession(agent);
-  CHECK_FALSE(session->connected());
+  std::unique_ptr<PsTransport> session = MakeSession(agent);
   absl::StatusOr<double> epsilon = JoinAndAdopt(*session, &agent);
   REQUIRE(epsilon.ok());
   CHECK(*epsilon == 1.0);
-  CHECK(session->connected());
   CHECK(agent.model == "compact");
   CHECK(agent.batch_size == 64);
   CHECK(agent.gamma == 0.9);
@@ -158,15 +156,15 @@ TEST_CASE("A session joins and adopts the server's run settings, and refuses a p
 }
 
 TEST_CASE("Pushes advance the server's version and pulls bring the weights and target along",
-          "[ps_session]") {
+          "[ps_transport]") {
   ParameterServerOptions server = CompactServer();
   server.target_update_frequency = 4;  // Minibatches.
   LoopbackServer ps(server);
   AgentOptions agent = Agent(ps);
-  std::unique_ptr<PsSession> session = MakeSession(agent);
+  std::unique_ptr<PsTransport> session = MakeSession(agent);
   REQUIRE(JoinAndAdopt(*session, &agent).ok());
   std::vector<float> online, target;
-  absl::StatusOr<PullUpdate> pulled = session->Pull(&online, &target);
+  absl::StatusOr<PullUpdate> pulled = session->Pull(&online, &target, false);
   REQUIRE(pulled.ok());
   CHECK(pulled->online);
   CHECK(pulled->target);  // A first pull takes the target of this incarnation too.
@@ -180,20 +178,20 @@ TEST_CASE("Pushes advance the server's version and pulls bring the weights and t
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
   CHECK(pushed->version == 1);
-  pulled = session->Pull(&online, &target);
+  pulled = session->Pull(&online, &target, false);
   REQUIRE(pulled.ok());
   CHECK(pulled->online);
   CHECK_FALSE(pulled->target);  // Two minibatches of four: the target stays.
   CHECK(session->version() == 1);
   CHECK(online == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
-  pulled = session->Pull(&online, &target);
+  pulled = session->Pull(&online, &target, false);
   REQUIRE(pulled.ok());
   CHECK_FALSE(pulled->online);  // Already current.
 
   pushed = session->Push(gradient, 2);  // Four minibatches: the server refreshes its target.
   REQUIRE(pushed.ok());
   CHECK(pushed->target_version == 2);
-  pulled = session->Pull(&online, &target);
+  pulled = session->Pull(&online, &target, false);
   REQUIRE(pulled.ok());
   CHECK(pulled->online);
   CHECK(pulled->target);
@@ -203,7 +201,7 @@ TEST_CASE("Pushes advance the server's version and pulls bring the weights and t
 }
 
 TEST_CASE("A push that got no answer reaches the server exactly once after a rejoin",
-          "[ps_session][faults]") {
+          "[ps_transport][faults]") {
   LoopbackServer ps(CompactServer());
   const int port = ps.server->port();
   OnePushApplied trained(ps);
@@ -214,21 +212,15 @@ TEST_CASE("A push that got no answer reaches the server exactly once after a rej
   const uint64_t incarnation = core->incarnation();
   const absl::StatusOr<PushAnswer> lost = session->Push(gradient, 3);
   CHECK(lost.status().code() == absl::StatusCode::kUnavailable);
-  CHECK_FALSE(session->connected());
   CHECK(session->has_pending_push());
-  // Not due yet, and the server is away anyway.
-  CHECK(session->Rejoin(RejoinPace::kPaced).status().code() == absl::StatusCode::kUnavailable);
-  CHECK(session->Rejoin(RejoinPace::kNow).status().code() == absl::StatusCode::kUnavailable);
+  CHECK(session->Resend().status().code() == absl::StatusCode::kUnavailable);
   CHECK(session->has_pending_push());
 
   std::unique_ptr<GrpcParameterServer> back = StartOn(port, std::move(core));
   REQUIRE(RejoinWithin(session.get(), absl::Seconds(30)));
   CHECK_FALSE(session->has_pending_push());
-  CHECK_FALSE(session->connected());  // Rejoining: the loop pushes its outage progress first.
-  REQUIRE(session->Push(gradient, 2).ok());
-  session->Reconnected();
-  CHECK(session->connected());
-  REQUIRE(session->Pull(&online, &target).ok());
+  REQUIRE(session->Push(gradient, 2).ok());  // What the agent learned meanwhile.
+  REQUIRE(session->Pull(&online, &target, /*whatever_held=*/true).ok());
   CHECK(session->incarnation() == incarnation);
   const v1::StatusResponse status = back->core().Status();
   CHECK(status.applied_minibatches() == 1 + 3 + 2);
@@ -240,7 +232,7 @@ TEST_CASE("A push that got no answer reaches the server exactly once after a rej
 TEST_CASE(
     "After rejoin attempts refused while the server was away, the first attempt once it is back "
     "takes",
-    "[ps_session][faults]") {
+    "[ps_transport][faults]") {
   LoopbackServer ps(CompactServer());
   const int port = ps.server->port();
   OnePushApplied trained(ps);
@@ -249,18 +241,18 @@ TEST_CASE(
   CHECK_FALSE(session->Push(gradient, 1).ok());
   // Each refused at once; gRPC would now hold the channels in its reconnect backoff.
   for (int i = 0; i < 5; ++i) {
-    CHECK(session->Rejoin(RejoinPace::kNow).status().code() == absl::StatusCode::kUnavailable);
+    CHECK(session->Resend().status().code() == absl::StatusCode::kUnavailable);
   }
   std::unique_ptr<GrpcParameterServer> back = StartOn(port, std::move(core));
   // A fresh channel connects at once, for the Join and for the resent push alike.
-  const absl::StatusOr<double> rejoined = session->Rejoin(RejoinPace::kNow);
+  const absl::StatusOr<double> rejoined = session->Resend();
   CHECK(rejoined.ok());
   CHECK_FALSE(session->has_pending_push());
   CHECK(back->core().Status().updates_applied() == 2);
 }
 
-TEST_CASE("A session rejoins a server started afresh and takes its new incarnation's weights",
-          "[ps_session][faults]") {
+TEST_CASE("A transport rejoins a server started afresh and takes its new incarnation's weights",
+          "[ps_transport][faults]") {
   LoopbackServer ps(CompactServer());
   const int port = ps.server->port();
   OnePushApplied trained(ps);
@@ -270,7 +262,6 @@ TEST_CASE("A session rejoins a server started afresh and takes its new incarnati
 
   ps.server.reset();  // The server is gone, its state with it.
   CHECK_FALSE(session->Push(gradient, 1).ok());
-  CHECK_FALSE(session->connected());
   ParameterServerOptions fresh = CompactServer();
   fresh.seed = 99;  // Other initial weights than the first server's.
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(fresh);
@@ -282,8 +273,7 @@ TEST_CASE("A session rejoins a server started afresh and takes its new incarnati
   REQUIRE(RejoinWithin(session.get(), absl::Seconds(30)));
   // The push that got no answer was resent and refused: it was computed on the old incarnation.
   CHECK_FALSE(session->has_pending_push());
-  session->Reconnected();
-  absl::StatusOr<PullUpdate> pulled = session->Pull(&online, &target);
+  absl::StatusOr<PullUpdate> pulled = session->Pull(&online, &target, /*whatever_held=*/true);
   REQUIRE(pulled.ok());
   CHECK(pulled->online);
   CHECK(pulled->target);
@@ -295,7 +285,7 @@ TEST_CASE("A session rejoins a server started afresh and takes its new incarnati
   absl::StatusOr<PushAnswer> pushed = session->Push(gradient, 1);
   REQUIRE(pushed.ok());
   CHECK(pushed->accepted);
-  REQUIRE(session->Pull(&online, &target).ok());
+  REQUIRE(session->Pull(&online, &target, false).ok());
   CHECK(session->version() == 1);
 }
 
