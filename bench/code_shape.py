@@ -145,7 +145,9 @@ def sync_owners(repo, files):
   tags = ctags(repo, sources, "+fm")
   owners = {}
   for tag in tags:
-    scope = tag.get("scope", "").replace("convoy::", "")
+    # A nested struct's members belong to the class it is nested in (ParameterServerSync::Shard
+    # is ParameterServerSync's per-server state, not an owner of its own).
+    scope = tag.get("scope", "").replace("convoy::", "").split("::")[0]
     if tag["kind"] == "member" and SYNC_STATE_TYPES.search(tag.get("typeref", "")):
       owners.setdefault(scope, set()).add("holds " + tag["typeref"].replace("typename:", ""))
   texts = {f: read(repo, f).splitlines() for f in sources}
