@@ -104,16 +104,22 @@ void ParameterServerSync::AddToBacklogs(absl::Span<const float> values, uint64_t
 
 void ParameterServerSync::Trained() {
   ++minibatches_;
-  if (in_flight_.active) in_flight_.model_moved_on = true;
+  // Whether the model's weights changed: only then are the weights an exchange in flight brings
+  // older than the model's. A model that cannot step alone (the synthetic agent's) never moves on,
+  // so its catch-up after a rejoin puts it back in step.
+  bool moved = false;
   if (options_.push == PushMode::kDeltas) {
     model_->StepLocal(nullptr);  // Deltas: the local optimizer steps every minibatch.
+    moved = true;
   } else if (state_ != SyncState::kInStep) {
     // No server in step: step locally, and keep the gradients for every server.
     if (model_->StepLocal(&step_gradient_)) {
       AddToBacklogs(step_gradient_, 1, /*only_away=*/false);
+      moved = true;
     }
     minibatches_at_sync_ = minibatches_;  // Handed over to the backlogs.
   }
+  if (in_flight_.active && moved) in_flight_.model_moved_on = true;
   if (in_flight_.active) return;  // The progress waits with the exchange in flight.
   if (state_ == SyncState::kInStep) {
     if (minibatches_ - minibatches_at_sync_ >= options_.batch_update_frequency) {

@@ -226,6 +226,7 @@ class FakeModel : public SyncedModel {
     return true;
   }
   bool StepLocal(std::vector<float>* mean_gradient) override {
+    if (!can_step_) return false;
     ++local_steps_;
     for (size_t i = 0; i < weights_.size(); ++i) weights_[i] += gradient_[i];
     if (mean_gradient != nullptr) *mean_gradient = gradient_;
@@ -234,10 +235,13 @@ class FakeModel : public SyncedModel {
 
   const std::vector<float>& weights() const { return weights_; }
   int local_steps() const { return local_steps_; }
+  // A model that cannot learn alone (as the synthetic agent's): StepLocal changes nothing.
+  void set_can_step(bool can_step) { can_step_ = can_step; }
 
  private:
   std::vector<float> weights_, gradient_;
   int local_steps_ = 0;
+  bool can_step_ = true;
 };
 
 // Time that moves only when a test (or a sleep) moves it.

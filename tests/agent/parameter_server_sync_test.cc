@@ -272,6 +272,37 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "A model that cannot learn alone is back in step after the catch-up, though it trains while "
+    "the catch-up is in flight") {
+  // The synthetic agent's loop: a minibatch trained at every turn, exchanges never waited for
+  // before the next. Its weights do not move while it is away, so the catch-up's are current.
+  const size_t shards = GENERATE(1, 2);
+  FakeServers servers(2, shards, 9.0f);
+  servers.SetServersAway(true);
+  FakeModel model({0.0f, 0.0f}, kGradient);
+  model.set_can_step(false);
+  FakeClock clock;
+  ParameterServerSync sync(servers.transports(), &model, TwoMinibatchesPerSync(), kFakeEpsilon,
+                           &clock);
+  REQUIRE(sync.state() == SyncState::kAway);
+  servers.SetServersAway(false);
+  sync.Poll();           // The rejoin attempts start,
+  sync.AwaitExchange();  // and take.
+  REQUIRE(sync.state() == SyncState::kRejoined);
+  sync.Poll();     // The catch-up starts.
+  sync.Trained();  // A minibatch while it is in flight.
+  while (sync.TrainingWaits()) sync.WaitForAnswer();
+  CHECK(sync.state() == SyncState::kInStep);
+  CHECK(model.weights() == kServerWeights);
+  sync.Trained();
+  sync.Trained();
+  sync.AwaitExchange();  // In step again: the next sync point pushes.
+  CHECK(sync.state() == SyncState::kInStep);
+  REQUIRE(servers.applied().size() == 1);
+  CHECK(servers.applied()[0].minibatches == 2);
+}
+
 TEST_CASE("The final sync pushes the minibatches learned since the last sync point") {
   const size_t shards = GENERATE(1, 2);
   Fixture f(shards);
