@@ -14,14 +14,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "agent/batch_sampler.h"
-#include "agent/device.h"
-#include "agent/learner.h"
-#include "agent/parameter_server_sync.h"
-#include "agent/ps_transport.h"
-#include "agent/push_log.h"
-#include "agent/replay_memory.h"
-#include "agent/server_presence.h"
+#include "agent/client/parameter_server_sync.h"
+#include "agent/client/ps_transport.h"
+#include "agent/client/push_log.h"
+#include "agent/client/server_presence.h"
+#include "agent/learning/batch_sampler.h"
+#include "agent/learning/device.h"
+#include "agent/learning/learner.h"
+#include "agent/learning/replay_memory.h"
 #include "common/backoff.h"
 #include "common/exploration.h"
 #include "common/gpu_monitor.h"
@@ -50,7 +50,6 @@ PsTransportOptions TransportOptionsOf(const AgentOptions& agent) {
   o.agent_index = agent.agent_index;
   o.push_encoding = agent.push_encoding;
   o.security = agent.ps_security;
-  o.push_log = agent.push_log;
   return o;
 }
 
@@ -100,17 +99,10 @@ absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options) 
   AgentOptions adopted = *options;
   RunSettingAdopter adopt(options->pinned);
   if (!config.model_name().empty()) {
-    adopt.Take("model", "model", &adopted.model, config.model_name());
+    adopt.Take("model", &adopted.model, config.model_name());
   }
-  // The settings of the table (common/run_settings.h), then those it does not hold yet.
+  // The settings of the table (common/run_settings.h).
   CONVOY_RETURN_IF_ERROR(AdoptRunSettings(config, &adopt, &adopted));
-  if (config.learning_rate() > 0) {
-    adopt.Take("learning_rate", "learning_rate", &adopted.learning_rate, config.learning_rate());
-  }
-  adopt.Take("min_epsilon", "min_epsilon", &adopted.min_epsilon, config.min_epsilon());
-  adopt.Take("per_iter_epsilon_reduction", "per_iter_epsilon_reduction",
-             &adopted.per_iter_epsilon_reduction, config.per_iter_epsilon_reduction());
-  CONVOY_RETURN_IF_ERROR(adopt.status());
   LOG(INFO) << options->agent_id << ": run settings of the parameter server at "
             << options->ps_address
             << (adopt.adopted().empty()
@@ -122,7 +114,8 @@ absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options) 
 
 class Agent::Impl {
  public:
-  explicit Impl(const AgentOptions& options) : options_(options), rng_(options.seed) {}
+  Impl(const AgentOptions& options, std::shared_ptr<SyncObserver> observer)
+      : options_(options), observer_(std::move(observer)), rng_(options.seed) {}
 
   absl::Status Init();
   absl::Status Run(const std::atomic<bool>& stop);
@@ -174,6 +167,7 @@ class Agent::Impl {
   void SaveWeights();
 
   AgentOptions options_;
+  const std::shared_ptr<SyncObserver> observer_;  // Null: none.
   std::mt19937_64 rng_;
   torch::Device device_ = torch::kCPU;
   std::unique_ptr<Environment> environment_;
@@ -227,7 +221,8 @@ absl::Status Agent::Impl::Init() {
   if (!options_.ps_address.empty()) {
     // Joins and adopts the server's run settings before anything depends on them.
     CONVOY_ASSIGN_OR_RETURN(servers, ParseServerList(options_.ps_address));
-    CONVOY_ASSIGN_OR_RETURN(servers_, CreateTransports(servers, TransportOptionsOf(options_)));
+    CONVOY_ASSIGN_OR_RETURN(servers_,
+                            CreateTransports(servers, TransportOptionsOf(options_), observer_));
     CONVOY_ASSIGN_OR_RETURN(
         const JoinResult joined,
         JoinServers(ServerPointers(), environment_->env->num_actions(), JoinOptionsOf(options_)));
@@ -257,7 +252,7 @@ absl::Status Agent::Impl::Init() {
   learner.seed = options_.seed;
   learner.device = device_;
   learner.double_dqn = options_.double_dqn;
-  learner.max_grad_norm = options_.max_grad_norm;
+  learner.max_grad_norm = options_.learner_max_grad_norm;
   learner.learning_rate = options_.learning_rate;
   learner.amp = options_.amp;
   if (options_.mirror_augmentation) {
@@ -468,7 +463,7 @@ absl::Status Agent::Impl::TrainOne() {
   ++loss_count_;
   ++minibatches_;
   // Logged before the sync may hand it to a push: a push log never has more pushed than trained.
-  if (options_.push_log != nullptr) options_.push_log->Trained(options_.agent_id, minibatches_);
+  if (observer_ != nullptr) observer_->Trained(options_.agent_id, minibatches_);
   train_rate_->Record(1);
   {
     absl::MutexLock lock(&stats_mu_);
@@ -606,8 +601,9 @@ void Agent::Impl::SaveWeights() {
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() = default;
 
-absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentOptions& options) {
-  auto impl = std::make_unique<Impl>(options);
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentOptions& options,
+                                                     std::shared_ptr<SyncObserver> observer) {
+  auto impl = std::make_unique<Impl>(options, std::move(observer));
   if (absl::Status s = impl->Init(); !s.ok()) return s;
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }

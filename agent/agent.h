@@ -22,12 +22,12 @@
 // (for up to final_sync_for, plus what an exchange in flight takes to end) when the server is away.
 // When an AirSim connection drops it reconnects and restarts the episode.
 // Where the agent stands with each server and what it owes it are ParameterServerSync's
-// (agent/parameter_server_sync.h), over one transport per server (agent/ps_transport.h); the loop
-// here acts and learns, and tells the sync what happened.
+// (agent/client/parameter_server_sync.h), over one transport per server
+// (agent/client/ps_transport.h); the loop here acts and learns, and tells the sync what happened.
 //
 // With a parameter server, the run's learner settings are the server's (RunConfig, handed over on
 // Join): the model, batch_size, batch_update_frequency, gamma, n_step, target_update_frequency,
-// double_dqn, max_grad_norm, learning_rate, prioritized, min_epsilon and
+// double_dqn, learner_max_grad_norm, learning_rate, prioritized, min_epsilon and
 // per_iter_epsilon_reduction. The agent adopts each and logs what it adopted; one named in `pinned`
 // (given explicitly) that disagrees with the server is an error at start. Alone, the options below
 // apply as they are.
@@ -45,9 +45,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "agent/environment.h"
-#include "agent/preprocess.h"
-#include "agent/push_mode.h"
+#include "agent/client/push_mode.h"
+#include "agent/environment/environment.h"
+#include "agent/environment/preprocess.h"
+#include "common/agent_settings.h"
 #include "common/run_defaults.h"
 #include "common/run_settings.h"
 #include "common/security.h"
@@ -58,13 +59,19 @@ namespace convoy {
 namespace v1 {
 class RunConfig;  // convoy/v1/parameter_server.proto: agent.h stays free of protobuf.
 }  // namespace v1
-class PushLog;  // agent/push_log.h
+class SyncObserver;  // agent/client/sync_observer.h
 
-// AgentRunSettings (common/run_settings.h): batch_size, batch_update_frequency, gamma, n_step,
-// target_update_frequency (alone: minibatches between target copies), double_dqn, max_grad_norm,
-// prioritized and mirror_augmentation (LearnerOptions::mirror_actions); with a parameter server, the
-// server's.
-struct AgentOptions : AgentRunSettings {
+// RunSettings (common/run_settings.h): batch_size, batch_update_frequency, gamma, n_step,
+// target_update_frequency (alone: minibatches between target copies), double_dqn,
+// learner_max_grad_norm, prioritized, mirror_augmentation (LearnerOptions::mirror_actions),
+// learning_rate (the local Adam's), min_epsilon and per_iter_epsilon_reduction (alone: per update);
+// with a parameter server, the server's. AgentSettings (common/agent_settings.h): the agent's own —
+// device, amp, torch_threads, replay_memory_size, min_replay_size, fill_with_random_actions,
+// replay_ratio; with a parameter server, sync_wait (how long training waits for an exchange's
+// answer; acting goes on until it is a sync's worth of minibatches ahead of the replay ratio) and
+// final_sync_for (how long the end of a run tries to rejoin a server that is away, so that the last
+// local steps reach it).
+struct AgentOptions : RunSettings, AgentSettings {
   std::string agent_id = "agent-0";
   uint32_t agent_index = 0;
   uint64_t seed = 1;
@@ -75,30 +82,11 @@ struct AgentOptions : AgentRunSettings {
     return plaintext;
   }();
   EnvironmentSpec environment;
+  // Beside the tables: the server's default model (cookbook) is not an agent's (compact).
   std::string model = run_defaults::kLocalModel;  // With --ps and not pinned: the server's.
-  std::string device = "auto";
-  bool amp = false;
-  int torch_threads = 0;  // LibTorch intra-op threads on CPU; 0 keeps LibTorch's default (all cores).
-  // The cookbook's names.
-  size_t replay_memory_size = 100000;
-  double min_epsilon = run_defaults::kMinEpsilon;
-  double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;  // Alone: per update.
-  // Beyond the cookbook.
-  size_t min_replay_size = 1000;
-  bool fill_with_random_actions = true;  // Act at random until min_replay_size, as the cookbook did.
-  double replay_ratio = 8.0;             // Sampled transitions per environment step.
-  double learning_rate = run_defaults::kLearningRate;
   // The run settings above given explicitly, by their flag names ("batch_size", "model", ...): with a
   // parameter server, one of these that disagrees with the server's is an error, not adopted.
   std::set<std::string> pinned;
-  // At the end of a run with a parameter server that is away: how long to keep trying to rejoin so that
-  // the last local steps reach it.
-  absl::Duration final_sync_for = absl::Seconds(10);
-  // With a parameter server, how long training waits for the answer to a push and pull (acting goes
-  // on, until it is a sync's worth of minibatches ahead of the replay ratio). Past it the agent is
-  // out of step: it learns locally, as in an outage, and pushes what it learned once the server
-  // answers. So a silent link costs acting at most this, once.
-  absl::Duration sync_wait = absl::Seconds(1);
   PushMode push = PushMode::kGradients;
   TensorEncoding push_encoding = TensorEncoding::kFp32;
   // Bounds: whichever comes first; 0 / zero duration = unbounded.
@@ -106,10 +94,8 @@ struct AgentOptions : AgentRunSettings {
   absl::Duration max_time = absl::ZeroDuration();
   std::string log_dir;  // Metrics CSV, TensorBoard events, weights.pt; empty: no files.
   absl::Duration report_every = absl::Seconds(5);
-  bool machine_progress = false;  // Also print "PROGRESS key=value ..." lines on stdout (for convoy_train).
-  // Null: none. Otherwise every minibatch trained and every answer of a server to a push is logged
-  // there (agent/push_log.h), for checking a run against the servers' apply logs.
-  std::shared_ptr<PushLog> push_log;
+  bool machine_progress =
+      false;  // Also print "PROGRESS key=value ..." lines on stdout (for convoy_train).
 };
 
 // Takes the server's model and run settings into *options: each one `config` carries (logged as
@@ -136,8 +122,12 @@ struct AgentStats {
 class Agent {
  public:
   // Builds the environment, learner, replay memory and (with --ps) joins the parameter server.
-  // Errors: INVALID_ARGUMENT for bad options; FAILED_PRECONDITION for a model mismatch with the server.
-  static absl::StatusOr<std::unique_ptr<Agent>> Create(const AgentOptions& options);
+  // `observer` (none: null) is told every minibatch trained and every answer of a server to a push
+  // (agent/client/sync_observer.h; convoy_agent's --push_log is one).
+  // Errors: INVALID_ARGUMENT for bad options; FAILED_PRECONDITION for a model mismatch with the
+  // server.
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(
+      const AgentOptions& options, std::shared_ptr<SyncObserver> observer = nullptr);
   ~Agent();
 
   // Trains until max_steps, max_time or `*stop` becomes true; then a last sync and, with a log_dir, the

@@ -7,15 +7,17 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
-#include "agent/client_security_flags.h"
-#include "agent/push_log.h"
-#include "agent/scenario_flags.h"
+#include "agent/client/client_security_flags.h"
+#include "agent/client/push_log.h"
+#include "agent/environment/scenario_flags.h"
+#include "common/agent_settings.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/run_settings.h"
@@ -57,30 +59,10 @@ ABSL_FLAG(uint32_t, agent_index, Defaults().agent_index,
 ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
           RunSetting("Q-network (registry name: compact, cookbook, nature, ...).",
                      Defaults().model));
-ABSL_FLAG(std::string, device, Defaults().device,
-          "auto, cpu, cuda or cuda:N (auto: LOCAL_RANK's GPU, else CPU).");
-ABSL_FLAG(bool, amp, Defaults().amp, "Automatic mixed precision with loss scaling (CUDA only).");
-ABSL_FLAG(int, torch_threads, Defaults().torch_threads,
-          "LibTorch intra-op threads (0: LibTorch's default, all cores). Agents sharing a machine "
-          "do best with cores / agents.");
+// The agent's own settings (common/agent_settings.h): --device, --replay_memory_size, ...
+CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_FLAG)
 // The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_AGENT_RUN_SETTING_FLAG)
-ABSL_FLAG(uint64_t, replay_memory_size, Defaults().replay_memory_size,
-          "Replay memory capacity, transitions.");
-ABSL_FLAG(uint64_t, min_replay_size, Defaults().min_replay_size,
-          "Transitions collected before learning starts.");
-ABSL_FLAG(bool, fill_with_random_actions, Defaults().fill_with_random_actions,
-          "Act at random until min_replay_size (the cookbook's start).");
-ABSL_FLAG(double, replay_ratio, Defaults().replay_ratio,
-          "Sampled transitions per environment step.");
-ABSL_FLAG(std::optional<double>, learning_rate, std::nullopt,
-          RunSetting("Local Adam learning rate (alone, deltas, or while the PS is down).",
-                     absl::StrCat(Defaults().learning_rate)));
-ABSL_FLAG(std::optional<double>, min_epsilon, std::nullopt,
-          RunSetting("Epsilon floor.", absl::StrCat(Defaults().min_epsilon)));
-ABSL_FLAG(std::optional<double>, per_iter_epsilon_reduction, std::nullopt,
-          RunSetting("Epsilon decrease per update.",
-                     absl::StrCat(Defaults().per_iter_epsilon_reduction)));
 ABSL_FLAG(std::string, push, convoy::PushModeName(Defaults().push),
           "gradients, or deltas (for a PS run with --optimizer=delta).");
 ABSL_FLAG(std::string, push_encoding, "fp32", "fp32 or bf16.");
@@ -93,17 +75,10 @@ ABSL_FLAG(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; emp
 ABSL_FLAG(double, report_seconds, absl::ToDoubleSeconds(Defaults().report_every),
           "Seconds between progress lines.");
 ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.");
-ABSL_FLAG(std::string, push_log, "",
-          "Append a line per minibatch trained and per answer of each server to a push "
-          "(agent/push_log.h), for checking a run against convoy_ps --apply_log; empty: none.");
-ABSL_FLAG(absl::Duration, sync_wait, Defaults().sync_wait,
-          "How long training waits for the parameter server's answer to a push before the agent "
-          "learns locally until the answer comes (acting never waits longer), e.g. 1s, 500ms.");
-ABSL_FLAG(absl::Duration, final_sync_for, Defaults().final_sync_for,
-          "At the end of a run, how long the agent tries to reach a parameter server that does not "
-          "answer, so that its last minibatches reach it. It stops trying at once when the server "
-          "is gone: nothing listens at its address for a second, or the launcher that started the "
-          "agent died.");
+ABSL_FLAG(
+    std::string, push_log, "",
+    "Append a line per minibatch trained and per answer of each server to a push "
+    "(agent/client/push_log.h), for checking a run against convoy_ps --apply_log; empty: none.");
 
 namespace convoy {
 namespace {
@@ -119,13 +94,18 @@ void TakeSetting(const absl::Flag<std::optional<T>>& flag, Field* field,
 }
 
 // The settings of the run settings' table: each one given adds its flag to *pinned.
-AgentRunSettings RunSettingsFromFlags(std::set<std::string>* pinned) {
-  AgentRunSettings settings;
-#define CONVOY_AGENT_RUN_SETTING_FROM_FLAG(type, agent_type, name, agent_name, def, min, max, ends, \
-                                           presence, help)                                         \
-  TakeSetting(FLAGS_##agent_name, &settings.agent_name, pinned);
+RunSettings RunSettingsFromFlags(std::set<std::string>* pinned) {
+  RunSettings settings;
+#define CONVOY_AGENT_RUN_SETTING_FROM_FLAG(type, name, def, min, max, ends, presence, help) \
+  TakeSetting(FLAGS_##name, &settings.name, pinned);
   CONVOY_RUN_SETTINGS(CONVOY_AGENT_RUN_SETTING_FROM_FLAG)
 #undef CONVOY_AGENT_RUN_SETTING_FROM_FLAG
+  return settings;
+}
+
+AgentSettings AgentSettingsFromFlags() {
+  AgentSettings settings;
+  CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_READ)
   return settings;
 }
 
@@ -133,25 +113,13 @@ AgentRunSettings RunSettingsFromFlags(std::set<std::string>* pinned) {
 // checked at its default (the server checks its own).
 bool NumericFlagsInRange() {
   std::set<std::string> pinned;
-  std::vector<FlagRange> ranges = AgentRunSettingRanges(RunSettingsFromFlags(&pinned));
+  std::vector<FlagRange> ranges = RunSettingRanges(RunSettingsFromFlags(&pinned));
+  for (FlagRange& range : AgentSettingRanges(AgentSettingsFromFlags())) {
+    ranges.push_back(std::move(range));
+  }
   const std::vector<FlagRange> others = {
       UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
-      IntRange("torch_threads", absl::GetFlag(FLAGS_torch_threads), 0, 1024),
-      UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
-      UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
-      RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
-      RealRange("learning_rate",
-                absl::GetFlag(FLAGS_learning_rate).value_or(Defaults().learning_rate), 0,
-                kNoRealMax, Ends::kOpenMin),
-      RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon).value_or(Defaults().min_epsilon), 0,
-                1),
-      RealRange("per_iter_epsilon_reduction",
-                absl::GetFlag(FLAGS_per_iter_epsilon_reduction)
-                    .value_or(Defaults().per_iter_epsilon_reduction),
-                0, 1),
       RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),
-      DurationRange("sync_wait", absl::GetFlag(FLAGS_sync_wait), absl::ZeroDuration()),
-      DurationRange("final_sync_for", absl::GetFlag(FLAGS_final_sync_for), absl::ZeroDuration()),
       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
                 Ends::kOpenMin)};
   ranges.insert(ranges.end(), others.begin(), others.end());
@@ -168,18 +136,9 @@ AgentOptions OptionsFromFlags(PushMode push) {
   o.environment.sim = absl::GetFlag(FLAGS_sim);
   o.environment.map_dir = absl::GetFlag(FLAGS_map_dir);
   o.environment.world_seed = absl::GetFlag(FLAGS_seed);
-  o.device = absl::GetFlag(FLAGS_device);
-  o.amp = absl::GetFlag(FLAGS_amp);
-  o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
-  o.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
-  o.min_replay_size = absl::GetFlag(FLAGS_min_replay_size);
-  o.fill_with_random_actions = absl::GetFlag(FLAGS_fill_with_random_actions);
-  o.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
+  static_cast<AgentSettings&>(o) = AgentSettingsFromFlags();
   TakeSetting(FLAGS_model, &o.model, &o.pinned);
-  static_cast<AgentRunSettings&>(o) = RunSettingsFromFlags(&o.pinned);
-  TakeSetting(FLAGS_learning_rate, &o.learning_rate, &o.pinned);
-  TakeSetting(FLAGS_min_epsilon, &o.min_epsilon, &o.pinned);
-  TakeSetting(FLAGS_per_iter_epsilon_reduction, &o.per_iter_epsilon_reduction, &o.pinned);
+  static_cast<RunSettings&>(o) = RunSettingsFromFlags(&o.pinned);
   o.push = push;
   // Run() has refused an unknown value before the options are built.
   o.push_encoding =
@@ -189,8 +148,6 @@ AgentOptions OptionsFromFlags(PushMode push) {
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
   o.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
   o.machine_progress = absl::GetFlag(FLAGS_machine_progress);
-  o.sync_wait = absl::GetFlag(FLAGS_sync_wait);
-  o.final_sync_for = absl::GetFlag(FLAGS_final_sync_for);
   return o;
 }
 
@@ -234,17 +191,18 @@ int Run() {
     }
     options.ps_security = *std::move(security);
   }
+  std::shared_ptr<PushLog> push_log;
   if (const std::string path = absl::GetFlag(FLAGS_push_log); !path.empty()) {
-    absl::StatusOr<std::unique_ptr<PushLog>> push_log = PushLog::Open(path);
-    if (!push_log.ok()) {
+    absl::StatusOr<std::unique_ptr<PushLog>> opened = PushLog::Open(path);
+    if (!opened.ok()) {
       std::fprintf(stderr, "convoy_agent: --push_log: %s\n",
-                   std::string(push_log.status().message()).c_str());
+                   std::string(opened.status().message()).c_str());
       return 2;
     }
-    options.push_log = *std::move(push_log);
-    options.push_log->Started(options.agent_id);
+    push_log = *std::move(opened);
+    push_log->Started(options.agent_id);
   }
-  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options);
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options, push_log);
   if (!agent.ok()) {
     std::fprintf(stderr, "convoy_agent: cannot start: %s\n", agent.status().ToString().c_str());
     // Bad flags (also one that disagrees with the parameter server's run settings): 2, as for
@@ -256,9 +214,9 @@ int Run() {
     std::fprintf(stderr, "convoy_agent: failed: %s\n", run.ToString().c_str());
     return 1;
   }
-  if (options.push_log != nullptr) {
+  if (push_log != nullptr) {
     const AgentStats stats = (*agent)->stats();
-    options.push_log->Ended(options.agent_id, stats.connected, stats.train_steps);
+    push_log->Ended(options.agent_id, stats.connected, stats.train_steps);
   }
   return 0;
 }

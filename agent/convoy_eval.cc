@@ -7,11 +7,11 @@
 #include <limits>
 
 #include "absl/flags/flag.h"
-#include "agent/episode_video.h"
-#include "agent/eval_trace.h"
-#include "agent/evaluation.h"
-#include "agent/map_image.h"
-#include "agent/scenario_flags.h"
+#include "agent/environment/scenario_flags.h"
+#include "agent/evaluation/episode_video.h"
+#include "agent/evaluation/eval_trace.h"
+#include "agent/evaluation/evaluation.h"
+#include "agent/evaluation/map_image.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/run_defaults.h"

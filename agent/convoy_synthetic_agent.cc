@@ -2,8 +2,8 @@
 // smoke-test a PS without simulators. Each agent descends f(w) = 0.5 * |w - w*|^2 (w* drawn from
 // --target_seed, the same for every agent) with noisy gradients, and reports the loss as it falls;
 // with --replayable it pushes gradients a checker can recompute (the chaos test replays a run with
-// them). It syncs as a training agent does (agent/parameter_server_sync.h): a server that is away
-// is ridden out by the same rejoin, with the push that got no answer resent.
+// them). It syncs as a training agent does (agent/client/parameter_server_sync.h): a server that is
+// away is ridden out by the same rejoin, with the push that got no answer resent.
 #include <glog/logging.h>
 #include <unistd.h>
 
@@ -18,11 +18,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "agent/client_security_flags.h"
-#include "agent/parameter_server_sync.h"
-#include "agent/ps_transport.h"
-#include "agent/push_log.h"
-#include "agent/synthetic_gradient.h"
+#include "agent/client/client_security_flags.h"
+#include "agent/client/parameter_server_sync.h"
+#include "agent/client/ps_transport.h"
+#include "agent/client/push_log.h"
+#include "agent/client/synthetic_gradient.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/model_registry.h"
@@ -40,13 +40,14 @@ ABSL_FLAG(uint64_t, target_seed, 7, "Seed of the optimum w* all agents descend t
 ABSL_FLAG(double, noise, 0.1, "Standard deviation of the gradient noise.");
 ABSL_FLAG(std::string, encoding, "fp32", "Push encoding: fp32 or bf16.");
 ABSL_FLAG(double, report_seconds, 2, "Seconds between progress lines.");
-ABSL_FLAG(bool, replayable, false,
-          "Push gradients that are a function of the push's (session, sequence) alone "
-          "(agent/synthetic_gradient.h), with the incarnation they were pulled from, so that a "
-          "run's applied pushes can be replayed.");
+ABSL_FLAG(
+    bool, replayable, false,
+    "Push gradients that are a function of the push's (session, sequence) alone "
+    "(agent/client/synthetic_gradient.h), with the incarnation they were pulled from, so that a "
+    "run's applied pushes can be replayed.");
 ABSL_FLAG(std::string, push_log, "",
           "Append one line per answered push (session, sequence, accepted, incarnation, version; "
-          "agent/push_log.h).");
+          "agent/client/push_log.h).");
 ABSL_FLAG(absl::Duration, push_every, absl::ZeroDuration(), "Pause between pushes, e.g. 20ms.");
 ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(30), "Deadline of each call's attempt.");
 ABSL_FLAG(absl::Duration, retry_for, absl::Seconds(60),
@@ -245,15 +246,16 @@ int Run() {
   options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
   options.join_for = absl::GetFlag(FLAGS_join_for);
   options.retry_while_training = absl::GetFlag(FLAGS_retry_for);
+  std::shared_ptr<PushLog> push_log;
   if (const std::string path = absl::GetFlag(FLAGS_push_log); !path.empty()) {
     absl::StatusOr<std::unique_ptr<PushLog>> opened = PushLog::Open(path);
     if (!opened.ok()) {
       LOG(ERROR) << "--push_log: " << opened.status().message();
       return 2;
     }
-    options.push_log = *std::move(opened);
+    push_log = *std::move(opened);
   }
-  absl::StatusOr<std::unique_ptr<PsTransport>> transport = PsTransport::Create(options);
+  absl::StatusOr<std::unique_ptr<PsTransport>> transport = PsTransport::Create(options, push_log);
   if (!transport.ok()) {
     LOG(ERROR) << transport.status();
     return 2;

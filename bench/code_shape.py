@@ -165,7 +165,8 @@ def sync_owners(repo, files):
 
 ROOM_RANKS = [  # (path prefix, rank): the longest prefix that matches wins.
     ("common/", 0), ("proto/", 0), ("simulator_bridge/", 1), ("param_server/", 1),
-    ("agent/client/", 2), ("agent/learning/", 2), ("agent/evaluation/", 3), ("agent/", 4),
+    ("agent/client/", 2), ("agent/learning/", 2), ("agent/environment/", 2),
+    ("agent/evaluation/", 3), ("agent/", 4),
     ("deploy/", 5), ("bench/", 6)]
 COMPOSITION_ROOT = {"agent/agent.cc", "agent/convoy_agent.cc"}
 

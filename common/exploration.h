@@ -25,16 +25,21 @@ absl::StatusOr<ExplorationMode> ParseExplorationMode(absl::string_view name);
 // The name ParseExplorationMode takes.
 const char* ExplorationModeName(ExplorationMode mode);
 
-struct ExplorationOptions {
+// The schedule's own settings (convoy_ps's flags). Its floor and decay are run settings
+// (common/run_settings.h), handed to agents too: ExplorationOptions adds them.
+struct ExplorationSettings {
   ExplorationMode mode = ExplorationMode::kGlobal;
   double start_epsilon = 1.0;
-  double min_epsilon = run_defaults::kMinEpsilon;
-  double per_iter_epsilon_reduction =
-      run_defaults::kPerIterEpsilonReduction;  // Per applied update.
   // Ape-X: agent i of N explores with base^(1 + alpha * i / (N - 1)).
   double apex_base_epsilon = 0.4;
   double apex_alpha = 7.0;
   uint32_t apex_num_agents = 8;
+};
+
+struct ExplorationOptions : ExplorationSettings {
+  double min_epsilon = run_defaults::kMinEpsilon;
+  double per_iter_epsilon_reduction =
+      run_defaults::kPerIterEpsilonReduction;  // Per applied update.
 };
 
 absl::Status ValidateExplorationOptions(const ExplorationOptions& options);

@@ -1,28 +1,35 @@
 // The run settings' flags of a launcher (convoy_train, convoy_bench_learn), which passes them on to
-// convoy_ps: the table of common/run_settings.h, read as a launcher reads it.
+// convoy_ps, and each agent's own settings, which it passes on to the agents: the tables of
+// common/run_settings.h and common/agent_settings.h, read as a launcher reads them.
 #ifndef CONVOY_COMMON_LAUNCHER_RUN_SETTINGS_H_
 #define CONVOY_COMMON_LAUNCHER_RUN_SETTINGS_H_
 
+#include "common/agent_settings.h"
 #include "common/run_settings.h"
 
-// A launcher's flag of a setting (convoy_train, convoy_bench_learn), passed on to convoy_ps:
-// convoy_ps's name, the agent's type (so that a negative value reads as out of range, not as a
-// parse error).
-#define CONVOY_LAUNCHER_RUN_SETTING_FLAG(type, agent_type, name, agent_name, def, min, max, ends, \
-                                         presence, help)                                          \
-  ABSL_FLAG(agent_type, name, def, help " Passed to convoy_ps, which hands it to the agents.");
+// A launcher's flag of a setting (convoy_train, convoy_bench_learn), passed on to convoy_ps: the
+// name and type convoy_ps's flag has.
+#define CONVOY_LAUNCHER_RUN_SETTING_FLAG(type, name, def, min, max, ends, presence, help) \
+  ABSL_FLAG(type, name, def, help " Passed to convoy_ps, which hands it to the agents.");
 
-// Inside a function of a launcher: appends each setting's range, as its flag has it, to
-// `std::vector<convoy::FlagRange> ranges`.
-#define CONVOY_LAUNCHER_RUN_SETTING_RANGE(type, agent_type, name, agent_name, def, min, max, ends, \
-                                          presence, help)                                          \
-  ranges.push_back(                                                                                \
-      ::convoy::SettingRange(#name, absl::GetFlag(FLAGS_##name), min, max, ::convoy::Ends::ends));
+// A launcher's flag of an agent's own setting (common/agent_settings.h), passed on to each agent:
+// the name and type convoy_agent's flag has.
+#define CONVOY_LAUNCHER_AGENT_SETTING_FLAG(type, name, def, min, max, ends, help) \
+  ABSL_FLAG(type, name, def, help " Passed to each agent.");
 
-// Inside a function of a launcher, after the ranges passed: reads each flag into
-// `convoy::RunSettings settings`.
-#define CONVOY_LAUNCHER_RUN_SETTING_READ(type, agent_type, name, agent_name, def, min, max, ends, \
-                                         presence, help)                                          \
-  settings.name = static_cast<type>(absl::GetFlag(FLAGS_##name));
+// Defines, where a launcher expands it (after both tables' flags), RunSettingsFromFlags() and
+// AgentSettingsFromFlags(): the two tables' settings as its flags give them. Their ranges are
+// RunSettingRanges and AgentSettingRanges of these.
+#define CONVOY_LAUNCHER_SETTINGS_FROM_FLAGS()        \
+  ::convoy::RunSettings RunSettingsFromFlags() {     \
+    ::convoy::RunSettings settings;                  \
+    CONVOY_RUN_SETTINGS(CONVOY_RUN_SETTING_READ)     \
+    return settings;                                 \
+  }                                                  \
+  ::convoy::AgentSettings AgentSettingsFromFlags() { \
+    ::convoy::AgentSettings settings;                \
+    CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_READ) \
+    return settings;                                 \
+  }
 
 #endif  // CONVOY_COMMON_LAUNCHER_RUN_SETTINGS_H_

@@ -57,9 +57,9 @@ QNetworkImpl::QNetworkImpl(const ModelSpec& spec) : spec_(spec) {
       break;
     }
     case Architecture::kCompact: {
-      // The cookbook's crop, 4x4 average-pooled (agent/preprocess.h): the same view of the road at
-      // 1/16 of the pixels, so a CPU trains it in minutes. conv 16/32 3x3 padding 1, ReLU, max-pool
-      // 2: 14x63 -> 3x15.
+      // The cookbook's crop, 4x4 average-pooled (agent/environment/preprocess.h): the same view of
+      // the road at 1/16 of the pixels, so a CPU trains it in minutes. conv 16/32 3x3 padding 1,
+      // ReLU, max-pool 2: 14x63 -> 3x15.
       features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)),
                                         torch::nn::ReLU(), torch::nn::MaxPool2d(2),
                                         torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),

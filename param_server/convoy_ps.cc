@@ -56,9 +56,6 @@ ABSL_FLAG(double, checkpoint_every_seconds, absl::ToDoubleSeconds(Defaults().che
           "Checkpoint every N seconds (0: off).");
 ABSL_FLAG(convoy::Optimizer, optimizer, Defaults().optimizer.kind,
           "adam, adamw, rmsprop, sgd, or delta (w += pushed tensor).");
-ABSL_FLAG(
-    double, learning_rate, Defaults().optimizer.learning_rate,
-    "Learning rate of the server's optimizer, and of the agents' local Adam (handed to agents).");
 ABSL_FLAG(double, beta1, Defaults().optimizer.beta1, "Adam beta1.");
 ABSL_FLAG(double, beta2, Defaults().optimizer.beta2, "Adam beta2.");
 ABSL_FLAG(double, eps, Defaults().optimizer.eps, "Optimizer epsilon (Adam, RMSprop).");
@@ -81,9 +78,6 @@ ABSL_FLAG(
     std::string, exploration, convoy::ExplorationModeName(Defaults().exploration.mode),
     "global: one epsilon decayed per update (the cookbook's); apex: fixed per-agent epsilons.");
 ABSL_FLAG(double, start_epsilon, Defaults().exploration.start_epsilon, "Initial global epsilon.");
-ABSL_FLAG(double, min_epsilon, Defaults().exploration.min_epsilon, "Floor of the global epsilon.");
-ABSL_FLAG(double, per_iter_epsilon_reduction, Defaults().exploration.per_iter_epsilon_reduction,
-          "Subtracted from epsilon per applied update.");
 ABSL_FLAG(double, apex_base_epsilon, Defaults().exploration.apex_base_epsilon,
           "Ape-X: epsilon_i = base^(1 + alpha * i / (N - 1)).");
 ABSL_FLAG(double, apex_alpha, Defaults().exploration.apex_alpha, "Ape-X alpha.");
@@ -167,11 +161,7 @@ namespace {
 
 RunSettings RunSettingsFromFlags() {
   RunSettings settings;
-#define CONVOY_PS_RUN_SETTING_FROM_FLAG(type, agent_type, name, agent_name, def, min, max, ends, \
-                                        presence, help)                                          \
-  settings.name = absl::GetFlag(FLAGS_##name);
-  CONVOY_RUN_SETTINGS(CONVOY_PS_RUN_SETTING_FROM_FLAG)
-#undef CONVOY_PS_RUN_SETTING_FROM_FLAG
+  CONVOY_RUN_SETTINGS(CONVOY_RUN_SETTING_READ)
   return settings;
 }
 
@@ -185,7 +175,6 @@ bool NumericFlagsInRange() {
       IntRange("keep_checkpoints", absl::GetFlag(FLAGS_keep_checkpoints), 1, 100000),
       RealRange("checkpoint_every_seconds", absl::GetFlag(FLAGS_checkpoint_every_seconds), 0,
                 kNoRealMax),
-      RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax, Ends::kOpenMin),
       RealRange("beta1", absl::GetFlag(FLAGS_beta1), 0, 1, Ends::kOpenMax),
       RealRange("beta2", absl::GetFlag(FLAGS_beta2), 0, 1, Ends::kOpenMax),
       RealRange("eps", absl::GetFlag(FLAGS_eps), 0, 1, Ends::kOpenMin),
@@ -198,9 +187,6 @@ bool NumericFlagsInRange() {
       RealRange("average_every_seconds", absl::GetFlag(FLAGS_average_every_seconds), 0, kNoRealMax,
                 Ends::kOpenMin),
       RealRange("start_epsilon", absl::GetFlag(FLAGS_start_epsilon), 0, 1),
-      RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
-      RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
-                1),
       RealRange("apex_base_epsilon", absl::GetFlag(FLAGS_apex_base_epsilon), 0, 1),
       RealRange("apex_alpha", absl::GetFlag(FLAGS_apex_alpha), 0, 100),
       UintRange("apex_num_agents", absl::GetFlag(FLAGS_apex_num_agents), 1, 65536),
@@ -238,7 +224,6 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.checkpoint_every_updates = absl::GetFlag(FLAGS_checkpoint_every_updates);
   o.checkpoint_every = absl::Seconds(absl::GetFlag(FLAGS_checkpoint_every_seconds));
   o.optimizer.kind = absl::GetFlag(FLAGS_optimizer);
-  o.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   o.optimizer.beta1 = absl::GetFlag(FLAGS_beta1);
   o.optimizer.beta2 = absl::GetFlag(FLAGS_beta2);
   o.optimizer.eps = absl::GetFlag(FLAGS_eps);
@@ -252,8 +237,6 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   o.average_every = absl::Seconds(absl::GetFlag(FLAGS_average_every_seconds));
   o.exploration.mode = exploration;
   o.exploration.start_epsilon = absl::GetFlag(FLAGS_start_epsilon);
-  o.exploration.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
-  o.exploration.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
   o.exploration.apex_base_epsilon = absl::GetFlag(FLAGS_apex_base_epsilon);
   o.exploration.apex_alpha = absl::GetFlag(FLAGS_apex_alpha);
   o.exploration.apex_num_agents = absl::GetFlag(FLAGS_apex_num_agents);
@@ -383,7 +366,7 @@ int Run() {
                     : "")
             << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
             << " bytes fp32; optimizer " << OptimizerName(options.optimizer.kind) << " lr "
-            << options.optimizer.learning_rate << ", steps of up to " << options.max_pushes_per_step
+            << options.learning_rate << ", steps of up to " << options.max_pushes_per_step
             << " pushes on " << ApplyThreads() << " threads, "
             << PushBuffersFor(service, options.max_pushes_per_step) << " push buffers ("
             << PushBuffersFor(service, options.max_pushes_per_step) * model.parameter_count *

@@ -30,9 +30,10 @@ absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name);
 bool AbslParseFlag(absl::string_view text, Optimizer* optimizer, std::string* error);
 std::string AbslUnparseFlag(Optimizer optimizer);
 
-struct OptimizerOptions {
+// The optimizer's own settings (convoy_ps's flags). Its learning rate is a run setting
+// (common/run_settings.h), handed to agents too: OptimizerOptions adds it.
+struct OptimizerSettings {
   Optimizer kind = Optimizer::kAdam;
-  double learning_rate = run_defaults::kLearningRate;
   double beta1 = 0.9;    // Adam's first-moment decay.
   double beta2 = 0.999;  // Adam's second-moment decay.
   double eps = 1e-8;
@@ -40,6 +41,10 @@ struct OptimizerOptions {
   double momentum = 0.9;      // SGD and RMSprop momentum.
   double rmsprop_alpha = 0.99;
   double max_grad_norm = 0.0;  // Clip the pushed gradient's L2 norm to this; 0 disables.
+};
+
+struct OptimizerOptions : OptimizerSettings {
+  double learning_rate = run_defaults::kLearningRate;
 };
 
 // Errors: INVALID_ARGUMENT naming the bad option.

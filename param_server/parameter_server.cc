@@ -26,10 +26,9 @@ uint64_t NewIncarnation() {
 }
 
 std::map<std::string, std::string> HyperparametersOf(const ParameterServerOptions& o) {
-  const OptimizerOptions& opt = o.optimizer;
+  const OptimizerSettings& opt = o.optimizer;
   std::map<std::string, std::string> hyperparameters = {
       {"optimizer", std::string(OptimizerName(opt.kind))},
-      {"learning_rate", absl::StrCat(opt.learning_rate)},
       {"beta1", absl::StrCat(opt.beta1)},
       {"beta2", absl::StrCat(opt.beta2)},
       {"eps", absl::StrCat(opt.eps)},
@@ -40,8 +39,6 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
       {"staleness_lr_scaling", o.staleness_lr_scaling ? "true" : "false"},
       {"average_horizon", absl::StrCat(o.average_horizon)},
       {"exploration", ExplorationModeName(o.exploration.mode)},
-      {"min_epsilon", absl::StrCat(o.exploration.min_epsilon)},
-      {"per_iter_epsilon_reduction", absl::StrCat(o.exploration.per_iter_epsilon_reduction)},
       {"seed", absl::StrCat(o.seed)},
       {"max_pushes_per_step", absl::StrCat(o.max_pushes_per_step)},
   };
@@ -70,10 +67,25 @@ std::string PushKey(const PushHeader& header) {
 
 }  // namespace
 
+OptimizerOptions OptimizerOptionsOf(const ParameterServerOptions& options) {
+  OptimizerOptions optimizer;
+  static_cast<OptimizerSettings&>(optimizer) = options.optimizer;
+  optimizer.learning_rate = options.learning_rate;
+  return optimizer;
+}
+
+ExplorationOptions ExplorationOptionsOf(const ParameterServerOptions& options) {
+  ExplorationOptions exploration;
+  static_cast<ExplorationSettings&>(exploration) = options.exploration;
+  exploration.min_epsilon = options.min_epsilon;
+  exploration.per_iter_epsilon_reduction = options.per_iter_epsilon_reduction;
+  return exploration;
+}
+
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
     const ParameterServerOptions& options) {
-  CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(options.optimizer));
-  CONVOY_RETURN_IF_ERROR(ValidateExplorationOptions(options.exploration));
+  CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(OptimizerOptionsOf(options)));
+  CONVOY_RETURN_IF_ERROR(ValidateExplorationOptions(ExplorationOptionsOf(options)));
   // The run settings' ranges are the table's (common/run_settings.h), as convoy_ps's flags check
   // them.
   CONVOY_RETURN_IF_ERROR(CheckFlagRanges(RunSettingRanges(options)));
@@ -116,7 +128,7 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       incarnation_(NewIncarnation()),
       started_(absl::Now()),
       staleness_(options.max_staleness, options.staleness_lr_scaling),
-      exploration_(options.exploration),
+      exploration_(ExplorationOptionsOf(options)),
       counters_(kRateWindow, started_),
       target_(options.target_update_frequency),
       checkpoint_trigger_(options.checkpoint_every_updates, options.checkpoint_every) {}
@@ -194,8 +206,8 @@ absl::Status ParameterServer::Initialise() {
     absl::MutexLock lock(&mu_);
     store_ = std::make_unique<WeightStore>(std::move(initial), version);
     CONVOY_ASSIGN_OR_RETURN(
-        optimizer_,
-        FlatOptimizer::Create(options_.optimizer, store_->mutable_master(), store_->size()));
+        optimizer_, FlatOptimizer::Create(OptimizerOptionsOf(options_), store_->mutable_master(),
+                                          store_->size()));
     // Told of each step in this order: the counters first (the target reads the run's minibatches
     // from the step, which the worker takes from them).
     parts_ = {optimizer_.get(), &exploration_, &counters_, &target_, &dedup_};
@@ -255,7 +267,6 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
   config.set_model_name(options_.model);
   config.set_num_actions(static_cast<uint32_t>(options_.num_actions));
   config.set_optimizer(std::string(OptimizerName(options_.optimizer.kind)));
-  config.set_learning_rate(options_.optimizer.learning_rate);
   config.set_update_rule(options_.optimizer.kind == Optimizer::kDelta ? "delta" : "gradients");
   config.set_max_staleness(options_.max_staleness < 0 ? 0 : options_.max_staleness);
   switch (options_.exploration.mode) {
@@ -270,8 +281,6 @@ v1::RunConfig ParameterServer::RunConfigFor(uint32_t agent_index) const {
     absl::MutexLock lock(&mu_);
     config.set_epsilon(exploration_.EpsilonFor(agent_index));
   }
-  config.set_min_epsilon(options_.exploration.min_epsilon);
-  config.set_per_iter_epsilon_reduction(options_.exploration.per_iter_epsilon_reduction);
   config.set_max_chunk_bytes(static_cast<uint32_t>(kMaxChunkPayloadBytes));
   config.set_seed(options_.seed);
   FillRunConfig(options_, &config);  // The run settings' table.

@@ -62,7 +62,7 @@ struct ParameterServerOptions : RunSettings {
   int keep_checkpoints = 5;
   uint64_t checkpoint_every_updates = 0;                // 0: off.
   absl::Duration checkpoint_every = absl::Seconds(60);  // 0: off.
-  OptimizerOptions optimizer;
+  OptimizerSettings optimizer;  // Its learning rate: the run setting learning_rate.
   int64_t max_staleness = -1;  // < 0: accept any.
   bool staleness_lr_scaling = false;
   // The averaged network (NETWORK_AVERAGE, weight_average.h): an exponential average of the online
@@ -70,7 +70,7 @@ struct ParameterServerOptions : RunSettings {
   // path.
   uint64_t average_horizon = run_defaults::kAverageHorizon;
   absl::Duration average_every = absl::Seconds(1);
-  ExplorationOptions exploration;
+  ExplorationSettings exploration;  // Its floor and decay: the run settings.
   // Empty: none. Otherwise every start, applied update and checkpoint is appended here (ApplyLog).
   std::string apply_log;
   // Pushes one optimizer step may combine: the apply worker drains up to this many queued pushes
@@ -86,6 +86,11 @@ struct ParameterServerOptions : RunSettings {
   uint32_t num_shards = 1;
   uint32_t shard_index = 0;
 };
+
+// The optimizer's and the exploration schedule's options: their own settings in `options`, with the
+// run settings' learning rate, epsilon floor and decay.
+OptimizerOptions OptimizerOptionsOf(const ParameterServerOptions& options);
+ExplorationOptions ExplorationOptionsOf(const ParameterServerOptions& options);
 
 // Thread-safe. Pushes are admitted apart from the apply: Submit queues a received push and returns
 // at once, and one apply worker drains the queue, up to max_pushes_per_step pushes at a time, into

@@ -3,9 +3,9 @@
 // agent's evaluation builds from preprocessed frames. After Reset every slot holds the episode's
 // first frame.
 //
-// ReplayMemory (agent/replay_memory.h) does not use it: it stores every frame once in a ring shared
-// by all transitions and gathers a transition's stack at sample time by index, which is a different
-// problem (stacks of many past time steps, each clipped at its own episode's start).
+// ReplayMemory (agent/learning/replay_memory.h) does not use it: it stores every frame once in a
+// ring shared by all transitions and gathers a transition's stack at sample time by index, which is
+// a different problem (stacks of many past time steps, each clipped at its own episode's start).
 //
 // Allocates only when constructed. Not thread-safe.
 #ifndef CONVOY_SIMULATOR_BRIDGE_FRAME_STACK_H_

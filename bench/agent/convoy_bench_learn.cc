@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -28,12 +29,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "agent/environment.h"
-#include "agent/eval_statistics.h"
-#include "agent/evaluation.h"
-#include "agent/learner.h"
-#include "agent/preprocess.h"
-#include "agent/scenario_flags.h"
+#include "agent/environment/environment.h"
+#include "agent/environment/preprocess.h"
+#include "agent/environment/scenario_flags.h"
+#include "agent/evaluation/eval_statistics.h"
+#include "agent/evaluation/evaluation.h"
+#include "agent/learning/learner.h"
+#include "common/agent_settings.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/launcher_run_settings.h"
@@ -53,8 +55,6 @@ ABSL_FLAG(int, eval_episodes, 10,
 ABSL_FLAG(int, final_eval_episodes, 20, "Episodes of the evaluation at the end of each run.");
 ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
 ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
-ABSL_FLAG(std::string, device, convoy::LocalClusterOptions{}.device,
-          "Agents' device: auto, cpu, cuda, cuda:N.");
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: bench-learn-<date>-<time>); agents-N/ beneath it.");
@@ -70,15 +70,11 @@ ABSL_FLAG(std::string, csv, "",
 ABSL_FLAG(std::string, python, convoy::kPlotPython,
           "Python with Debian's python3-matplotlib, to draw the plot.");
 ABSL_FLAG(std::string, plot_script, CONVOY_PLOT_SCRIPT, "Draws the plot from the CSV.");
-// Training hyperparameters, defaulting to convoy_train's (LocalClusterOptions).
-ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
-          "Server's Adam learning rate.");
-ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
-          "Sampled transitions per environment step.");
+// Training settings: both tables', as convoy_train takes them.
 // The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
-ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
-          "Replay capacity per agent, transitions.");
+// Each agent's own settings (common/agent_settings.h): --device, --replay_memory_size, ...
+CONVOY_AGENT_SETTINGS(CONVOY_LAUNCHER_AGENT_SETTING_FLAG)
 ABSL_FLAG(uint32_t, max_pushes_per_step, 0,
           "convoy_ps --max_pushes_per_step (pushes one optimizer step may combine); 0: the "
           "server's default.");
@@ -90,6 +86,8 @@ namespace convoy {
 namespace {
 
 std::atomic<bool> g_stop{false};
+
+CONVOY_LAUNCHER_SETTINGS_FROM_FLAGS()
 
 struct EvalPoint {
   double wall_seconds = 0;  // Since the agents started.
@@ -205,17 +203,11 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.agents = agents;
   options.model = absl::GetFlag(FLAGS_model);
   options.seed = absl::GetFlag(FLAGS_seed);
-  options.device = absl::GetFlag(FLAGS_device);
   options.scenario = ScenarioFlag();
   options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
   options.max_time = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
-  options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  {
-    RunSettings& settings = options;  // The table's settings, from their flags.
-    CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_READ)
-  }
-  options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
-  options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
+  static_cast<RunSettings&>(options) = RunSettingsFromFlags();
+  static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.max_pushes_per_step = absl::GetFlag(FLAGS_max_pushes_per_step);
   CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&run.spec));
@@ -414,17 +406,16 @@ std::vector<std::string> PlotCommand(const std::string& csv, const std::string& 
 
 int Run() {
   // Every numeric flag but --seed, which takes any value.
-  std::vector<FlagRange> ranges;
-  CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_RANGE)
+  std::vector<FlagRange> ranges = RunSettingRanges(RunSettingsFromFlags());
+  for (FlagRange& range : AgentSettingRanges(AgentSettingsFromFlags())) {
+    ranges.push_back(std::move(range));
+  }
   const std::vector<FlagRange> others = {
       RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
       RealRange("eval_every_seconds", absl::GetFlag(FLAGS_eval_every_seconds), 0, kNoRealMax,
                 Ends::kOpenMin),
       IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
       IntRange("final_eval_episodes", absl::GetFlag(FLAGS_final_eval_episodes), 1, 100000),
-      RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax, Ends::kOpenMin),
-      RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
-      UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
       UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax)};
   ranges.insert(ranges.end(), others.begin(), others.end());
   if (!FlagsInRange("convoy_bench_learn", ranges)) return kExitUsage;

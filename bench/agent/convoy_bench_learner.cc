@@ -1,6 +1,6 @@
 // convoy_bench_learner: DQN train steps per second of the agent's LibTorch learner
-// (agent/learner.h), beside the same update written in PyTorch and run by Debian's python3-torch
-// (bench/agent/pytorch_learner.py), in the same run.
+// (agent/learning/learner.h), beside the same update written in PyTorch and run by Debian's
+// python3-torch (bench/agent/pytorch_learner.py), in the same run.
 //
 // A train step is one minibatch through the learner as an agent training alone runs it:
 // DqnLearner:: Accumulate (the Double DQN target from the target network, the online forward, Huber
@@ -34,8 +34,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "agent/device.h"
-#include "agent/learner.h"
+#include "agent/learning/device.h"
+#include "agent/learning/learner.h"
 #include "common/flag_ranges.h"
 #include "common/gpu_monitor.h"
 #include "common/init.h"

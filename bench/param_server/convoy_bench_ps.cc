@@ -65,9 +65,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/client_security_flags.h"
-#include "agent/ps_client.h"
-#include "agent/shard_worker.h"
+#include "agent/client/client_security_flags.h"
+#include "agent/client/ps_client.h"
+#include "agent/client/shard_worker.h"
 #include "common/child_process.h"
 #include "common/files.h"
 #include "common/flag_ranges.h"
@@ -435,7 +435,8 @@ absl::StatusOr<ProcessTally> RunClients(
     };
     tally.latencies_ms.reserve(4096);
     // Each further shard's half runs on a thread of that shard's own for the whole run, as an
-    // agent's sync has one per server (agent/shard_worker.h): no thread is started per cycle.
+    // agent's sync has one per server (agent/client/shard_worker.h): no thread is started per
+    // cycle.
     std::vector<std::unique_ptr<ShardWorker>> workers;
     for (size_t s = 1; s < shards.size(); ++s) workers.push_back(std::make_unique<ShardWorker>());
     std::vector<absl::StatusOr<bool>> done(shards.size(), absl::StatusOr<bool>(false));

@@ -19,16 +19,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "agent/episode_video.h"
-#include "agent/evaluation.h"
-#include "agent/map_image.h"
-#include "agent/scenario_flags.h"
+#include "agent/environment/scenario_flags.h"
+#include "agent/evaluation/episode_video.h"
+#include "agent/evaluation/evaluation.h"
+#include "agent/evaluation/map_image.h"
+#include "common/agent_settings.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/launcher_run_settings.h"
@@ -60,25 +62,13 @@ ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i use
 ABSL_FLAG(int, eval_episodes, 100,
           "Evaluation episodes at the end, on fixed seeds held out from training and validation: "
           "every rate and mean comes with its 95% confidence interval (20 are a quick check).");
-ABSL_FLAG(std::string, device, convoy::LocalClusterOptions{}.device,
-          "Agents' device: auto, cpu, cuda, cuda:N.");
-ABSL_FLAG(uint64_t, replay_memory_size, convoy::LocalClusterOptions{}.replay_memory_size,
-          "Replay capacity per agent, transitions.");
-ABSL_FLAG(uint64_t, min_replay_size, convoy::LocalClusterOptions{}.min_replay_size,
-          "Transitions before learning starts.");
-ABSL_FLAG(double, replay_ratio, convoy::LocalClusterOptions{}.replay_ratio,
-          "Sampled transitions per environment step.");
-ABSL_FLAG(double, learning_rate, convoy::LocalClusterOptions{}.learning_rate,
-          "Server's Adam learning rate.");
+// Each agent's own settings (common/agent_settings.h): --device, --replay_memory_size, ...
+CONVOY_AGENT_SETTINGS(CONVOY_LAUNCHER_AGENT_SETTING_FLAG)
 // The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
 ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
           "The server's averaged network: the online weights averaged exponentially over this many "
           "applied minibatches, a candidate of the hand-over, evaluated at the end (0: off).");
-ABSL_FLAG(double, min_epsilon, convoy::LocalClusterOptions{}.min_epsilon, "Epsilon floor.");
-ABSL_FLAG(double, per_iter_epsilon_reduction,
-          convoy::LocalClusterOptions{}.per_iter_epsilon_reduction,
-          "Epsilon decrease per applied update.");
 ABSL_FLAG(double, report_seconds, 5, "Seconds between merged progress lines.");
 ABSL_FLAG(
     double, validate_every_seconds, 60,
@@ -169,24 +159,21 @@ std::string LeaveLearningCurve(const std::string& run, const std::string& name,
   return absl::StrCat("learning curve: ", figure.output, " (its data: ", csv, ")");
 }
 
+CONVOY_LAUNCHER_SETTINGS_FROM_FLAGS()
+
 // Every numeric flag but --seed and --steps_per_agent, which take any value. Checked before the run
 // directory is made or a process started.
 bool NumericFlagsInRange() {
-  std::vector<FlagRange> ranges;
-  CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_RANGE)
+  std::vector<FlagRange> ranges = RunSettingRanges(RunSettingsFromFlags());
+  for (FlagRange& range : AgentSettingRanges(AgentSettingsFromFlags())) {
+    ranges.push_back(std::move(range));
+  }
   const std::vector<FlagRange> others = {
       RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
       IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
       IntRange("ps_shards", absl::GetFlag(FLAGS_ps_shards), 1, 64),
       IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
-      UintRange("replay_memory_size", absl::GetFlag(FLAGS_replay_memory_size), 1, kNoUintMax),
-      UintRange("min_replay_size", absl::GetFlag(FLAGS_min_replay_size), 1, kNoUintMax),
-      RealRange("replay_ratio", absl::GetFlag(FLAGS_replay_ratio), 0, kNoRealMax, Ends::kOpenMin),
-      RealRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), 0, kNoRealMax, Ends::kOpenMin),
       UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
-      RealRange("min_epsilon", absl::GetFlag(FLAGS_min_epsilon), 0, 1),
-      RealRange("per_iter_epsilon_reduction", absl::GetFlag(FLAGS_per_iter_epsilon_reduction), 0,
-                1),
       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
                 Ends::kOpenMin),
       RealRange("validate_every_seconds", absl::GetFlag(FLAGS_validate_every_seconds), 0,
@@ -270,18 +257,9 @@ LocalClusterOptions ClusterOptions(const std::string& run) {
   options.agents = num_agents;
   options.model = model;
   options.seed = absl::GetFlag(FLAGS_seed);
-  options.device = absl::GetFlag(FLAGS_device);
-  {
-    RunSettings& settings = options;  // The table's settings, from their flags.
-    CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_READ)
-  }
-  options.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
-  options.min_replay_size = absl::GetFlag(FLAGS_min_replay_size);
-  options.replay_ratio = absl::GetFlag(FLAGS_replay_ratio);
-  options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  static_cast<RunSettings&>(options) = RunSettingsFromFlags();
+  static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
-  options.min_epsilon = absl::GetFlag(FLAGS_min_epsilon);
-  options.per_iter_epsilon_reduction = absl::GetFlag(FLAGS_per_iter_epsilon_reduction);
   options.scenario = ScenarioFlag();
   options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
   options.max_time = total;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/evaluation.h"
+#include "agent/evaluation/evaluation.h"
 
 namespace convoy {
 

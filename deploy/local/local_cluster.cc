@@ -118,10 +118,7 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
         absl::StrCat("--checkpoint_every_seconds=", absl::ToInt64Seconds(options.checkpoint_every)),
         "--model=" + options.model,
         absl::StrCat("--seed=", options.seed),
-        absl::StrCat("--learning_rate=", options.learning_rate),
         absl::StrCat("--average_horizon=", options.average_horizon),
-        absl::StrCat("--min_epsilon=", options.min_epsilon),
-        absl::StrCat("--per_iter_epsilon_reduction=", options.per_iter_epsilon_reduction),
         absl::StrCat("--resume=", options.resume),
         absl::StrCat("--apex_num_agents=", options.agents),
         absl::StrCat("--num_shards=", shards),
@@ -171,8 +168,11 @@ LocalCluster::~LocalCluster() {
 
 absl::Status LocalCluster::StartAgents() {
   const std::string bin = options_.bin_dir.empty() ? ExecutableDirectory() : options_.bin_dir;
-  const int torch_threads =
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options_.agents);
+  AgentSettings settings = options_;
+  if (settings.torch_threads == 0) {
+    settings.torch_threads =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options_.agents);
+  }
   for (int i = 0; i < options_.agents; ++i) {
     const std::string log_dir = AgentLogDir(options_, i);
     std::filesystem::create_directories(log_dir);
@@ -185,19 +185,15 @@ absl::Status LocalCluster::StartAgents() {
         absl::StrCat("--agent_id=agent-", i),
         absl::StrCat("--agent_index=", i),
         absl::StrCat("--seed=", options_.seed + i),
-        "--device=" + options_.device,
-        absl::StrCat("--torch_threads=", torch_threads),
         absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
         absl::StrCat("--max_steps=", options_.max_steps_per_agent),
         "--log_dir=" + log_dir,
         "--machine_progress",
-        absl::StrCat("--replay_memory_size=", options_.replay_memory_size),
-        absl::StrCat("--min_replay_size=", options_.min_replay_size),
-        absl::StrCat("--replay_ratio=", options_.replay_ratio),
         "--scenario=" + options_.scenario,
         absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
         "--tls_ca=" + credentials_.cert,
         "--auth_token_file=" + credentials_.token_file};
+    for (std::string& arg : AgentSettingArgs(settings)) args.push_back(std::move(arg));
     if (options_.max_epoch_runtime_sec.has_value()) {
       args.push_back(absl::StrCat("--max_epoch_runtime_sec=", *options_.max_epoch_runtime_sec));
     }

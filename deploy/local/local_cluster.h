@@ -19,7 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/ps_client.h"
+#include "agent/client/ps_client.h"
+#include "common/agent_settings.h"
 #include "common/child_process.h"
 #include "common/model_registry.h"
 #include "common/progress_record.h"
@@ -30,7 +31,9 @@ namespace convoy {
 
 // The defaults are convoy_train's. RunSettings: the run settings of the table
 // (common/run_settings.h), passed once, to convoy_ps, whose RunConfig the agents adopt on Join.
-struct LocalClusterOptions : RunSettings {
+// AgentSettings: each agent's own (common/agent_settings.h), passed to every agent; torch_threads 0
+// gives each agent this machine's cores / agents.
+struct LocalClusterOptions : RunSettings, AgentSettings {
   std::string
       bin_dir;  // Where convoy_ps and convoy_agent are; empty: beside the running executable.
   // Logs (convoy_ps.log, agent-<i>/ with each agent's CSVs and TensorBoard events), checkpoints/,
@@ -39,17 +42,9 @@ struct LocalClusterOptions : RunSettings {
   std::string run_dir;
   int agents = 2;
   uint64_t seed = 1;  // Agent i uses seed + i.
-  std::string device = "auto";
-  // Further run settings, passed to convoy_ps likewise.
+  // Beside the table, passed to convoy_ps likewise.
   std::string model = run_defaults::kLocalModel;
-  double learning_rate = run_defaults::kLearningRate;
   uint64_t average_horizon = run_defaults::kAverageHorizon;  // The averaged network's; 0: off.
-  double min_epsilon = run_defaults::kMinEpsilon;
-  double per_iter_epsilon_reduction = run_defaults::kPerIterEpsilonReduction;
-  // Each agent's own.
-  uint64_t replay_memory_size = 50000;
-  uint64_t min_replay_size = 1000;
-  double replay_ratio = 8.0;
   // The driving task (simulator_bridge/scenario.h), and a time limit overriding its own.
   std::string scenario = "traffic";
   std::optional<double> max_epoch_runtime_sec;

@@ -24,8 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/environment.h"
-#include "agent/evaluation.h"
+#include "agent/environment/environment.h"
+#include "agent/evaluation/evaluation.h"
 #include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
 

@@ -10,7 +10,7 @@ add_executable(agent_tests
   ${CMAKE_CURRENT_LIST_DIR}/ps_transport_test.cc
 )
 target_link_libraries(agent_tests PRIVATE
-  convoy_agent convoy_param_server convoy_test_support convoy_test_main GIF::GIF)
+  convoy_agent convoy_evaluation convoy_param_server convoy_test_support convoy_test_main GIF::GIF)
 target_compile_definitions(agent_tests PRIVATE
   CONVOY_PS_BINARY="$<TARGET_FILE:convoy_ps>"
   CONVOY_SIM_BINARY="$<TARGET_FILE:convoy_sim>")

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "agent/ps_transport.h"
+#include "agent/client/ps_transport.h"
 #include "common/weights_file.h"
 #include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
@@ -247,7 +247,7 @@ TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to 
   ps_options.double_dqn = false;
   ps_options.mirror_augmentation = false;
   ps_options.learner_max_grad_norm = 5;
-  ps_options.optimizer.learning_rate = 5e-4;
+  ps_options.learning_rate = 5e-4;
   ps_options.target_update_frequency = 100;
   testing::LoopbackServer ps(ps_options);
   AgentOptions o = SmallAgent("");
@@ -262,7 +262,7 @@ TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to 
   CHECK(in_force.n_step == 2);
   CHECK_FALSE(in_force.double_dqn);
   CHECK_FALSE(in_force.mirror_augmentation);
-  CHECK(in_force.max_grad_norm == 5);
+  CHECK(in_force.learner_max_grad_norm == 5);
   CHECK(in_force.learning_rate == 5e-4);
   CHECK(in_force.target_update_frequency == 100);
   std::atomic<bool> stop{false};

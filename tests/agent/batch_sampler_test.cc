@@ -1,4 +1,4 @@
-#include "agent/batch_sampler.h"
+#include "agent/learning/batch_sampler.h"
 
 #include <torch/cuda.h>
 

@@ -1,4 +1,4 @@
-#include "agent/device.h"
+#include "agent/learning/device.h"
 
 #include <string>
 

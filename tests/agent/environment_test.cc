@@ -1,5 +1,5 @@
 // --sim parsed once into a typed simulator target, and read back as the value it came from.
-#include "agent/environment.h"
+#include "agent/environment/environment.h"
 
 #include <string>
 

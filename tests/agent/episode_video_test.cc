@@ -1,4 +1,4 @@
-#include "agent/episode_video.h"
+#include "agent/evaluation/episode_video.h"
 
 #include <gif_lib.h>
 
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/environment.h"
-#include "agent/eval_statistics.h"
+#include "agent/environment/environment.h"
+#include "agent/evaluation/eval_statistics.h"
 #include "common/files.h"
 #include "common/model_registry.h"
 #include "tests/catch.h"

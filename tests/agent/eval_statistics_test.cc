@@ -1,6 +1,6 @@
 // Evaluation statistics: outcomes by kind with Wilson intervals, means with Student's t intervals,
 // metres per infraction with a bootstrap interval, and the table convoy_eval prints.
-#include "agent/eval_statistics.h"
+#include "agent/evaluation/eval_statistics.h"
 
 #include <cmath>
 #include <memory>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/evaluation.h"
+#include "agent/evaluation/evaluation.h"
 #include "tests/catch.h"
 
 namespace convoy {

@@ -1,6 +1,6 @@
 // Evaluation and the choice of a run's policy: fixed seeds, and BestPolicy keeping the better
 // weights.
-#include "agent/evaluation.h"
+#include "agent/evaluation/evaluation.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/eval_trace.h"
+#include "agent/evaluation/eval_trace.h"
 #include "common/files.h"
 #include "common/model_registry.h"
 #include "common/weights_file.h"

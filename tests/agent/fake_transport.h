@@ -15,8 +15,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/parameter_server_sync.h"
-#include "agent/ps_transport.h"
+#include "agent/client/parameter_server_sync.h"
+#include "agent/client/ps_transport.h"
 
 namespace convoy {
 namespace testing {

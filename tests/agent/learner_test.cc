@@ -1,4 +1,4 @@
-#include "agent/learner.h"
+#include "agent/learning/learner.h"
 
 #include <torch/cuda.h>
 

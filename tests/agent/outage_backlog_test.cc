@@ -1,5 +1,5 @@
 // OutageBacklog: the updates a server missed add up as it would have applied them.
-#include "agent/outage_backlog.h"
+#include "agent/client/outage_backlog.h"
 
 #include <vector>
 

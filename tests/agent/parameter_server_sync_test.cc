@@ -2,7 +2,7 @@
 // step, reply held, reply lost, servers away and back, one shard away, final sync) with no network
 // and no wall clock. Each outage is driven with one server and with the two shards of a sharded
 // one, through the same transitions: the sync owns them for one server and for N alike.
-#include "agent/parameter_server_sync.h"
+#include "agent/client/parameter_server_sync.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "agent/preprocess.h"
+#include "agent/environment/preprocess.h"
 
 #include <vector>
 

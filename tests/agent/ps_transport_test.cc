@@ -1,14 +1,16 @@
 // The agent's transport to a parameter server against a real in-process one over loopback gRPC:
 // joining and adopting the run settings, pushes and pulls, and rejoining (the push that got no
 // answer sent again) after the server was away or started afresh.
-#include "agent/ps_transport.h"
+#include "agent/client/ps_transport.h"
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/client/sync_observer.h"
 #include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
 #include "tests/support/subprocess.h"
@@ -153,6 +155,51 @@ TEST_CASE("A transport joins and adopts the server's run settings, and refuses a
   deltas.push = PushMode::kDeltas;
   CHECK(JoinAndAdopt(*MakeSession(deltas), &deltas).status().code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+// Records what a transport tells its observer.
+class RecordingObserver final : public SyncObserver {
+ public:
+  void Trained(const std::string&, uint64_t) override { ++trained; }
+  void Answered(const LoggedPush& push, const PushAnswer& answer) override {
+    answers.emplace_back(push, answer);
+  }
+  int trained = 0;
+  std::vector<std::pair<LoggedPush, PushAnswer>> answers;
+};
+
+TEST_CASE("A transport tells its observer every answer to a push, naming the push",
+          "[ps_transport]") {
+  LoopbackServer ps(CompactServer());
+  AgentOptions agent = Agent(ps);
+  auto observer = std::make_shared<RecordingObserver>();
+  absl::StatusOr<std::unique_ptr<PsTransport>> created =
+      PsTransport::Create(QuickOptions(agent), observer);
+  REQUIRE(created.ok());
+  PsTransport& session = **created;
+  REQUIRE(JoinAndAdopt(session, &agent).ok());
+  std::vector<float> online, target;
+  REQUIRE(session.Pull(&online, &target, false).ok());
+  session.StartTraining();
+  const std::vector<float> gradient(online.size(), 0.01f);
+  REQUIRE(session.Push(gradient, 3).ok());
+  REQUIRE(session.Pull(&online, &target, false).ok());
+  REQUIRE(session.Push(gradient, 2).ok());
+
+  REQUIRE(observer->answers.size() == 2);
+  const auto& [first, first_answer] = observer->answers[0];
+  const auto& [second, second_answer] = observer->answers[1];
+  CHECK(first.agent_id == "session-test");
+  CHECK(first.minibatches == 3);
+  CHECK(second.minibatches == 2);
+  CHECK(second.session == first.session);
+  CHECK(second.sequence == first.sequence + 1);
+  CHECK(first_answer.version == first.base_version + 1);
+  CHECK(second.base_version == first_answer.version);
+  CHECK(first_answer.accepted);
+  CHECK(second_answer.accepted);
+  CHECK(second_answer.version == first_answer.version + 1);
+  CHECK(observer->trained == 0);  // Training is the agent's to tell, not the transport's.
 }
 
 TEST_CASE("Pushes advance the server's version and pulls bring the weights and target along",

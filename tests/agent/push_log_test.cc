@@ -1,6 +1,6 @@
 // PushLog: the agent's audit trail that the chaos checkers (tests/cluster/chaos_check.py,
 // chaos_agents_check.py) read against the servers' apply logs.
-#include "agent/push_log.h"
+#include "agent/client/push_log.h"
 
 #include <stdlib.h>
 #include <unistd.h>

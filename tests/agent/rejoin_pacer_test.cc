@@ -1,6 +1,6 @@
 // RejoinPacer: when the agent tries again to join a server it lost, as plain logic over given
 // times.
-#include "agent/rejoin_pacer.h"
+#include "agent/client/rejoin_pacer.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "agent/replay_memory.h"
+#include "agent/learning/replay_memory.h"
 
 #include <algorithm>
 #include <atomic>

@@ -4,7 +4,7 @@
 #ifndef CONVOY_TESTS_AGENT_REPLAY_TEST_OPTIONS_H_
 #define CONVOY_TESTS_AGENT_REPLAY_TEST_OPTIONS_H_
 
-#include "agent/replay_memory.h"
+#include "agent/learning/replay_memory.h"
 
 namespace convoy::testing {
 

@@ -1,6 +1,6 @@
 // What tells a parameter server that is gone from one out of reach: a refused TCP connection, and a
 // launcher's death; never a socket that listens without answering.
-#include "agent/server_presence.h"
+#include "agent/client/server_presence.h"
 
 #include <netinet/in.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "agent/sum_tree.h"
+#include "agent/learning/sum_tree.h"
 
 #include "tests/catch.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The invariants of the chaos run with production agents (chaos_agents_test.sh): convoy_agent processes
-on a sharded convoy_ps, from each shard's --apply_log and each agent's --push_log (agent/push_log.h).
+on a sharded convoy_ps, from each shard's --apply_log and each agent's --push_log (agent/client/push_log.h).
 
     chaos_agents_check.py PUSH_LOG... --apply_log=SHARD0_LOG --apply_log=SHARD1_LOG ...
                           --checkpoint_every=N [--agent_kill_window=SECONDS]

@@ -19,7 +19,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "agent/synthetic_gradient.h"
+#include "agent/client/synthetic_gradient.h"
 #include "common/model_registry.h"
 #include "common/weights_file.h"
 #include "param_server/optimizer.h"

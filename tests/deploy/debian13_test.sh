@@ -69,7 +69,7 @@ in_root() {
     mount --rbind /dev "$root/dev"
     mount --bind "$ccache" "$root/ccache"
     mount -t tmpfs -o size=4g tmpfs "$root/tmp"
-    # A CUDA toolkit of the host, read-only, for the compile check of the CUDA path (agent/CMakeLists.txt).
+    # A CUDA toolkit of the host, read-only, for the compile check of the CUDA path (agent/learning/CMakeLists.txt).
     if [ -d /usr/local/cuda/include ]; then
       mkdir -p "$root/usr/local/cuda"
       mount --rbind -o ro "$(readlink -f /usr/local/cuda)" "$root/usr/local/cuda"

@@ -1,10 +1,11 @@
 // No struct that carries a run setting may default it differently from the table that declares it
-// (common/run_settings.h, common/run_defaults.h): a struct made without the table, a test's or a
-// tool's, must behave as a run does.
+// (common/run_settings.h, common/agent_settings.h, common/run_defaults.h): a struct made without
+// the table, a test's or a tool's, must behave as a run does.
 #include "agent/agent.h"
-#include "agent/learner.h"
-#include "agent/parameter_server_sync.h"
-#include "agent/replay_memory.h"
+#include "agent/client/parameter_server_sync.h"
+#include "agent/learning/learner.h"
+#include "agent/learning/replay_memory.h"
+#include "common/agent_settings.h"
 #include "common/exploration.h"
 #include "common/run_defaults.h"
 #include "common/run_settings.h"
@@ -18,43 +19,43 @@ namespace {
 
 TEST_CASE("Every struct that carries a run setting defaults it as the settings table does",
           "[settings]") {
-  const AgentRunSettings table;
+  // AgentOptions, ParameterServerOptions and LocalClusterOptions extend the tables' structs, so
+  // their defaults are the tables'; the structs of the parts below carry copies, which a run sets
+  // from the tables, and default them alike.
+  const RunSettings table;
+  const AgentSettings own;
 
   const ReplayOptions replay;
   CHECK(replay.n_step == table.n_step);
   CHECK(replay.gamma == table.gamma);
   CHECK(replay.prioritized == table.prioritized);
   CHECK(replay.alpha == table.priority_exponent);
+  CHECK(replay.capacity == own.replay_memory_size);
 
   const LearnerOptions learner;
   CHECK(learner.double_dqn == table.double_dqn);
-  CHECK(learner.max_grad_norm == table.max_grad_norm);
-  CHECK(learner.learning_rate == run_defaults::kLearningRate);
+  CHECK(learner.max_grad_norm == table.learner_max_grad_norm);
+  CHECK(learner.learning_rate == table.learning_rate);
+  CHECK(learner.amp == own.amp);
 
   const SyncOptions sync;
   CHECK(sync.batch_update_frequency == static_cast<uint64_t>(table.batch_update_frequency));
 
   const OptimizerOptions optimizer;
-  CHECK(optimizer.learning_rate == run_defaults::kLearningRate);
+  CHECK(optimizer.learning_rate == table.learning_rate);
 
   const ExplorationOptions exploration;
-  CHECK(exploration.min_epsilon == run_defaults::kMinEpsilon);
-  CHECK(exploration.per_iter_epsilon_reduction == run_defaults::kPerIterEpsilonReduction);
+  CHECK(exploration.min_epsilon == table.min_epsilon);
+  CHECK(exploration.per_iter_epsilon_reduction == table.per_iter_epsilon_reduction);
 
-  const AgentOptions agent;
-  CHECK(agent.learning_rate == run_defaults::kLearningRate);
-  CHECK(agent.min_epsilon == run_defaults::kMinEpsilon);
-  CHECK(agent.per_iter_epsilon_reduction == run_defaults::kPerIterEpsilonReduction);
-
+  // The settings beside the tables.
   const LocalClusterOptions launcher;
-  CHECK(launcher.learning_rate == run_defaults::kLearningRate);
-  CHECK(launcher.min_epsilon == run_defaults::kMinEpsilon);
-  CHECK(launcher.per_iter_epsilon_reduction == run_defaults::kPerIterEpsilonReduction);
+  const ParameterServerOptions server;
+  const AgentOptions agent;
   CHECK(launcher.average_horizon == run_defaults::kAverageHorizon);
-  const RunSettings& launcher_settings = launcher;
-  const RunSettings server_table;
-  CHECK(launcher_settings.n_step == server_table.n_step);
-  CHECK(launcher_settings.batch_update_frequency == server_table.batch_update_frequency);
+  CHECK(server.average_horizon == run_defaults::kAverageHorizon);
+  CHECK(agent.model == run_defaults::kLocalModel);
+  CHECK(launcher.model == run_defaults::kLocalModel);
 }
 
 }  // namespace

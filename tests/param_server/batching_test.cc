@@ -25,7 +25,7 @@ ParameterServerOptions SgdOptions(uint32_t max_pushes_per_step) {
   o.model = "tiny";
   o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.momentum = 0;
-  o.optimizer.learning_rate = 0.5;  // A power of two: every step below is exact.
+  o.learning_rate = 0.5;  // A power of two: every step below is exact.
   o.max_pushes_per_step = max_pushes_per_step;
   o.average_horizon = 0;
   return o;

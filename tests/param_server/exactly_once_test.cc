@@ -22,7 +22,7 @@ ParameterServerOptions SgdOptions() {
   o.model = "tiny";
   o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.momentum = 0;
-  o.optimizer.learning_rate = 0.5;
+  o.learning_rate = 0.5;
   return o;
 }
 

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/ps_client.h"
+#include "agent/client/ps_client.h"
 #include "common/model_registry.h"
 #include "common/security.h"
 #include "param_server/checkpointer.h"

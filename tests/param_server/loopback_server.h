@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/ps_client.h"
+#include "agent/client/ps_client.h"
 #include "param_server/grpc_server.h"
 #include "tests/catch.h"
 

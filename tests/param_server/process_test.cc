@@ -14,7 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "agent/ps_client.h"
+#include "agent/client/ps_client.h"
 #include "common/model_registry.h"
 #include "common/run_defaults.h"
 #include "common/tensor_encoding.h"

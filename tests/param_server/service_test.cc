@@ -49,7 +49,7 @@ TEST_CASE("Join hands out the run configuration the server owns", "[service]") {
   ParameterServerOptions o = Options();
   o.batch_size = 64;
   o.batch_update_frequency = 7;
-  o.optimizer.learning_rate = 5e-4;
+  o.learning_rate = 5e-4;
   LoopbackServer ps(o);
   PsClient client(ps.ClientOptions("agent-1"));
   absl::StatusOr<v1::JoinResponse> joined = client.Join();
@@ -142,7 +142,7 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
           "[service][concurrency]") {
   ParameterServerOptions o = Options("cookbook");
   o.optimizer.kind = Optimizer::kSgd;
-  o.optimizer.learning_rate = 0.01;
+  o.learning_rate = 0.01;
   o.optimizer.momentum = 0.9;
   o.max_staleness = 2;        // Some pushes will be stale under contention.
   o.max_pushes_per_step = 1;  // One version per push (batching: the test after this one).
@@ -192,7 +192,7 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
   // Versions 1..N, each produced by exactly one accepted push; replaying them in that order with
   // the same optimizer gives the server's weights bit for bit.
   std::vector<float> replay = initial;
-  OptimizerOptions sgd = o.optimizer;
+  const OptimizerOptions sgd = OptimizerOptionsOf(o);
   auto optimizer = *FlatOptimizer::Create(sgd, replay.data(), n);
   uint64_t expected_version = 1;
   for (auto& [version, gradient] : accepted) {
@@ -208,7 +208,7 @@ TEST_CASE(
   const std::string dir = testing::MakeTempDir("convoy_service_batching");
   ParameterServerOptions o = Options("cookbook");
   o.optimizer.kind = Optimizer::kSgd;
-  o.optimizer.learning_rate = 0.01;
+  o.learning_rate = 0.01;
   o.optimizer.momentum = 0.9;
   o.apply_log = dir + "/apply.log";
   LoopbackServer ps(o);
@@ -270,7 +270,7 @@ TEST_CASE(
   }
   REQUIRE(steps.size() == status.version());
   std::vector<float> replay = initial;
-  auto optimizer = *FlatOptimizer::Create(o.optimizer, replay.data(), n);
+  auto optimizer = *FlatOptimizer::Create(OptimizerOptionsOf(o), replay.data(), n);
   uint64_t expected_version = 1;
   size_t replayed = 0;
   for (auto& [version, pushes] : steps) {
@@ -614,7 +614,7 @@ TEST_CASE("A push whose reply is lost after the apply is retried and applied onc
   // The weights moved by exactly one SGD step.
   const std::vector<float>& after = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
   for (size_t i = 0; i < after.size(); ++i) {
-    REQUIRE(after[i] == Approx(before[i] - o.optimizer.learning_rate * g[i]).margin(1e-7));
+    REQUIRE(after[i] == Approx(before[i] - o.learning_rate * g[i]).margin(1e-7));
   }
   // The client's next push is a new one, and applies.
   ps.server->service().SetAfterApplyHookForTesting(nullptr);
@@ -675,7 +675,7 @@ TEST_CASE("A push that got no answer is resent under its number once the server 
 TEST_CASE("Push replies carry epsilon and the target-network version", "[service]") {
   ParameterServerOptions o = Options();
   o.target_update_frequency = 4;  // Minibatches.
-  o.exploration.per_iter_epsilon_reduction = 0.1;
+  o.per_iter_epsilon_reduction = 0.1;
   LoopbackServer ps(o);
   PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
@@ -738,7 +738,7 @@ TEST_CASE("A 100M-parameter model pushes and pulls in 1 MiB chunks", "[service][
   ParameterServerOptions o = Options("wide");
   o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.momentum = 0;
-  o.optimizer.learning_rate = 1.0;
+  o.learning_rate = 1.0;
   LoopbackServer ps(o);
   const size_t n = ps.server->core().model().parameter_count;
   REQUIRE(n > 100000000);

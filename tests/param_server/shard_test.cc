@@ -26,7 +26,7 @@ ParameterServerOptions Shard(uint32_t index, uint32_t count) {
   o.model = "tiny";
   o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.momentum = 0;
-  o.optimizer.learning_rate = 0.5;
+  o.learning_rate = 0.5;
   o.num_shards = count;
   o.shard_index = index;
   return o;

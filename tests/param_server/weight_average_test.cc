@@ -77,7 +77,7 @@ ParameterServerOptions Tiny() {
   o.model = "tiny";
   o.optimizer.kind = Optimizer::kSgd;
   o.optimizer.momentum = 0;
-  o.optimizer.learning_rate = 1.0;
+  o.learning_rate = 1.0;
   o.average_horizon = 1000;
   return o;
 }

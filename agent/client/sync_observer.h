@@ -1,0 +1,38 @@
+// SyncObserver: what an agent's exchanges with its parameter servers show to whoever watches them,
+// as the server's apply log watches its applies. The agent loop and the transports call it; they
+// know nothing of what it does. The audit trail of the chaos runs (agent/client/push_log.h) is one.
+#ifndef CONVOY_AGENT_CLIENT_SYNC_OBSERVER_H_
+#define CONVOY_AGENT_CLIENT_SYNC_OBSERVER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/push_answer.h"
+
+namespace convoy {
+
+// The push an answer is for.
+struct LoggedPush {
+  std::string agent_id;
+  uint64_t session = 0;
+  uint64_t sequence = 0;
+  uint32_t shard = 0;  // 0 unsharded.
+  uint32_t minibatches = 0;
+  uint64_t base_incarnation = 0;  // The weights it was computed on (0: unknown).
+  uint64_t base_version = 0;
+};
+
+// Called on the acting thread (Trained) and on each server's exchange thread (Answered): an
+// observer is thread-safe.
+class SyncObserver {
+ public:
+  virtual ~SyncObserver() = default;
+  // `minibatches`: trained so far by this process, counting the one just trained.
+  virtual void Trained(const std::string& agent_id, uint64_t minibatches) = 0;
+  // A server answered `push` (a resent push's answer too).
+  virtual void Answered(const LoggedPush& push, const PushAnswer& answer) = 0;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_AGENT_CLIENT_SYNC_OBSERVER_H_

@@ -1,0 +1,244 @@
+#include "agent/learning/learner.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/torch_compat.h"
+
+namespace convoy {
+namespace {
+
+constexpr double kInitialLossScale = 65536.0;
+constexpr int kLossScaleGrowthInterval = 2000;
+
+// Enables CUDA autocast for the current scope.
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool enabled) : enabled_(enabled) {
+    if (enabled_) torch_compat::SetCudaAutocastEnabled(true);
+  }
+  ~AutocastScope() {
+    if (enabled_) {
+      torch_compat::SetCudaAutocastEnabled(false);
+      at::autocast::clear_cache();
+    }
+  }
+
+ private:
+  bool enabled_;
+};
+
+torch::Tensor ToFloatImages(const torch::Tensor& images) {
+  return images.to(torch::kFloat32).div_(255.0f);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DqnLearner>> DqnLearner::Create(const LearnerOptions& options) {
+  if (options.amp && !options.device.is_cuda()) {
+    return absl::FailedPreconditionError("--amp needs a CUDA device");
+  }
+  if (!options.mirror_actions.empty()) {
+    const auto& m = options.mirror_actions;
+    if (static_cast<int>(m.size()) != options.num_actions) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mirror_actions names ", m.size(), " actions, the learner has ", options.num_actions));
+    }
+    for (size_t a = 0; a < m.size(); ++a) {
+      if (m[a] < 0 || m[a] >= static_cast<int64_t>(m.size()) ||
+          m[m[a]] != static_cast<int64_t>(a)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("mirror_actions is not an involution over the actions at action ", a));
+      }
+    }
+  }
+  CONVOY_ASSIGN_OR_RETURN(ModelSpec spec, ResolveModel(options.model, options.num_actions));
+  CONVOY_ASSIGN_OR_RETURN(QNetwork online, BuildQNetwork(spec, options.seed));
+  CONVOY_ASSIGN_OR_RETURN(QNetwork target, BuildQNetwork(spec, options.seed));
+  ModelInfo model = ModelInfoOf(spec, *online);
+  return std::unique_ptr<DqnLearner>(
+      new DqnLearner(options, std::move(model), std::move(online), std::move(target)));
+}
+
+DqnLearner::DqnLearner(const LearnerOptions& options, ModelInfo model, QNetwork online,
+                       QNetwork target)
+    : options_(options), model_(std::move(model)), online_(online), target_(target) {
+  online_->to(options_.device);
+  target_->to(options_.device);
+  target_->eval();
+  for (torch::Tensor& p : target_->parameters()) p.set_requires_grad(false);
+  optimizer_ = std::make_unique<torch::optim::Adam>(
+      online_->parameters(), torch::optim::AdamOptions(options_.learning_rate));
+  const ModelSpec& s = model_.spec;
+  act_input_ = torch::empty({1, s.channels, s.height, s.width}, torch::kUInt8);
+  if (options_.amp) loss_scale_ = kInitialLossScale;
+  if (!options_.mirror_actions.empty()) {
+    mirror_actions_ = torch::tensor(options_.mirror_actions, torch::kInt64).to(options_.device);
+  }
+}
+
+torch::Tensor DqnLearner::ActQ(const uint8_t* observation) {
+  torch::NoGradGuard no_grad;
+  std::memcpy(act_input_.data_ptr<uint8_t>(), observation, static_cast<size_t>(act_input_.numel()));
+  online_->eval();
+  AutocastScope autocast(options_.amp);
+  return online_->forward(ToFloatImages(act_input_.to(options_.device)));
+}
+
+int DqnLearner::GreedyAction(const uint8_t* observation) {
+  return static_cast<int>(ActQ(observation).argmax(1).item<int64_t>());
+}
+
+int DqnLearner::QValues(const uint8_t* observation, std::vector<float>* q) {
+  const torch::Tensor values = ActQ(observation).to(torch::kCPU, torch::kFloat).contiguous();
+  q->assign(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+  return static_cast<int>(std::max_element(q->begin(), q->end()) - q->begin());
+}
+
+TrainStats DqnLearner::Accumulate(const torch::Tensor& observations,
+                                  const torch::Tensor& next_observations,
+                                  const torch::Tensor& actions, const torch::Tensor& returns,
+                                  const torch::Tensor& discounts, const torch::Tensor& weights) {
+  if (mirror_actions_.defined()) {
+    const int64_t n = observations.size(0);
+    if (!mirror_rows_.defined() || mirror_rows_.size(0) != n) {
+      mirror_rows_ = (torch::arange(n, torch::kInt64) % 2 == 1).to(observations.device());
+    }
+    const torch::Tensor rows = mirror_rows_.view({n, 1, 1, 1});
+    return AccumulateTransitions(
+        torch::where(rows, observations.flip({3}), observations),
+        torch::where(rows, next_observations.flip({3}), next_observations),
+        torch::where(mirror_rows_, mirror_actions_.index_select(0, actions), actions), returns,
+        discounts, weights);
+  }
+  return AccumulateTransitions(observations, next_observations, actions, returns, discounts,
+                               weights);
+}
+
+TrainStats DqnLearner::AccumulateTransitions(const torch::Tensor& observations,
+                                             const torch::Tensor& next_observations,
+                                             const torch::Tensor& actions,
+                                             const torch::Tensor& returns,
+                                             const torch::Tensor& discounts,
+                                             const torch::Tensor& weights) {
+  torch::Tensor target;
+  {
+    torch::NoGradGuard no_grad;
+    AutocastScope autocast(options_.amp);
+    const torch::Tensor next = ToFloatImages(next_observations);
+    online_->eval();
+    torch::Tensor next_target_q = target_->forward(next).to(torch::kFloat32);
+    torch::Tensor next_value;
+    if (options_.double_dqn) {
+      const torch::Tensor next_actions = online_->forward(next).argmax(1, /*keepdim=*/true);
+      next_value = next_target_q.gather(1, next_actions).squeeze(1);
+    } else {
+      next_value = std::get<0>(next_target_q.max(1));
+    }
+    target = returns + discounts * next_value;
+  }
+  online_->train();
+  torch::Tensor q;
+  {
+    AutocastScope autocast(options_.amp);
+    q = online_->forward(ToFloatImages(observations)).to(torch::kFloat32);
+  }
+  const torch::Tensor q_taken = q.gather(1, actions.unsqueeze(1)).squeeze(1);
+  const torch::Tensor per_sample =
+      torch::nn::functional::huber_loss(q_taken, target,
+                                        torch::nn::functional::HuberLossFuncOptions()
+                                            .reduction(torch::kNone)
+                                            .delta(options_.huber_delta));
+  const torch::Tensor loss = (weights * per_sample).mean();
+  (loss * loss_scale_).backward();
+  ++accumulated_;
+
+  TrainStats stats;
+  stats.loss = loss.item<double>();
+  stats.mean_q = q_taken.detach().mean().item<double>();
+  const torch::Tensor td = (target - q_taken.detach()).abs().to(torch::kCPU).contiguous();
+  stats.td_errors.assign(td.data_ptr<float>(), td.data_ptr<float>() + td.numel());
+  return stats;
+}
+
+bool DqnLearner::FinishGradient() {
+  torch::NoGradGuard no_grad;
+  const double scale = 1.0 / (loss_scale_ * std::max(1, accumulated_));
+  bool finite = true;
+  for (torch::Tensor& p : online_->parameters()) {
+    if (!p.grad().defined()) continue;
+    p.mutable_grad().mul_(scale);
+    if (options_.amp && !torch::isfinite(p.grad()).all().item<bool>()) finite = false;
+  }
+  accumulated_ = 0;
+  if (options_.amp) {
+    if (!finite) {
+      loss_scale_ = std::max(1.0, loss_scale_ / 2);
+      good_steps_ = 0;
+      optimizer_->zero_grad();
+      return false;
+    }
+    if (++good_steps_ % kLossScaleGrowthInterval == 0) loss_scale_ *= 2;
+  }
+  if (options_.max_grad_norm > 0) {
+    torch::nn::utils::clip_grad_norm_(online_->parameters(), options_.max_grad_norm);
+  }
+  return true;
+}
+
+void DqnLearner::CopyGradient(std::vector<float>* out) {
+  out->assign(model_.parameter_count, 0.0f);
+  size_t offset = 0;
+  for (torch::Tensor& p : online_->parameters()) {
+    if (p.grad().defined()) {
+      torch::Tensor g = p.grad().to(torch::kCPU, torch::kFloat32).contiguous();
+      std::memcpy(out->data() + offset, g.data_ptr<float>(), g.numel() * sizeof(float));
+    }
+    offset += static_cast<size_t>(p.numel());
+  }
+}
+
+bool DqnLearner::TakeMeanGradient(std::vector<float>* out) {
+  const bool ok = FinishGradient();
+  if (ok) {
+    CopyGradient(out);
+  } else {
+    out->assign(model_.parameter_count, 0.0f);
+  }
+  optimizer_->zero_grad();
+  return ok;
+}
+
+bool DqnLearner::StepLocal(std::vector<float>* mean_gradient) {
+  const bool ok = FinishGradient();
+  if (ok) {
+    if (mean_gradient != nullptr) CopyGradient(mean_gradient);
+    optimizer_->step();
+  }
+  optimizer_->zero_grad();
+  return ok;
+}
+
+void DqnLearner::SetWeights(const std::vector<float>& flat) {
+  const absl::Status loaded = LoadFlatParameters(flat.data(), flat.size(), *online_);
+  CHECK(loaded.ok()) << loaded;  // Sizes come from the same model: a mismatch is a bug.
+}
+
+void DqnLearner::SetTargetWeights(const std::vector<float>& flat) {
+  const absl::Status loaded = LoadFlatParameters(flat.data(), flat.size(), *target_);
+  CHECK(loaded.ok()) << loaded;
+}
+
+void DqnLearner::CopyOnlineToTarget() {
+  std::vector<float> flat;
+  FlattenParameters(*online_, &flat);
+  SetTargetWeights(flat);
+}
+
+void DqnLearner::GetWeights(std::vector<float>* flat) { FlattenParameters(*online_, flat); }
+
+}  // namespace convoy

@@ -1,0 +1,113 @@
+// DqnLearner: the agent's Q-network, its target network, and one DQN update at a time.
+//
+// Double DQN targets (the online network picks the next action, the target network values it), Huber loss
+// weighted by importance-sampling weights, n-step returns (the replay memory supplies returns and discounts),
+// gradient-norm clipping. Gradients accumulate over minibatches until they are taken as their mean (to push to
+// the parameter server) or applied by the local optimizer (training alone, or pushing weight deltas).
+// On CUDA, --amp runs the forward passes under autocast with dynamic loss scaling.
+//
+// Not thread-safe: the agent's learning thread owns it.
+#ifndef CONVOY_AGENT_LEARNING_LEARNER_H_
+#define CONVOY_AGENT_LEARNING_LEARNER_H_
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model_registry.h"
+#include "common/run_defaults.h"
+#include "common/q_network.h"
+
+namespace convoy {
+
+struct LearnerOptions {
+  std::string model = run_defaults::kLocalModel;
+  int num_actions = kDefaultNumActions;
+  uint64_t seed = 1;
+  torch::Device device = torch::kCPU;
+  bool double_dqn = run_defaults::kDoubleDqn;
+  double huber_delta = 1.0;
+  // Clips the mean gradient of each update; 0 disables.
+  double max_grad_norm = run_defaults::kLearnerMaxGradNorm;
+  // The local Adam (training alone, pushing deltas, riding out a server outage).
+  double learning_rate = run_defaults::kLearningRate;
+  bool amp = false;             // CUDA only.
+  // Mirror augmentation: empty for none, else every action's mirror image (the action with its
+  // steering negated; an involution over [0, num_actions)). Accumulate then mirrors every other
+  // sample of each minibatch: its observation and next observation flipped left to right, its
+  // action replaced by the mirror image. The road, its markings and the reward are the same seen in
+  // a mirror, so the mirrored transition is as real as the one driven; a turn learned one way is
+  // learned the other way too.
+  std::vector<int64_t> mirror_actions;
+};
+
+struct TrainStats {
+  double loss = 0;
+  double mean_q = 0;
+  std::vector<float> td_errors;  // |target - Q|, for prioritized replay.
+};
+
+class DqnLearner {
+ public:
+  // Errors: INVALID_ARGUMENT for an unknown model; FAILED_PRECONDITION for --amp without CUDA.
+  static absl::StatusOr<std::unique_ptr<DqnLearner>> Create(const LearnerOptions& options);
+
+  // The greedy action for one observation (uint8 CHW, the model's input shape).
+  int GreedyAction(const uint8_t* observation);
+  // The online network's Q-value of every action for one observation, into `q` (num_actions of
+  // them); returns the greedy action.
+  int QValues(const uint8_t* observation, std::vector<float>* q);
+
+  // One minibatch: observations/next_observations uint8 [N, C, H, W]; actions int64 [N]; returns, discounts,
+  // weights float [N], all on the learner's device. Adds this minibatch's gradient to the accumulator.
+  TrainStats Accumulate(const torch::Tensor& observations, const torch::Tensor& next_observations,
+                        const torch::Tensor& actions, const torch::Tensor& returns,
+                        const torch::Tensor& discounts, const torch::Tensor& weights);
+  int accumulated() const { return accumulated_; }
+
+  // The mean of the accumulated gradients, clipped, flattened in layout order into `out`; clears the
+  // accumulator. Returns false (and clears) when AMP found an overflow and the update must be skipped.
+  bool TakeMeanGradient(std::vector<float>* out);
+
+  // Applies the mean accumulated gradient with the local Adam; clears the accumulator. With
+  // `mean_gradient`, also copies the gradient it applied there (as TakeMeanGradient would give it).
+  // Returns false when AMP found an overflow and nothing was applied.
+  bool StepLocal(std::vector<float>* mean_gradient = nullptr);
+
+  void SetWeights(const std::vector<float>& flat);
+  void SetTargetWeights(const std::vector<float>& flat);
+  void CopyOnlineToTarget();
+  void GetWeights(std::vector<float>* flat);
+
+  const ModelInfo& model() const { return model_; }
+  torch::Device device() const { return options_.device; }
+
+ private:
+  DqnLearner(const LearnerOptions& options, ModelInfo model, QNetwork online, QNetwork target);
+  // Mean gradient over the accumulated minibatches, unscaled; false on overflow.
+  bool FinishGradient();
+  TrainStats AccumulateTransitions(const torch::Tensor& observations,
+                                   const torch::Tensor& next_observations,
+                                   const torch::Tensor& actions, const torch::Tensor& returns,
+                                   const torch::Tensor& discounts, const torch::Tensor& weights);
+  torch::Tensor ActQ(const uint8_t* observation);  // [1, actions], for one observation.
+  void CopyGradient(std::vector<float>* out);
+
+  LearnerOptions options_;
+  ModelInfo model_;
+  QNetwork online_;
+  QNetwork target_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  int accumulated_ = 0;
+  double loss_scale_ = 1.0;  // AMP's dynamic loss scale.
+  int good_steps_ = 0;
+  torch::Tensor act_input_;  // Reused [1, C, H, W] buffer for GreedyAction.
+  torch::Tensor mirror_actions_;  // int64 [num_actions] on the device; undefined: no mirroring.
+  torch::Tensor mirror_rows_;     // bool [N]: the samples Accumulate mirrors (every other one).
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_AGENT_LEARNING_LEARNER_H_
