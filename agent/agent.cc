@@ -279,7 +279,8 @@ absl::Status Agent::Impl::Init() {
   CONVOY_ASSIGN_OR_RETURN(replay_, ReplayMemory::Create(replay));
   sampler_ = std::make_unique<BatchSampler>(
       replay_.get(), options_.batch_size,
-      std::max<size_t>(options_.min_replay_size, options_.batch_size), device_);
+      std::max<size_t>(options_.min_replay_size, options_.batch_size), device_,
+      options_.prefetch_batches);
 
   env_frame_.resize(environment_->env->observation_size());
   model_frame_.resize(preprocess_->output_size());

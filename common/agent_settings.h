@@ -44,6 +44,9 @@
     "Transitions collected before learning starts.")                                              \
   X(bool, fill_with_random_actions, true, false, true, kClosed,                                   \
     "Act at random until min_replay_size (the cookbook's start).")                                \
+  /* Two keep the learner from waiting on the sampler on a CPU; a GPU's copies may want more. */  \
+  X(int, prefetch_batches, 2, 1, 64, kClosed,                                                     \
+    "Minibatches the background sampler keeps ready for the learner (on CUDA, already copied).")  \
   X(double, replay_ratio, 8.0, 0, ::convoy::kNoRealMax, kOpenMin,                                 \
     "Sampled transitions per environment step.")                                                  \
   /* Past it the agent is out of step: it learns locally, as in an outage, and pushes what it  */ \

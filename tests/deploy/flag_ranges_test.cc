@@ -112,6 +112,7 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kAgent, "--replay_memory_size=0", "--replay_memory_size must be in [1, inf), got 0"},
       {Binary::kAgent, "--min_replay_size=0", "--min_replay_size must be in [1, inf), got 0"},
       {Binary::kAgent, "--replay_ratio=0", "--replay_ratio must be in (0, inf), got 0"},
+      {Binary::kAgent, "--prefetch_batches=0", "--prefetch_batches must be in [1, 64], got 0"},
       {Binary::kAgent, "--n_step=0", "--n_step must be in [1, 100], got 0"},
       {Binary::kAgent, "--gamma=-0.1", "--gamma must be in [0, 1], got -0.1"},
       {Binary::kAgent, "--learning_rate=-1", "--learning_rate must be in (0, inf), got -1"},
