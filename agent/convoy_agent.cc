@@ -103,20 +103,14 @@ RunSettings RunSettingsFromFlags(std::set<std::string>* pinned) {
   return settings;
 }
 
-AgentSettings AgentSettingsFromFlags() {
-  AgentSettings settings;
-  CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_READ)
-  return settings;
-}
+CONVOY_AGENT_SETTINGS_FROM_FLAGS()
 
 // Every numeric flag but --seed and --max_steps, which take any value. A run setting not given is
 // checked at its default (the server checks its own).
 bool NumericFlagsInRange() {
   std::set<std::string> pinned;
-  std::vector<FlagRange> ranges = RunSettingRanges(RunSettingsFromFlags(&pinned));
-  for (FlagRange& range : AgentSettingRanges(AgentSettingsFromFlags())) {
-    ranges.push_back(std::move(range));
-  }
+  std::vector<FlagRange> ranges =
+      SettingRanges(RunSettingsFromFlags(&pinned), AgentSettingsFromFlags());
   const std::vector<FlagRange> others = {
       UintRange("agent_index", absl::GetFlag(FLAGS_agent_index), 0, 65535),
       RealRange("max_minutes", absl::GetFlag(FLAGS_max_minutes), 0, kNoRealMax),

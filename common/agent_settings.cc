@@ -20,6 +20,12 @@ std::vector<std::pair<std::string, std::string>> AgentSettingValues(const AgentS
   return values;
 }
 
+std::vector<FlagRange> SettingRanges(const RunSettings& run, const AgentSettings& own) {
+  std::vector<FlagRange> ranges = RunSettingRanges(run);
+  for (FlagRange& range : AgentSettingRanges(own)) ranges.push_back(std::move(range));
+  return ranges;
+}
+
 std::vector<std::string> AgentSettingArgs(const AgentSettings& settings) {
   return SettingArgs(AgentSettingValues(settings));
 }

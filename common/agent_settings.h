@@ -81,6 +81,10 @@ std::vector<std::pair<std::string, std::string>> AgentSettingValues(const AgentS
 // to each agent.
 std::vector<std::string> AgentSettingArgs(const AgentSettings& settings);
 
+// The ranges of both tables' settings, the run settings' first: what convoy_agent and the launchers
+// check before anything starts.
+std::vector<FlagRange> SettingRanges(const RunSettings& run, const AgentSettings& own);
+
 }  // namespace convoy
 
 // The flag of a setting, the same in convoy_agent and every launcher; expand
@@ -88,8 +92,17 @@ std::vector<std::string> AgentSettingArgs(const AgentSettings& settings);
 #define CONVOY_AGENT_SETTING_FLAG(type, name, def, min, max, ends, help) \
   ABSL_FLAG(type, name, def, help " Each agent's own.");
 
-// Inside a function of a binary with those flags: reads each into `convoy::AgentSettings settings`.
+// Reads a setting's flag into `settings` (CONVOY_AGENT_SETTINGS_FROM_FLAGS).
 #define CONVOY_AGENT_SETTING_READ(type, name, def, min, max, ends, help) \
   settings.name = absl::GetFlag(FLAGS_##name);
+
+// Defines, where a binary with those flags expands it (convoy_agent, the launchers),
+// `convoy::AgentSettings AgentSettingsFromFlags()`: the settings as its flags give them.
+#define CONVOY_AGENT_SETTINGS_FROM_FLAGS()           \
+  ::convoy::AgentSettings AgentSettingsFromFlags() { \
+    ::convoy::AgentSettings settings;                \
+    CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_READ) \
+    return settings;                                 \
+  }
 
 #endif  // CONVOY_COMMON_AGENT_SETTINGS_H_

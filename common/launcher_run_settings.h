@@ -19,17 +19,9 @@
 
 // Defines, where a launcher expands it (after both tables' flags), RunSettingsFromFlags() and
 // AgentSettingsFromFlags(): the two tables' settings as its flags give them. Their ranges are
-// RunSettingRanges and AgentSettingRanges of these.
-#define CONVOY_LAUNCHER_SETTINGS_FROM_FLAGS()        \
-  ::convoy::RunSettings RunSettingsFromFlags() {     \
-    ::convoy::RunSettings settings;                  \
-    CONVOY_RUN_SETTINGS(CONVOY_RUN_SETTING_READ)     \
-    return settings;                                 \
-  }                                                  \
-  ::convoy::AgentSettings AgentSettingsFromFlags() { \
-    ::convoy::AgentSettings settings;                \
-    CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_READ) \
-    return settings;                                 \
-  }
+// SettingRanges of these.
+#define CONVOY_LAUNCHER_SETTINGS_FROM_FLAGS() \
+  CONVOY_RUN_SETTINGS_FROM_FLAGS()            \
+  CONVOY_AGENT_SETTINGS_FROM_FLAGS()
 
 #endif  // CONVOY_COMMON_LAUNCHER_RUN_SETTINGS_H_

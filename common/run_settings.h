@@ -209,10 +209,18 @@ absl::Status AdoptRunSettings(const Config& config, RunSettingAdopter* adopt, Ru
 #define CONVOY_PS_RUN_SETTING_FLAG(type, name, def, min, max, ends, presence, help) \
   ABSL_FLAG(type, name, def, help " Handed to agents, which adopt it on Join.");
 
-// Inside a function of a binary with convoy_ps's flags (convoy_ps, the launchers): reads each flag
-// into `convoy::RunSettings settings`.
+// Reads a setting's flag into `settings` (CONVOY_RUN_SETTINGS_FROM_FLAGS).
 #define CONVOY_RUN_SETTING_READ(type, name, def, min, max, ends, presence, help) \
   settings.name = absl::GetFlag(FLAGS_##name);
+
+// Defines, where a binary with convoy_ps's flags expands it (convoy_ps, the launchers),
+// `convoy::RunSettings RunSettingsFromFlags()`: the settings as its flags give them.
+#define CONVOY_RUN_SETTINGS_FROM_FLAGS()         \
+  ::convoy::RunSettings RunSettingsFromFlags() { \
+    ::convoy::RunSettings settings;              \
+    CONVOY_RUN_SETTINGS(CONVOY_RUN_SETTING_READ) \
+    return settings;                             \
+  }
 
 // convoy_agent's flag of a setting: unset unless given (given, it pins the setting).
 // `run_setting_help` is a function (help, default as text, convoy_ps's flag) -> the flag's help.

@@ -159,11 +159,7 @@ ABSL_FLAG(double, fault_lose_replies, 0,
 namespace convoy {
 namespace {
 
-RunSettings RunSettingsFromFlags() {
-  RunSettings settings;
-  CONVOY_RUN_SETTINGS(CONVOY_RUN_SETTING_READ)
-  return settings;
-}
+CONVOY_RUN_SETTINGS_FROM_FLAGS()
 
 // Every numeric flag but --seed and --checkpoint_every_updates, which take any value; the run
 // settings' ranges are the table's.

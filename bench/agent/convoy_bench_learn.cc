@@ -406,10 +406,7 @@ std::vector<std::string> PlotCommand(const std::string& csv, const std::string& 
 
 int Run() {
   // Every numeric flag but --seed, which takes any value.
-  std::vector<FlagRange> ranges = RunSettingRanges(RunSettingsFromFlags());
-  for (FlagRange& range : AgentSettingRanges(AgentSettingsFromFlags())) {
-    ranges.push_back(std::move(range));
-  }
+  std::vector<FlagRange> ranges = SettingRanges(RunSettingsFromFlags(), AgentSettingsFromFlags());
   const std::vector<FlagRange> others = {
       RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
       RealRange("eval_every_seconds", absl::GetFlag(FLAGS_eval_every_seconds), 0, kNoRealMax,

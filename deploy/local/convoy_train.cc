@@ -164,10 +164,7 @@ CONVOY_LAUNCHER_SETTINGS_FROM_FLAGS()
 // Every numeric flag but --seed and --steps_per_agent, which take any value. Checked before the run
 // directory is made or a process started.
 bool NumericFlagsInRange() {
-  std::vector<FlagRange> ranges = RunSettingRanges(RunSettingsFromFlags());
-  for (FlagRange& range : AgentSettingRanges(AgentSettingsFromFlags())) {
-    ranges.push_back(std::move(range));
-  }
+  std::vector<FlagRange> ranges = SettingRanges(RunSettingsFromFlags(), AgentSettingsFromFlags());
   const std::vector<FlagRange> others = {
       RealRange("minutes", absl::GetFlag(FLAGS_minutes), 0, kNoRealMax, Ends::kOpenMin),
       IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
