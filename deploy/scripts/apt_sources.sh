@@ -126,6 +126,7 @@ make_minbase_tar() {
   [ -n "$mirror" ] || return 3
   mkdir -p "$(dirname "$tarball")"
   root="$(mktemp -d "$tarball.root.XXXXXX")"
+  chmod 755 "$root"  # mktemp's 0700 would be the root's / in the tarball: no user but root could enter it.
   log "debootstrap --variant=minbase $suite from $mirror (once; kept as $tarball)"
   if ! debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.log" 2>&1; then
     tail -n 20 "$root.log" >&2

@@ -93,6 +93,9 @@ if [ ! -f "$ROOTFS" ]; then
   root="$T/packages"
   mkdir -p "$root"
   tar -C "$root" -xf "$BASE"
+  # A / of 0700 (tarballs cached before make_minbase_tar set 0755) shuts every user but root out of the root:
+  # munge's set-up then fails to run /bin/sh as munge, and the install with it.
+  chmod 755 "$root"
   mkdir -p "$root/src"
   cp "$REPO/convoy" "$root/src/convoy"
   if ! in_root "$root" bash -c 'source /src/convoy && install_missing train test'; then
@@ -109,6 +112,7 @@ log "a fresh root from $(basename "$ROOTFS"), the tree as it is in /src"
 root="$T/root"
 mkdir -p "$root"
 tar -C "$root" -xf "$ROOTFS"
+chmod 755 "$root"
 mkdir -p "$root/src"
 (cd "$REPO" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -C "$root/src" -xf -
 grep -q "VERSION_CODENAME=$SUITE" "$root/etc/os-release" || { echo "debian13_test: the root is not $SUITE"; exit 1; }
