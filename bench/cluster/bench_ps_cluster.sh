@@ -211,8 +211,8 @@ tcp_cycles() {
 TCP_PORT=5300
 results=()
 rows=()
-printf '\n%-7s %-8s %6s %7s %6s %4s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n' tcp link shards clients nodes rep \
-  "cycles/s" "limit c/s" "fraction" "p50 ms" "TCP c/s" "iperf in" "iperf out" "PS in" "PS out" "PS ms/c"
+printf '\n%-7s %-8s %6s %7s %6s %4s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n' tcp link shards clients nodes \
+  rep "cycles/s" "limit c/s" "fraction" "p50 ms" "TCP c/s" "iperf in" "iperf out" "PS in" "PS out" "PS ms/c" "in/cycle"
 for link in "${link_list[@]}"; do
   link_bits=$(python3 -c "
 import re, sys
@@ -251,43 +251,61 @@ print(int(float(m.group(1)) * {'bit': 1, 'kbit': 1e3, 'mbit': 1e6, 'gbit': 1e9}[
           # Clients spread over the client nodes, as evenly as they go; a node given none sits this one out.
           pids=()
           used=0
-          # Every client process measures the same seconds: joining and warm-up first, then the window.
-          measure_at=$(python3 -c "import time; print(f'{time.time() + 8:.3f}')")
+          # Every client process measures the same seconds: each says when its clients are warm
+          # (joined, 3 cycles done) in the window directory, and once all have, the window opens for
+          # all of them at once.
+          window="$T/window-$cc-$link-$shards-$clients-$rep"
+          mkdir -p "$window"
           for ((j = 1; j <= CLIENT_NODES; j++)); do
             share=$(((clients + CLIENT_NODES - j) / CLIENT_NODES))
             [ "$share" -gt 0 ] || continue
             used=$((used + 1))
             node $((shards + j - 1)) "$BIN/convoy_bench_ps" --ps="$ps_list" --insecure --model="$MODEL" \
               --clients="$share" --encodings=fp32 --seconds="$SECONDS_EACH" --warmup_seconds=1 \
-              --measure_at_unix_seconds="$measure_at" --repeats=1 "${client_flags[@]}" \
+              --window_dir="$window" --repeats=1 "${client_flags[@]}" \
               >"$T/client-$cc-$link-$shards-$clients-$rep-$j.out" 2>&1 &
             pids+=($!)
           done
+          for _ in $(seq 1200); do
+            [ "$(find "$window" -name 'warm.*' | wc -l)" -lt "$used" ] || break
+            sleep 0.1
+          done
+          [ "$(find "$window" -name 'warm.*' | wc -l)" -ge "$used" ] ||
+            { echo "bench_ps_cluster: the clients were not all warm after 120 s (see $T)" >&2; exit 1; }
+          measure_at=$(python3 -c "import time; print(f'{time.time() + 0.5:.6f}')")
+          python3 -c "print(round($measure_at * 1e6))" >"$window/go.tmp" && mv "$window/go.tmp" "$window/go"
           # The PS links' bytes over the measured window, as a check on the cycles.
           read -r busy_in busy_out ps_cpu < <(measure_busy "$shards" "$measure_at" cpu)
           for pid in "${pids[@]}"; do wait "$pid" || { echo "bench_ps_cluster: a client failed (see $T)" >&2; exit 1; }; done
-          read -r cycles p50 limit < <(python3 - "$T" "$cc-$link-$shards-$clients-$rep" "$shards" "$link_bits" <<'PY'
+          counted=$(python3 - "$T" "$cc-$link-$shards-$clients-$rep" "$shards" "$link_bits" <<'PY'
 import glob, re, statistics, sys
 t, key, shards, link_bits = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 cycles, p50s, parameters = 0.0, [], 0.0
 for path in sorted(glob.glob(f"{t}/client-{key}-*.out")):
     text = open(path).read()
     r = dict(re.findall(r"^RESULT (\S+)=(\S+)$", text, re.M))
-    share = [k for k in r if re.fullmatch(r"cycles_per_s_\d+", k)][0]
+    shares = [k for k in r if re.fullmatch(r"cycles_per_s_\d+", k)]
+    if not shares:
+        sys.exit(f"bench_ps_cluster: {path} measured nothing:\n" + "\n".join(l for l in text.splitlines() if "fail" in l))
+    share = shares[0]
     cycles += float(r[share])
     p50s.append(float(r["p50_ms_" + share.rsplit("_", 1)[1]]))
     parameters = float(r["parameters"])
 # Push and pull are both fp32: each PS link carries 1/shards of each, once each way.
 print(cycles, statistics.median(p50s), shards * link_bits / 8 / (parameters * 4))
 PY
-)
+) || exit 1
+          read -r cycles p50 limit <<<"$counted"
           fraction=$(python3 -c "print($cycles / $limit)")
           # The servers' CPU per cycle over the same window (all shards together).
           ps_ms=$(python3 -c "print(1e3 * $ps_cpu / ($cycles * $SECONDS_EACH) if $cycles > 0 else 0)")
-          printf '%-7s %-8s %6d %7d %6d %4d %9.2f %9.2f %9.3f %9.1f %9.2f %9.3f %9.3f %9.3f %9.3f %9.2f\n' "$cc" \
-            "$link" "$shards" "$clients" "$used" "$rep" "$cycles" "$limit" "$fraction" "$p50" "$tcp" "$raw_in" \
-            "$raw_out" "$busy_in" "$busy_out" "$ps_ms"
-          rows+=("$cc $link $shards $clients $cycles $limit $p50 $raw_in $raw_out $busy_in $busy_out $tcp $ps_ms")
+          # The check on the count: the bytes the PS links carried towards the servers in the window,
+          # per counted cycle, in models (a push is one; headers add a few percent).
+          per_cycle=$(python3 -c "print($busy_in / $fraction if $fraction > 0 else 0)")
+          printf '%-7s %-8s %6d %7d %6d %4d %9.2f %9.2f %9.3f %9.1f %9.2f %9.3f %9.3f %9.3f %9.3f %9.2f %9.3f\n' \
+            "$cc" "$link" "$shards" "$clients" "$used" "$rep" "$cycles" "$limit" "$fraction" "$p50" "$tcp" \
+            "$raw_in" "$raw_out" "$busy_in" "$busy_out" "$ps_ms" "$per_cycle"
+          rows+=("$cc $link $shards $clients $cycles $limit $p50 $raw_in $raw_out $busy_in $busy_out $tcp $ps_ms $per_cycle")
         done
       done
     done
@@ -306,13 +324,14 @@ rows = collections.OrderedDict()
 for line in open(sys.argv[1]):
     f = line.split()
     rows.setdefault((f[0], f[1], int(f[2]), int(f[3])), []).append([float(x) for x in f[4:]])
-CYCLES, LIMIT, P50, IPERF_IN, IPERF_OUT, BUSY_IN, BUSY_OUT, TCP, PS_MS = range(9)
+CYCLES, LIMIT, P50, IPERF_IN, IPERF_OUT, BUSY_IN, BUSY_OUT, TCP, PS_MS, PER_CYCLE = range(10)
 print()
 print("Medians over the repeats. fraction: of the links' nominal limit; iperf3: its busy fraction (the less busy")
-print("direction); TCP cycles: bare TCP in the cycles' pattern, as a fraction of the limit; of TCP: convoy over it.")
+print("direction); TCP cycles: bare TCP in the cycles' pattern, as a fraction of the limit; of TCP: convoy over it;")
+print("in/cycle: the PS links' bytes towards the servers per counted cycle, in models (about 1.03 with headers).")
 print(f"{'tcp':<7} {'link':<8} {'shards':>6} {'clients':>7} {'cycles/s':>9} {'limit':>7} {'fraction':>9} "
       f"{'spread':>13} {'iperf3':>7} {'TCP cyc':>8} {'of TCP':>7} {'PS busy':>8} {'p50 ms':>8} {'x one':>6} "
-      f"{'PS ms/c':>8}")
+      f"{'PS ms/c':>8} {'in/cycle':>8}")
 results, one = [], {}
 for (cc, link, shards, clients), reps in rows.items():
     med = lambda values: statistics.median(values)
@@ -328,7 +347,7 @@ for (cc, link, shards, clients), reps in rows.items():
     print(f"{cc:<7} {link:<8} {shards:>6} {clients:>7} {cycles:>9.2f} {reps[0][LIMIT]:>7.2f} {med(fractions):>9.3f} "
           f"{min(fractions):>6.3f}-{max(fractions):<6.3f} {med(iperf):>7.3f} {med(tcp):>8.3f} {med(of_tcp):>7.3f} "
           f"{med(busy):>8.3f} {med([r[P50] for r in reps]):>8.1f} {speedup:>6.2f} "
-          f"{med([r[PS_MS] for r in reps]):>8.2f}")
+          f"{med([r[PS_MS] for r in reps]):>8.2f} {med([r[PER_CYCLE] for r in reps]):>8.3f}")
     key = link.replace(".", "")
     suffix = f"{key}_{clients}" if shards == 1 else f"{key}_{shards}shards_{clients}"
     if cc != "system":
@@ -338,7 +357,8 @@ for (cc, link, shards, clients), reps in rows.items():
                 f"RESULT iperf3_fraction_{suffix}={med(iperf):.3f}",
                 f"RESULT tcp_cycles_fraction_{suffix}={med(tcp):.3f}",
                 f"RESULT fraction_of_tcp_cycles_{suffix}={med(of_tcp):.3f}",
-                f"RESULT server_cpu_ms_per_cycle_{suffix}={med([r[PS_MS] for r in reps]):.3f}"]
+                f"RESULT server_cpu_ms_per_cycle_{suffix}={med([r[PS_MS] for r in reps]):.3f}",
+                f"RESULT link_models_in_per_cycle_{suffix}={med([r[PER_CYCLE] for r in reps]):.3f}"]
     if shards != 1 and (cc, link, clients) in one:
         cc_suffix = "" if cc == "system" else f"_{cc}"
         results.append(f"RESULT speedup_{shards}shards_vs_1_{key}_{clients}{cc_suffix}={speedup:.2f}")

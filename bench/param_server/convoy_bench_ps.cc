@@ -97,9 +97,12 @@ ABSL_FLAG(std::vector<std::string>, encodings, std::vector<std::string>({"fp32",
           "Push encodings to measure, comma-separated (fp32, bf16). Pulls are always fp32.");
 ABSL_FLAG(double, seconds, 5, "Measured seconds per configuration.");
 ABSL_FLAG(double, warmup_seconds, 1, "Unmeasured seconds before each configuration's measurement.");
-ABSL_FLAG(double, measure_at_unix_seconds, 0,
-          "Start the measured window at this Unix time (if later than the warm-up's end), so that "
-          "clients in several processes measure the same seconds; 0: after the warm-up.");
+ABSL_FLAG(std::string, window_dir, "",
+          "For clients in several processes (on several nodes sharing a file system): once its "
+          "clients are warm, this process creates <dir>/warm.<pid> and waits (at most 5 minutes) "
+          "for <dir>/go, which holds the Unix time in microseconds at which every process's "
+          "measured window opens; whoever runs the processes writes it once all are warm. "
+          "Empty: the window opens after this process's own warm-up.");
 ABSL_FLAG(int, clients_per_process, 64,
           "Clients per process: more clients than this run in worker processes of this bench, each "
           "with this many (or fewer), as agents are processes of their own; 0: all in this one.");
@@ -346,13 +349,11 @@ constexpr int kWarmCycles = 3;
 // Runs `clients` agents in this process, agent indexes from `first_index`, doing push+pull cycles.
 // Each starts after its share of `stagger`. Once every client has completed kWarmCycles cycles and
 // `warmup` has passed, the window's start is decided: by `decide_window` (given the earliest it may
-// be), else as soon as possible, and never before `measure_at`; cycles that end in the window
-// count.
+// be), else as soon as possible; cycles that end in the window count.
 absl::StatusOr<ProcessTally> RunClients(
     const std::string& address, const ModelInfo& model, TensorEncoding encoding, int clients,
     int first_index, const std::string& tag, absl::Duration warmup, absl::Duration measured,
-    absl::Time measure_at, absl::Duration stagger,
-    const std::function<absl::Time(absl::Time)>& decide_window = {}) {
+    absl::Duration stagger, const std::function<absl::Time(absl::Time)>& decide_window = {}) {
   std::vector<ClientTally> tallies(clients);
   absl::BlockingCounter joined(clients);
   absl::BlockingCounter warm(clients);
@@ -477,8 +478,8 @@ absl::StatusOr<ProcessTally> RunClients(
   joined.Wait();
   warm.Wait();
   absl::SleepFor(started + warmup - absl::Now());
-  // Clients in other processes measure the same seconds.
-  const absl::Time earliest = std::max(absl::Now() + absl::Milliseconds(100), measure_at);
+  // Clients in other processes measure the same seconds: `decide_window` waits for them.
+  const absl::Time earliest = absl::Now() + absl::Milliseconds(100);
   const absl::Time start = decide_window ? decide_window(earliest) : earliest;
   window_us.store(absl::ToUnixMicros(start));
   ProcessTally result;
@@ -502,8 +503,6 @@ absl::StatusOr<ProcessTally> RunClients(
 // This bench's own arguments, for its worker processes.
 std::vector<std::string> g_argv;
 
-// Runs the clients of one measurement in worker processes of this bench, `per_process` each, all
-// measuring the window that opens at `measure_at`.
 // Reads a worker's stdout up to and including the line `until` (or to its end when empty).
 std::string ReadWorker(ChildProcess& worker, absl::string_view until) {
   std::string out;
@@ -513,6 +512,33 @@ std::string ReadWorker(ChildProcess& worker, absl::string_view until) {
     if (c == '\n' && !until.empty() && absl::EndsWith(out, absl::StrCat(until, "\n"))) break;
   }
   return out;
+}
+
+// Waits (at most 5 minutes) for `go_file` to hold the Unix time in microseconds at which the
+// measured window opens, and returns it (now, if it never comes).
+absl::Time WaitForGo(const std::string& go_file) {
+  const absl::Time give_up = absl::Now() + absl::Minutes(5);
+  while (absl::Now() < give_up) {
+    absl::StatusOr<std::string> go = ReadFileToString(go_file);
+    int64_t us = 0;
+    if (go.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*go), &us)) {
+      return absl::FromUnixMicros(us);
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return absl::Now();
+}
+
+// With --window_dir: says this process is warm there and returns the window's start once told it;
+// else `earliest`.
+absl::Time AwaitWindow(absl::Time earliest) {
+  const std::string dir = absl::GetFlag(FLAGS_window_dir);
+  if (dir.empty()) return earliest;
+  const std::string warm = absl::StrCat(dir, "/warm.", getpid());
+  if (absl::Status s = WriteFileAtomically(warm, "warm\n", 0644); !s.ok()) {
+    LOG(ERROR) << "cannot say warm in --window_dir: " << s;
+  }
+  return WaitForGo(absl::StrCat(dir, "/go"));
 }
 
 // Runs the clients of one measurement in worker processes of this bench, `per_process` each. Once
@@ -547,7 +573,7 @@ absl::StatusOr<std::vector<ProcessTally>> RunWorkers(const std::string& address,
   std::vector<std::string> outputs;
   for (ChildProcess& worker : workers) outputs.push_back(ReadWorker(worker, "WARM"));
   // Every worker polls for the go file every few milliseconds: half a second is plenty.
-  const absl::Time measure_at = absl::Now() + absl::Milliseconds(500);
+  const absl::Time measure_at = AwaitWindow(absl::Now() + absl::Milliseconds(500));
   opens(measure_at);
   absl::Status go =
       WriteFileAtomically(go_file, absl::StrCat(absl::ToUnixMicros(measure_at), "\n"), 0644);
@@ -599,12 +625,8 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
   const std::string tag =
       absl::StrCat(Name(encoding), "-", clients, "-", absl::ToUnixMicros(absl::Now()));
   const int per_process = absl::GetFlag(FLAGS_clients_per_process);
-  // The window opens at the same moment for every process, once all their clients are warm, and
-  // not before --measure_at_unix_seconds.
-  absl::Time measure_at = absl::InfinitePast();
-  if (const double at = absl::GetFlag(FLAGS_measure_at_unix_seconds); at > 0) {
-    measure_at = std::max(measure_at, absl::FromUnixMicros(static_cast<int64_t>(at * 1e6)));
-  }
+  // The window opens at the same moment for every process, once all their clients are warm (with
+  // --window_dir, the clients of every process that shares it).
   const bool spread = per_process > 0 && clients > per_process;
   // The window's start: once the clients have joined, in this process or in every worker.
   absl::Mutex window_mu;
@@ -632,15 +654,17 @@ absl::StatusOr<CycleResult> MeasureCycles(const std::string& address, const Mode
              : [&]() -> absl::StatusOr<std::vector<ProcessTally>> {
     CONVOY_ASSIGN_OR_RETURN(ProcessTally tally,
                             RunClients(address, model, encoding, clients, 0, tag, warmup, measured,
-                                       measure_at, warmup / 2, [&](absl::Time earliest) {
-                                         opens(earliest);
-                                         return earliest;
+                                       warmup / 2, [&](absl::Time earliest) {
+                                         const absl::Time start = AwaitWindow(earliest);
+                                         opens(start);
+                                         return start;
                                        }));
     return std::vector<ProcessTally>{std::move(tally)};
   }();
   if (!tallies.ok()) opens(absl::Now() - measured);  // Nothing to wait for.
   window.join();
   if (!tallies.ok()) return tallies.status();
+  absl::Time measure_at;
   {
     absl::MutexLock lock(&window_mu);
     measure_at = *window_start;
@@ -686,21 +710,12 @@ int RunWorker() {
     auto wait_for_go = [](absl::Time) {
       std::printf("WARM\n");
       std::fflush(stdout);
-      const absl::Time give_up = absl::Now() + absl::Minutes(5);
-      while (absl::Now() < give_up) {
-        absl::StatusOr<std::string> go = ReadFileToString(absl::GetFlag(FLAGS_worker_go_file));
-        int64_t us = 0;
-        if (go.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*go), &us)) {
-          return absl::FromUnixMicros(us);
-        }
-        absl::SleepFor(absl::Milliseconds(5));
-      }
-      return absl::Now();
+      return WaitForGo(absl::GetFlag(FLAGS_worker_go_file));
     };
     tally = RunClients(absl::GetFlag(FLAGS_ps), *model, *encoding, clients,
                        absl::GetFlag(FLAGS_worker_first_index), absl::GetFlag(FLAGS_worker_tag),
                        absl::Seconds(absl::GetFlag(FLAGS_warmup_seconds)),
-                       absl::Seconds(absl::GetFlag(FLAGS_seconds)), absl::InfinitePast(),
+                       absl::Seconds(absl::GetFlag(FLAGS_seconds)),
                        absl::Seconds(absl::GetFlag(FLAGS_warmup_seconds)) / 2, wait_for_go);
   }
   if (!tally.ok()) {
