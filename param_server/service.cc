@@ -210,6 +210,16 @@ class ParameterServerService::PushReactor final
     FinishOnce(grpc::Status::OK);
   }
 
+  // A pull that follows this push may go now: it is decided, and when applied, the step's weights
+  // are published. Before Finish, after which the reactor may be gone.
+  void Decided() {
+    if (!assembler_.has_value()) return;
+    const PushHeader& header = assembler_->header();
+    if (header.sequence == 0 || header.agent_id.empty()) return;
+    service_->followed_.Decided(
+        FollowedPushes::Push{header.agent_id, header.push_session, header.sequence});
+  }
+
   void Reject(v1::RejectReason reason, const absl::Status& status) {
     const std::string agent_id = assembler_.has_value() ? assembler_->agent_id() : std::string();
     service_->server_->CountBytes(bytes_in_, 0);
@@ -225,6 +235,7 @@ class ParameterServerService::PushReactor final
       finished_ = true;
     }
     service_->Unwatch(this);
+    Decided();
     Finish(status);
   }
 
@@ -243,10 +254,9 @@ class ParameterServerService::PushReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// One PullWeights call: writes the version's serialized chunks (pull_cache.h) one after another.
-// One PullWeights call: once admitted (at most ServiceOptions::concurrent_pulls write at once),
-// writes the newest version's serialized chunks (pull_cache.h) one after another. Deletes itself
-// once gRPC is done with the call (OnDone).
+// One PullWeights call: once the push it follows is decided (if it names one), and once admitted
+// (at most ServiceOptions::concurrent_pulls write at once), writes the newest version's serialized
+// chunks (pull_cache.h) one after another. Deletes itself once gRPC is done with the call (OnDone).
 class ParameterServerService::PullReactor final
     : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
@@ -257,7 +267,6 @@ class ParameterServerService::PullReactor final
       FinishOnce(s);
       return;
     }
-    ParameterServer& server = *service_->server_;
     agent_id_ = request->agent_id();
     request_bytes_ = request->ByteSizeLong();
     network_ = request->network();
@@ -274,6 +283,75 @@ class ParameterServerService::PullReactor final
                               absl::StrCat("unknown network ", static_cast<int>(network_))));
       return;
     }
+    have_version_ = request->have_version();
+    have_incarnation_ = request->have_incarnation();
+    if (request->after_sequence() != 0) {
+      if (agent_id_.empty()) {
+        FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "a pull that follows a push (after_sequence) must name its "
+                                "agent_id"));
+        return;
+      }
+      // Held across Await, so that a push decided at once (Proceed, on the deciding thread) finds
+      // the wait recorded.
+      absl::MutexLock lock(&mu_);
+      follow_ticket_ = service_->followed_.Await(
+          FollowedPushes::Push{agent_id_, request->after_push_session(), request->after_sequence()},
+          [this] { Proceed(); });
+      if (follow_ticket_ != 0) return;
+    }
+    Proceed();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      service_->server_->CountBytes(request_bytes_, bytes_out_);
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "client stopped reading the pull"));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnCancel() override {
+    uint64_t ticket = 0;
+    uint64_t follow = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      ticket = wait_ticket_;
+      follow = follow_ticket_;
+    }
+    if (follow != 0 && service_->followed_.Cancel(follow)) {
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED,
+                              "pull cancelled while it waited for the push it follows"));
+      return;
+    }
+    if (ticket != 0 && service_->pulls_.CancelWait(ticket)) {
+      FinishOnce(
+          grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled while it waited for its turn"));
+    }
+  }
+
+  void OnDone() override {
+    if (admitted_) service_->pulls_.Release();  // Every byte is sent: the next pull's turn.
+    delete this;
+  }
+
+ private:
+  // Once the push it follows is decided (at once for a pull that follows none): the newest
+  // weights, or that the caller holds them, or its turn to be sent.
+  void Proceed() {
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      follow_ticket_ = 0;
+      cancelled = cancelled_;
+    }
+    if (cancelled) {
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled by the client"));
+      return;
+    }
+    ParameterServer& server = *service_->server_;
     // The averaged network is pulled rarely (to evaluate it): folded first, it is as of the newest
     // version.
     if (network_ == v1::NETWORK_AVERAGE) server.FoldAverage();
@@ -284,8 +362,7 @@ class ParameterServerService::PullReactor final
                               "--average_horizon=0"));
       return;
     }
-    if (request->have_version() == snapshot->version &&
-        request->have_incarnation() == server.incarnation()) {
+    if (have_version_ == snapshot->version && have_incarnation_ == server.incarnation()) {
       // A few bytes: answered at once, without a turn.
       OutgoingChunk<v1::WeightChunk> chunk;
       chunk.header.set_version(snapshot->version);
@@ -322,34 +399,6 @@ class ParameterServerService::PullReactor final
     }
   }
 
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      service_->server_->CountBytes(request_bytes_, bytes_out_);
-      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "client stopped reading the pull"));
-      return;
-    }
-    WriteNext();
-  }
-
-  void OnCancel() override {
-    uint64_t ticket = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      ticket = wait_ticket_;
-    }
-    if (ticket != 0 && service_->pulls_.CancelWait(ticket)) {
-      FinishOnce(
-          grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled while it waited for its turn"));
-    }
-  }
-
-  void OnDone() override {
-    if (admitted_) service_->pulls_.Release();  // Every byte is sent: the next pull's turn.
-    delete this;
-  }
-
- private:
   // Its turn: the newest snapshot now (a pull that waited gets the weights of when it is sent).
   void Start() {
     bool cancelled = false;
@@ -415,9 +464,12 @@ class ParameterServerService::PullReactor final
   bool admitted_ = false;
   std::shared_ptr<const SerializedPull> pull_;
   size_t next_ = 0;
-  // What the admission and a cancellation may change from other threads.
+  uint64_t have_version_ = 0;
+  uint64_t have_incarnation_ = 0;
+  // What the admission, the push it follows and a cancellation may change from other threads.
   absl::Mutex mu_;
   uint64_t wait_ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t follow_ticket_ ABSL_GUARDED_BY(mu_) = 0;  // Waiting for its push under this id.
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -489,15 +541,23 @@ void ParameterServerService::Unwatch(PushReactor* reactor) {
 }
 
 void ParameterServerService::CancelIdleStreams() {
-  absl::MutexLock lock(&streams_mu_);
   const absl::Time now = absl::Now();
-  for (auto it = streams_.begin(); it != streams_.end();) {
-    if (now - it->second > options_.stream_idle_timeout) {
-      it->first->TimeOut();
-      streams_.erase(it++);  // Cancelled once.
-    } else {
-      ++it;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (auto it = streams_.begin(); it != streams_.end();) {
+      if (now - it->second > options_.stream_idle_timeout) {
+        it->first->TimeOut();
+        streams_.erase(it++);  // Cancelled once.
+      } else {
+        ++it;
+      }
     }
+  }
+  // A pull whose push never came (or was refused before its header arrived) gets the newest
+  // weights.
+  if (size_t expired = followed_.Expire(now - options_.stream_idle_timeout); expired > 0) {
+    VLOG(1) << expired << " pulls waited " << options_.stream_idle_timeout
+            << " for the push they follow; answered with the newest weights";
   }
 }
 

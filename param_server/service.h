@@ -41,6 +41,7 @@
 #include "common/tensor_chunk.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "param_server/admission.h"
+#include "param_server/followed_pushes.h"
 #include "param_server/parameter_server.h"
 #include "param_server/pull_cache.h"
 #include "param_server/push_buffer_pool.h"
@@ -126,7 +127,8 @@ class ParameterServerService final : public grpc::Service {
   void Watch(PushReactor* reactor) ABSL_LOCKS_EXCLUDED(streams_mu_);
   void Touch(PushReactor* reactor) ABSL_LOCKS_EXCLUDED(streams_mu_);
   void Unwatch(PushReactor* reactor) ABSL_LOCKS_EXCLUDED(streams_mu_);
-  // Cancels the push streams idle for longer than stream_idle_timeout; run by watchdog_.
+  // Cancels the push streams idle for longer than stream_idle_timeout, and answers the pulls that
+  // have waited as long for a push that never came; run by watchdog_.
   void CancelIdleStreams() ABSL_LOCKS_EXCLUDED(streams_mu_);
 
   // "/convoy.v1.ParameterServer/Join" and the others; gRPC keeps pointers to them.
@@ -141,6 +143,7 @@ class ParameterServerService final : public grpc::Service {
   PushBufferPool buffers_;
   Admission pulls_;
   PullCache pull_cache_;
+  FollowedPushes followed_;
 
   absl::Mutex streams_mu_;
   absl::flat_hash_map<PushReactor*, absl::Time> streams_ ABSL_GUARDED_BY(streams_mu_);

@@ -254,14 +254,17 @@ bool ParameterServerSync::StartExchange(ExchangeKind kind) {
   for (Shard& s : shards_) {
     if (s.call != Shard::Call::kExchange) continue;
     s.worker->Start([&s] {
-      bool answered = true;  // Nothing to push counts as answered.
       if (s.minibatches > 0) {
-        const absl::Time start = absl::Now();
-        s.pushed = s.transport->Push(s.values, s.minibatches);
-        s.push_time = absl::Now() - start;
-        answered = s.pushed->ok();
-      }
-      if (answered) {
+        // The pull once the push is answered (its request may go right behind the push).
+        ServerTransport::Exchange exchange = s.transport->PushThenPull(
+            s.values, s.minibatches, &s.online, &s.target, s.whatever_held);
+        s.pushed = std::move(exchange.pushed);
+        s.push_time = exchange.push_time;
+        if (exchange.pulled.has_value()) {
+          s.pulled = std::move(*exchange.pulled);
+          s.pull_time = exchange.pull_time;
+        }
+      } else {  // Nothing to push counts as answered.
         const absl::Time start = absl::Now();
         s.pulled = s.transport->Pull(&s.online, &s.target, s.whatever_held);
         s.pull_time = absl::Now() - start;

@@ -207,11 +207,47 @@ bool Unanswered(const absl::Status& status) {
 
 absl::StatusOr<PushAnswer> PsClient::Push(const float* values, size_t count, uint64_t base_version,
                                           uint32_t minibatch_count, uint64_t base_incarnation) {
+  return NextPush(values, count, base_version, minibatch_count, base_incarnation, nullptr);
+}
+
+PsClient::PushPull PsClient::PushThenPull(const float* values, size_t count, uint64_t base_version,
+                                          uint32_t minibatch_count, uint64_t base_incarnation,
+                                          uint64_t have_version, uint64_t have_incarnation,
+                                          v1::Network network, std::vector<float>* out) {
+  PushPull result;
+  FollowingPull follow;
+  follow.request = PullRequestFor(have_version, have_incarnation, network);
+  result.pushed = NextPush(values, count, base_version, minibatch_count, base_incarnation, &follow);
+  if (!result.pushed.ok()) {
+    if (follow.reader != nullptr) {
+      follow.context.TryCancel();  // The server would hold it for a push it may never decide.
+      (void)follow.reader->Finish();
+    }
+    return result;
+  }
+  if (follow.reader != nullptr) {
+    PullResult pulled;
+    const absl::Status status = ReadPull(follow.context, *follow.reader, &pulled);
+    if (status.ok()) {
+      if (pulled.updated) out->swap(pull_buffer_);
+      result.pulled = pulled;
+      return result;
+    }
+    VLOG(1) << "the pull that followed push " << pushes_ << " failed (" << status
+            << "); pulling again on its own";
+  }
+  result.pulled = Pull(have_version, have_incarnation, network, out);
+  return result;
+}
+
+absl::StatusOr<PushAnswer> PsClient::NextPush(const float* values, size_t count,
+                                              uint64_t base_version, uint32_t minibatch_count,
+                                              uint64_t base_incarnation, FollowingPull* follow) {
   if (count == 0) return absl::InvalidArgumentError("nothing to push");
   const uint64_t sequence = ++pushes_;
   pending_.reset();  // A newer push supersedes it: the server would refuse it as SUPERSEDED now.
   absl::StatusOr<PushAnswer> result =
-      SendPush(values, count, base_version, minibatch_count, base_incarnation, sequence);
+      SendPush(values, count, base_version, minibatch_count, base_incarnation, sequence, follow);
   if (!result.ok() && Unanswered(result.status())) {
     pending_ = PendingPush{std::vector<float>(values, values + count), base_version,
                            minibatch_count, base_incarnation, sequence};
@@ -230,9 +266,11 @@ absl::StatusOr<PushAnswer> PsClient::ResendPendingPush() {
 
 absl::StatusOr<PushAnswer> PsClient::SendPush(const float* values, size_t count,
                                               uint64_t base_version, uint32_t minibatch_count,
-                                              uint64_t base_incarnation, uint64_t sequence) {
+                                              uint64_t base_incarnation, uint64_t sequence,
+                                              FollowingPull* follow) {
   const size_t per_chunk = ElementsPerChunk(options_.push_encoding);
   v1::PushResponse response;
+  bool follow_sent = false;
   absl::Status status = WithRetries("Push", [&] {  // Every attempt is this one push.
     grpc::ClientContext context;
     Prepare(&context, options_);
@@ -262,20 +300,89 @@ absl::StatusOr<PushAnswer> PsClient::SendPush(const float* values, size_t count,
       }
     }
     writer->WritesDone();
+    if (follow != nullptr && !follow_sent) {
+      // Only behind the first attempt: a context serves one call.
+      follow_sent = true;
+      Prepare(&follow->context, options_);
+      follow->request.set_after_push_session(push_session_);
+      follow->request.set_after_sequence(sequence);
+      follow->reader.reset(
+          grpc::internal::ClientReaderFactory<IncomingChunk<v1::WeightChunk>>::Create(
+              connection_->channel.get(), connection_->pull_method, &follow->context,
+              follow->request));
+    }
     return FromGrpcCall(writer->Finish(), context);
   });
   if (!status.ok()) return status;
   return FromResponse(response);
 }
 
-absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_incarnation,
-                                          v1::Network network, std::vector<float>* out) {
+v1::PullRequest PsClient::PullRequestFor(uint64_t have_version, uint64_t have_incarnation,
+                                         v1::Network network) const {
   v1::PullRequest request;
   request.set_have_version(have_version);
   request.set_have_incarnation(have_incarnation);
   request.set_network(network);
   request.set_encoding(ToWireEncoding(options_.pull_encoding));
   request.set_agent_id(options_.agent_id);
+  return request;
+}
+
+absl::Status PsClient::ReadPull(grpc::ClientContext& context,
+                                grpc::ClientReader<IncomingChunk<v1::WeightChunk>>& reader,
+                                PullResult* result) {
+  IncomingChunk<v1::WeightChunk> incoming;
+  const v1::WeightChunk& chunk = incoming.header();
+  size_t received = 0;
+  size_t total = 0;
+  bool first = true;
+  absl::Status bad;
+  while (reader.Read(&incoming)) {
+    if (first) {
+      first = false;
+      result->version = chunk.version();
+      result->incarnation = chunk.incarnation();
+      if (chunk.not_newer()) continue;
+      total = chunk.total_elements();
+      pull_buffer_.resize(total);
+    }
+    if (!bad.ok()) continue;
+    if (chunk.version() != result->version || chunk.offset() != received) {
+      bad =
+          absl::DataLossError(absl::StrCat("pull stream out of order at offset ", chunk.offset()));
+      continue;
+    }
+    const absl::StatusOr<TensorEncoding> encoding =
+        FromWireEncoding(chunk.encoding(), UnspecifiedEncoding::kFp32);
+    if (!encoding.ok()) {
+      bad = encoding.status();
+      continue;
+    }
+    size_t decoded = 0;
+    bad = incoming.data().Decode(*encoding, pull_buffer_.data() + received, total - received,
+                                 &decoded);
+    received += decoded;
+  }
+  if (!incoming.parse_error().ok()) {
+    context.TryCancel();  // The rest of the stream is of no use.
+    (void)reader.Finish();
+    return absl::DataLossError(absl::StrCat("pull stream: ", incoming.parse_error().message()));
+  }
+  absl::Status status = FromGrpcCall(reader.Finish(), context);
+  if (!status.ok()) return status;
+  if (!bad.ok()) return bad;
+  if (first) return absl::DataLossError("pull stream carried no chunk");
+  result->updated = total > 0;
+  if (result->updated && received != total) {
+    return absl::UnavailableError(
+        absl::StrCat("pull stream ended after ", received, " of ", total, " elements"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_incarnation,
+                                          v1::Network network, std::vector<float>* out) {
+  const v1::PullRequest request = PullRequestFor(have_version, have_incarnation, network);
   PullResult result;
   absl::Status status = WithRetries("Pull", [&]() -> absl::Status {
     grpc::ClientContext context;
@@ -283,53 +390,8 @@ absl::StatusOr<PullResult> PsClient::Pull(uint64_t have_version, uint64_t have_i
     std::unique_ptr<grpc::ClientReader<IncomingChunk<v1::WeightChunk>>> reader(
         grpc::internal::ClientReaderFactory<IncomingChunk<v1::WeightChunk>>::Create(
             connection_->channel.get(), connection_->pull_method, &context, request));
-    IncomingChunk<v1::WeightChunk> incoming;
-    const v1::WeightChunk& chunk = incoming.header();
-    size_t received = 0;
-    size_t total = 0;
-    bool first = true;
-    absl::Status bad;
-    while (reader->Read(&incoming)) {
-      if (first) {
-        first = false;
-        result.version = chunk.version();
-        result.incarnation = chunk.incarnation();
-        if (chunk.not_newer()) continue;
-        total = chunk.total_elements();
-        pull_buffer_.resize(total);
-      }
-      if (!bad.ok()) continue;
-      if (chunk.version() != result.version || chunk.offset() != received) {
-        bad = absl::DataLossError(
-            absl::StrCat("pull stream out of order at offset ", chunk.offset()));
-        continue;
-      }
-      const absl::StatusOr<TensorEncoding> encoding =
-          FromWireEncoding(chunk.encoding(), UnspecifiedEncoding::kFp32);
-      if (!encoding.ok()) {
-        bad = encoding.status();
-        continue;
-      }
-      size_t decoded = 0;
-      bad = incoming.data().Decode(*encoding, pull_buffer_.data() + received, total - received,
-                                   &decoded);
-      received += decoded;
-    }
-    if (!incoming.parse_error().ok()) {
-      context.TryCancel();  // The rest of the stream is of no use.
-      (void)reader->Finish();
-      return absl::DataLossError(absl::StrCat("pull stream: ", incoming.parse_error().message()));
-    }
-    absl::Status status = FromGrpcCall(reader->Finish(), context);
-    if (!status.ok()) return status;
-    if (!bad.ok()) return bad;
-    if (first) return absl::DataLossError("pull stream carried no chunk");
-    result.updated = total > 0;
-    if (result.updated && received != total) {
-      return absl::UnavailableError(
-          absl::StrCat("pull stream ended after ", received, " of ", total, " elements"));
-    }
-    return absl::OkStatus();
+    result = PullResult();
+    return ReadPull(context, *reader, &result);
   });
   if (!status.ok()) return status;
   if (result.updated) out->swap(pull_buffer_);

@@ -40,6 +40,7 @@
 #include "common/backoff.h"
 #include "common/push_answer.h"
 #include "common/security.h"
+#include "common/tensor_chunk.h"
 #include "common/tensor_encoding.h"
 #include "convoy/v1/parameter_server.grpc.pb.h"
 
@@ -111,6 +112,21 @@ class PsClient {
   absl::StatusOr<PullResult> Pull(uint64_t have_version, uint64_t have_incarnation,
                                   v1::Network network, std::vector<float>* out);
 
+  // What a push followed by a pull brought: the push's answer, and the pull's weights once the push
+  // was answered (absent otherwise).
+  struct PushPull {
+    absl::StatusOr<PushAnswer> pushed = absl::UnknownError("not pushed");
+    std::optional<absl::StatusOr<PullResult>> pulled;
+  };
+  // Push, then Pull of `network` into `out`, as the two calls would, but with the pull's request
+  // sent right behind the push's last chunk: it names the push, and the server answers it once the
+  // push is decided (docs/protocol.md, "A pull that follows its push"), so the answer and the
+  // weights come back without a round trip between them. A followed pull that fails is made again
+  // on its own (with Pull's retries); a push that gets no answer cancels it.
+  PushPull PushThenPull(const float* values, size_t count, uint64_t base_version,
+                        uint32_t minibatch_count, uint64_t base_incarnation, uint64_t have_version,
+                        uint64_t have_incarnation, v1::Network network, std::vector<float>* out);
+
   absl::StatusOr<v1::StatusResponse> Status();
 
   // The newest push got no answer and has not been resent successfully since.
@@ -165,9 +181,24 @@ class PsClient {
     uint64_t base_incarnation = 0;
     uint64_t sequence = 0;
   };
+  // A pull sent right behind a push's last chunk, on the push's first attempt.
+  struct FollowingPull {
+    v1::PullRequest request;
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<IncomingChunk<v1::WeightChunk>>> reader;
+  };
+  absl::StatusOr<PushAnswer> NextPush(const float* values, size_t count, uint64_t base_version,
+                                      uint32_t minibatch_count, uint64_t base_incarnation,
+                                      FollowingPull* follow);
   absl::StatusOr<PushAnswer> SendPush(const float* values, size_t count, uint64_t base_version,
                                       uint32_t minibatch_count, uint64_t base_incarnation,
-                                      uint64_t sequence);
+                                      uint64_t sequence, FollowingPull* follow = nullptr);
+  v1::PullRequest PullRequestFor(uint64_t have_version, uint64_t have_incarnation,
+                                 v1::Network network) const;
+  // Reads one pull stream into pull_buffer_ and `result`; ends the call.
+  absl::Status ReadPull(grpc::ClientContext& context,
+                        grpc::ClientReader<IncomingChunk<v1::WeightChunk>>& reader,
+                        PullResult* result);
 
   PsClientOptions options_;
   // What fresh channels are made with; null for a client over a given channel.

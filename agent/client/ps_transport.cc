@@ -86,8 +86,33 @@ void PsTransport::StartTraining() {
 }
 
 absl::StatusOr<PushAnswer> PsTransport::Push(absl::Span<const float> values, uint32_t minibatches) {
-  absl::StatusOr<PushAnswer> pushed =
-      ps_->Push(values.data(), values.size(), version_, minibatches, incarnation_);
+  return Pushed(ps_->Push(values.data(), values.size(), version_, minibatches, incarnation_),
+                minibatches);
+}
+
+ServerTransport::Exchange PsTransport::PushThenPull(absl::Span<const float> values,
+                                                    uint32_t minibatches,
+                                                    std::vector<float>* online,
+                                                    std::vector<float>* target,
+                                                    bool whatever_held) {
+  Exchange exchange;
+  const absl::Time start = absl::Now();
+  PsClient::PushPull done = ps_->PushThenPull(
+      values.data(), values.size(), version_, minibatches, incarnation_,
+      whatever_held ? 0 : version_, whatever_held ? 0 : incarnation_, v1::NETWORK_ONLINE, online);
+  // The pull's time is what it took after the answer: the weights were on their way before.
+  exchange.push_time = absl::Now() - start;
+  exchange.pushed = Pushed(std::move(done.pushed), minibatches);
+  if (exchange.pushed.ok() && done.pulled.has_value()) {
+    const absl::Time pull_start = absl::Now();
+    exchange.pulled = Pulled(std::move(*done.pulled), target);
+    exchange.pull_time = absl::Now() - pull_start;
+  }
+  return exchange;
+}
+
+absl::StatusOr<PushAnswer> PsTransport::Pushed(absl::StatusOr<PushAnswer> pushed,
+                                               uint32_t minibatches) {
   // Only a run with an observer names its pushes: nothing more on every push otherwise.
   if (observer_ != nullptr && (pushed.ok() || ps_->has_pending_push())) {
     const LoggedPush logged{options_.agent_id,
@@ -109,8 +134,13 @@ absl::StatusOr<PushAnswer> PsTransport::Push(absl::Span<const float> values, uin
 
 absl::StatusOr<PullUpdate> PsTransport::Pull(std::vector<float>* online, std::vector<float>* target,
                                              bool whatever_held) {
-  absl::StatusOr<PullResult> pulled = ps_->Pull(
-      whatever_held ? 0 : version_, whatever_held ? 0 : incarnation_, v1::NETWORK_ONLINE, online);
+  return Pulled(ps_->Pull(whatever_held ? 0 : version_, whatever_held ? 0 : incarnation_,
+                          v1::NETWORK_ONLINE, online),
+                target);
+}
+
+absl::StatusOr<PullUpdate> PsTransport::Pulled(absl::StatusOr<PullResult> pulled,
+                                               std::vector<float>* target) {
   if (!pulled.ok()) {
     LOG(WARNING) << options_.agent_id << ": pull failed: " << pulled.status();
     return pulled.status();

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,30 @@ class ServerTransport {
   virtual absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>* target,
                                           bool whatever_held) = 0;
 
+  // A push and, once it is answered, the pull after it, with how long each took.
+  struct Exchange {
+    absl::StatusOr<PushAnswer> pushed = absl::UnknownError("not pushed");
+    std::optional<absl::StatusOr<PullUpdate>> pulled;  // Absent when the push got no answer.
+    absl::Duration push_time;
+    absl::Duration pull_time;
+  };
+  // Push, then Pull once the push is answered. A transport may send the pull's request before the
+  // answer comes, as long as the weights it brings hold the push when it was applied.
+  virtual Exchange PushThenPull(absl::Span<const float> values, uint32_t minibatches,
+                                std::vector<float>* online, std::vector<float>* target,
+                                bool whatever_held) {
+    Exchange exchange;
+    const absl::Time start = absl::Now();
+    exchange.pushed = Push(values, minibatches);
+    exchange.push_time = absl::Now() - start;
+    if (exchange.pushed.ok()) {
+      const absl::Time pull_start = absl::Now();
+      exchange.pulled = Pull(online, target, whatever_held);
+      exchange.pull_time = absl::Now() - pull_start;
+    }
+    return exchange;
+  }
+
   // One attempt to join again after the server was away: the Join, then the push that got no
   // answer sent again under its number, so that the server applies it once whether or not it
   // already had. Returns the server's epsilon for this agent. Errors: the Join's; UNAVAILABLE when
@@ -134,6 +159,10 @@ class PsTransport : public ServerTransport {
   absl::StatusOr<JoinResult> Join(int num_actions, const JoinOptions& options) override;
   void StartTraining() override;
   absl::StatusOr<PushAnswer> Push(absl::Span<const float> values, uint32_t minibatches) override;
+  // The pull's request goes right behind the push's last chunk (PsClient::PushThenPull).
+  Exchange PushThenPull(absl::Span<const float> values, uint32_t minibatches,
+                        std::vector<float>* online, std::vector<float>* target,
+                        bool whatever_held) override;
   absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>* target,
                                   bool whatever_held) override;
   absl::StatusOr<double> Resend() override;
@@ -149,6 +178,9 @@ class PsTransport : public ServerTransport {
   uint64_t next_sequence() const { return ps_->next_sequence(); }
 
  private:
+  // What a push's and a pull's results do to this transport: the observer told, the versions held.
+  absl::StatusOr<PushAnswer> Pushed(absl::StatusOr<PushAnswer> pushed, uint32_t minibatches);
+  absl::StatusOr<PullUpdate> Pulled(absl::StatusOr<PullResult> pulled, std::vector<float>* target);
   PsTransport(const PsTransportOptions& options, std::unique_ptr<PsClient> client,
               std::shared_ptr<SyncObserver> observer);
 

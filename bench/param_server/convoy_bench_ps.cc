@@ -424,12 +424,13 @@ absl::StatusOr<ProcessTally> RunClients(
     auto cycle_on = [&](size_t s) -> absl::StatusOr<bool> {
       Shard& shard = mine[s];
       const ShardRange& range = map.ranges[s];
-      CONVOY_ASSIGN_OR_RETURN(PushAnswer pushed,
-                              shard.client->Push(gradient.data() + range.begin, range.size(),
-                                                 shard.version, /*minibatch_count=*/1));
-      CONVOY_ASSIGN_OR_RETURN(
-          PullResult pulled,
-          shard.client->Pull(shard.version, shard.incarnation, v1::NETWORK_ONLINE, &shard.weights));
+      // As an agent's sync does: the pull's request right behind the push's last chunk.
+      PsClient::PushPull done = shard.client->PushThenPull(
+          gradient.data() + range.begin, range.size(), shard.version, /*minibatch_count=*/1,
+          shard.incarnation, shard.version, shard.incarnation, v1::NETWORK_ONLINE, &shard.weights);
+      CONVOY_ASSIGN_OR_RETURN(PushAnswer pushed, std::move(done.pushed));
+      if (!done.pulled.has_value()) return absl::InternalError("a push answered without its pull");
+      CONVOY_ASSIGN_OR_RETURN(PullResult pulled, std::move(*done.pulled));
       shard.version = pulled.version;
       shard.incarnation = pulled.incarnation;
       return pushed.accepted;

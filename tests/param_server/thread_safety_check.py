@@ -26,6 +26,7 @@ SOURCES = [
     "param_server/apply_counters.cc",
     "param_server/apply_log.cc",
     "param_server/checkpoint_trigger.cc",
+    "param_server/followed_pushes.cc",
     "param_server/health_service.cc",
     "param_server/parameter_server.cc",
     "param_server/pull_cache.cc",
