@@ -289,21 +289,28 @@ absl::StatusOr<PushAnswer> PsClient::SendPush(const float* values, size_t count,
     header.set_base_incarnation(base_incarnation);
     header.set_push_session(push_session_);
     header.set_sequence(sequence);
+    bool sent = true;
     for (size_t offset = 0; offset < count; offset += per_chunk) {
       header.set_offset(offset);
       chunk.values = values + offset;
       chunk.count = std::min(per_chunk, count - offset);
-      if (!writer->Write(chunk)) break;  // The server answered early; Finish() says why.
+      if (!writer->Write(chunk)) {  // The server answered early, or the deadline passed.
+        sent = false;
+        break;  // Finish() says why.
+      }
       if (offset == 0) {
         // The header travels once; later chunks carry only offset and data.
         header.Clear();
       }
     }
-    writer->WritesDone();
-    if (follow != nullptr && !follow_sent) {
-      // Only behind the first attempt: a context serves one call.
+    sent = writer->WritesDone() && sent;
+    if (follow != nullptr && !follow_sent && sent) {
+      // Only behind the first attempt (a context serves one call) that sent the whole push, and
+      // within its deadline: a server that stops reading holds the exchange no longer than it held
+      // a push.
       follow_sent = true;
       Prepare(&follow->context, options_);
+      follow->context.set_deadline(context.deadline());
       follow->request.set_after_push_session(push_session_);
       follow->request.set_after_sequence(sequence);
       follow->reader.reset(

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
@@ -80,6 +81,9 @@ TEST_CASE("An agent whose server is stopped, not gone, tries for all of final_sy
   // Stopped, convoy_ps answers nothing, yet the kernel still accepts connections on its port: the
   // agent cannot tell it from a partition, and keeps trying.
   run.ps->Signal(SIGSTOP);
+  // The agent keeps learning while its exchange waits, so it owes the server minibatches when told
+  // to stop, even if the exchange in flight had got its answer and weights before the stop.
+  absl::SleepFor(absl::Seconds(1));
   run.agent->Signal(SIGTERM);
   const std::optional<int> code = run.agent->Wait(absl::Seconds(120));
   run.ps->Signal(SIGKILL);
