@@ -4,14 +4,14 @@
 # functions only.
 
 # ./convoy image [--tag=NAME] [--engine=podman|docker] [--release=R] [engine build args]
-#   Builds deploy/docker/Dockerfile into NAME (default convoy:cpu) with podman (or docker, where podman is
+#   Builds deploy/docker/Dockerfile into NAME (default convoy-rl:cpu) with podman (or docker, where podman is
 #   missing), its build and runtime stages on debian:R and debian:R-slim (R: bookworm by default). Where the
 #   engine has no such image, one is made: debootstrap --variant=minbase from this machine's own apt sources
 #   (as root; the tarball kept under $CONVOY_IMAGE_CACHE, default /var/cache/convoy/image), imported under
 #   both names. With podman this machine's ccache is mounted into the build. Other arguments go to the engine's
 #   build (--build-arg LIBTORCH_URL=... for the gpu image, docs/deploy.md).
 cmd_image() {
-  local tag=convoy:cpu engine="" release=bookworm args=()
+  local tag=convoy-rl:cpu engine="" release=bookworm args=()
   for a in "$@"; do
     case "$a" in
       --tag=*) tag="${a#--tag=}" ;;

@@ -49,7 +49,7 @@ except ImportError:
     sys.exit(77)
 from kubernetes_test import container_env, expand, render  # noqa: E402
 
-IMAGE = "convoy:cpu"  # what overlays/cpu (and sharded, on it) name
+IMAGE = "convoy-rl:cpu"  # what overlays/cpu (and sharded, on it) name
 
 
 def by(docs, kind, name):
@@ -143,7 +143,10 @@ class Overlay:
         path.write_text(yaml.safe_dump_all(pods, sort_keys=False))
         for pod in pods:
             self.p.made_one("pod", pod["metadata"]["name"])
-        r = self.p("kube", "play", "--network", self.net, str(path), check=False, timeout=300)
+        # Played from the checkout's root, where a user plays the manifests: podman looks there for a build
+        # directory named after the image (./convoy-rl/Containerfile), and the image must not be named after an
+        # entry of the root (./convoy, a file, failed the play with ENOTDIR).
+        r = self.p("kube", "play", "--network", self.net, str(path), check=False, timeout=300, cwd=self.repo)
         check(r.returncode == 0, f"podman kube play {what} failed: {r.stderr[-3000:]}")
         self.played.append(path)
         return path

@@ -407,11 +407,20 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
     else:
         t.check(gpus is None, f"{where}: agents request GPUs")
         t.check(aga.get("device") == "cpu", f"{where}: agents do not run --device=cpu")
-    image = "convoy:cpu" if name == "sharded" else f"convoy:{name}"
+    image = "convoy-rl:cpu" if name == "sharded" else f"convoy-rl:{name}"
     for c in containers_of(sts) + containers_of(job):
         t.check(c["image"] == image, f"{where}: {c['name']} runs image {c['image']}, not {image}")
+        # podman kube play looks for a build directory named as the image's last path part (before ':') in
+        # the directory it is run from; played from a checkout, an entry of that name breaks the play.
+        build_dir = c["image"].split(":")[0].split("/")[-1].split("@")[0]
+        t.check(not (REPO / build_dir).exists(),
+                f"{where}: image {c['image']} is named as ./{build_dir} of the checkout, which podman kube play "
+                f"run from the checkout takes for a build directory")
     if name == "sharded":
         t.check(shards > 1, f"{where}: the sharded overlay runs {shards} shard")
+
+
+REPO = Path(".")  # The checkout's root: main() sets it.
 
 
 def normalized(docs):
@@ -422,6 +431,8 @@ def main():
     if len(sys.argv) != 3:
         die(__doc__)
     repo, bindir = Path(sys.argv[1]), Path(sys.argv[2])
+    global REPO
+    REPO = repo
     root = repo / "deploy" / "kubernetes"
     t = Checks("kubernetes")
     flags = {b: accepted_flags(bindir / b) for b in ("convoy_ps", "convoy_agent")}

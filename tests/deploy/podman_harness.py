@@ -128,10 +128,11 @@ class Podman:
         r = subprocess.run(["iptables-save"], capture_output=True, text=True, timeout=60)
         return {line for line in r.stdout.splitlines() if "NETAVARK" in line.upper() or "podman" in line}
 
-    def __call__(self, *args, check=True, timeout=600, capture=True, input_text=None):
-        """podman ARGS in the tests' own configuration; the CompletedProcess (text), raising on failure if check."""
+    def __call__(self, *args, check=True, timeout=600, capture=True, input_text=None, cwd=None):
+        """podman ARGS in the tests' own configuration, run in `cwd` (default: the test's own); the CompletedProcess
+        (text), raising on failure if check."""
         r = subprocess.run(["podman", *args], env=self.env, capture_output=capture, text=True, timeout=timeout,
-                           input=input_text)
+                           input=input_text, cwd=cwd)
         if check and r.returncode != 0:
             raise RuntimeError(f"podman {' '.join(args)} exited {r.returncode}: {(r.stderr or '')[-2000:]}")
         return r
