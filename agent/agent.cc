@@ -134,6 +134,8 @@ class Agent::Impl {
       stats.outage_pushes = sync.outage_pushes;
       stats.pushes_rejected = sync.pushes_rejected;
     }
+    if (replay_ != nullptr) stats.replay_size = replay_->size();
+    stats.replay_capacity = options_.replay_memory_size;
     return stats;
   }
   const AgentOptions& options() const { return options_; }
@@ -504,6 +506,7 @@ void Agent::Impl::EndEpisode(const StepResult& last) {
     episodes = ++stats_.episodes;
     env_steps = stats_.env_steps;
     stats_.average_return = average;
+    stats_.last_return = episode_return_;
     stats_.epsilon = epsilon_;
   }
   if (metrics_ != nullptr) {

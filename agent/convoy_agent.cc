@@ -14,12 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
+#include "agent/agent_metrics.h"
 #include "agent/client/client_security_flags.h"
 #include "agent/client/push_log.h"
 #include "agent/environment/scenario_flags.h"
 #include "common/agent_settings.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
+#include "common/prometheus_endpoint.h"
 #include "common/run_settings.h"
 #include "common/security.h"
 
@@ -196,14 +198,28 @@ int Run() {
     push_log = *std::move(opened);
     push_log->Started(options.agent_id);
   }
-  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options, push_log);
+  // The metrics port is bound before the agent joins, so that a port taken fails at once.
+  auto metrics = std::make_shared<AgentMetrics>(options.agent_id);
+  absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> metrics_endpoint =
+      PrometheusEndpoint::StartFromFlags({metrics});
+  if (!metrics_endpoint.ok()) {
+    std::fprintf(stderr, "convoy_agent: %s\n", metrics_endpoint.status().ToString().c_str());
+    return metrics_endpoint.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::vector<std::shared_ptr<SyncObserver>> observers = {metrics};
+  if (push_log != nullptr) observers.push_back(push_log);
+  absl::StatusOr<std::unique_ptr<Agent>> agent =
+      Agent::Create(options, std::make_shared<SyncObservers>(std::move(observers)));
   if (!agent.ok()) {
     std::fprintf(stderr, "convoy_agent: cannot start: %s\n", agent.status().ToString().c_str());
     // Bad flags (also one that disagrees with the parameter server's run settings): 2, as for
     // usage.
     return agent.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
+  metrics->SetStats([agent = agent->get()] { return agent->stats(); });
   absl::Status run = (*agent)->Run(stop);
+  // The agent goes before the metrics port closes: scrapes from here on read its last stats.
+  metrics->SetStats([last = (*agent)->stats()] { return last; });
   if (!run.ok()) {
     std::fprintf(stderr, "convoy_agent: failed: %s\n", run.ToString().c_str());
     return 1;

@@ -35,6 +35,7 @@
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "common/local_run_files.h"
+#include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, ps, "",
           "The parameter server's host:port, or every shard's host:port,... in shard order, or @FILE "
@@ -42,6 +43,9 @@ ABSL_FLAG(std::string, ps, "",
 ABSL_FLAG(bool, watch, false, "Refresh every --interval until interrupted.");
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "Time between refreshes with --watch.");
 ABSL_FLAG(int, iterations, 0, "With --watch: stop after this many tables (0: never).");
+ABSL_FLAG(bool, json, false,
+          "Print each shard's GetStatus answer as one line of JSON (protobuf's JSON mapping, field "
+          "names as in the .proto), in shard order, instead of the table.");
 
 namespace convoy {
 namespace {
@@ -140,6 +144,29 @@ int Run(const std::vector<std::string>& positional) {
         return 1;
       }
       now[i] = {*std::move(status), absl::Now()};
+    }
+    if (absl::GetFlag(FLAGS_json)) {
+      google::protobuf::util::JsonPrintOptions options;
+      options.preserve_proto_field_names = true;
+      options.always_print_primitive_fields = true;
+      for (const Sample& sample : now) {
+        std::string line;
+        // protobuf's own status type, which is absl::Status only from protobuf 22 on.
+        if (const auto s =
+                google::protobuf::util::MessageToJsonString(sample.status, &line, options);
+            !s.ok()) {
+          std::fprintf(stderr, "convoy_status: %s\n", s.ToString().c_str());
+          return 1;
+        }
+        std::printf("%s\n", line.c_str());
+      }
+      std::fflush(stdout);
+      if (!absl::GetFlag(FLAGS_watch) ||
+          (absl::GetFlag(FLAGS_iterations) > 0 && table >= absl::GetFlag(FLAGS_iterations))) {
+        return 0;
+      }
+      absl::SleepFor(absl::GetFlag(FLAGS_interval));
+      continue;
     }
     const absl::Time t = absl::Now();
     std::printf("%s  model %s, %zu shard%s\n",

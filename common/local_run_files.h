@@ -31,6 +31,16 @@ inline std::string LocalRunPortFile(const std::string& run_dir, int shards, int 
   return shards == 1 ? run_dir + "/ps.port" : absl::StrCat(run_dir, "/ps-", index, ".port");
 }
 
+// With metrics on (convoy_train --metrics): the Prometheus file_sd target file listing every
+// process's /metrics (a JSON list of {"targets", "labels"}), and the port file each process writes
+// its metrics port to (<name>: ps-<i>, agent-<i>).
+inline std::string LocalRunMetricsTargets(const std::string& run_dir) {
+  return run_dir + "/prometheus_targets.json";
+}
+inline std::string LocalRunMetricsPortFile(const std::string& run_dir, const std::string& name) {
+  return absl::StrCat(run_dir, "/metrics/", name, ".port");
+}
+
 // The run's self-signed certificate (the servers' certificate, and the CA its clients trust), its
 // private key (0600) and its bearer token (0600).
 inline std::string LocalRunCertificate(const std::string& run_dir) {

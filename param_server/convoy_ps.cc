@@ -18,9 +18,11 @@
 #include "common/files.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
+#include "common/prometheus_endpoint.h"
 #include "common/run_settings.h"
 #include "common/security.h"
 #include "param_server/grpc_server.h"
+#include "param_server/ps_metrics.h"
 
 namespace {
 // The defaults every flag below shows: ParameterServerOptions', written once there.
@@ -354,6 +356,17 @@ int Run() {
           }
           return grpc::Status::OK;
         });
+  }
+  // Declared after the server, so that it stops serving scrapes before the server goes.
+  auto metrics = std::make_shared<PsMetrics>(
+      options.shard_index, [&service = (*server)->service()] { return service.Status(); },
+      (*server)->core().RunConfigFor(0));
+  (*server)->core().AddStepObserver(metrics);
+  absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> metrics_endpoint =
+      PrometheusEndpoint::StartFromFlags({metrics});
+  if (!metrics_endpoint.ok()) {
+    LOG(ERROR) << metrics_endpoint.status();
+    return metrics_endpoint.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const std::string bound = absl::StrCat(absl::GetFlag(FLAGS_bind), ":", (*server)->port());
   LOG(INFO) << "convoy_ps serving model " << model.spec.name << " (" << model.fingerprint << "), "

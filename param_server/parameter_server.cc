@@ -446,11 +446,13 @@ void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
     }
 
     if (!inputs.empty()) {
+      const absl::Time step_start = absl::Now();
       optimizer_->Step(inputs);
       step.incarnation = incarnation_;
       step.version = base + 1;
       step.applied_minibatches = counters_.applied_minibatches() + step.minibatches;
       store_->Publish(step.version);
+      step.step_time = absl::Now() - step_start;
       step.published = store_->Snapshot();
       for (ServerPart* part : parts_) part->Applied(mu_, step);
     }
@@ -496,6 +498,8 @@ void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
   }
   if (!step.pushes.empty()) {
     for (ServerPart* part : parts_) part->AfterApply(step);
+    absl::MutexLock lock(&observers_mu_);
+    for (const std::shared_ptr<StepObserver>& observer : observers_) observer->Stepped(step);
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     std::move(batch[i].done)(decided[i].outcome, std::move(batch[i].values));
@@ -542,6 +546,11 @@ void ParameterServer::CountBytes(uint64_t in, uint64_t out) {
 void ParameterServer::CountPull(const std::string& agent_id, bool not_newer) {
   (not_newer ? pulls_not_newer_ : pulls_served_).fetch_add(1, std::memory_order_relaxed);
   if (!agent_id.empty()) agents_.Seen(agent_id);
+}
+
+void ParameterServer::AddStepObserver(std::shared_ptr<StepObserver> observer) {
+  absl::MutexLock lock(&observers_mu_);
+  observers_.push_back(std::move(observer));
 }
 
 v1::StatusResponse ParameterServer::Status() const {

@@ -161,6 +161,9 @@ class ParameterServer {
   void CountUnauthenticated() { unauthenticated_.fetch_add(1, std::memory_order_relaxed); }
 
   v1::StatusResponse Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells `observer` of every optimizer step from now on, after the step's pushes are decided and
+  // before they are answered, with none of the server's locks held but its own.
+  void AddStepObserver(std::shared_ptr<StepObserver> observer) ABSL_LOCKS_EXCLUDED(observers_mu_);
 
   // Writes a checkpoint of a consistent state now and returns its path; when this run already holds
   // a checkpoint of the current version, that one's path, and nothing is written or counted.
@@ -233,6 +236,10 @@ class ParameterServer {
   // Every part, in the order they are told of a step (the counters before the target, which reads
   // the run's minibatches from the step); fixed once Initialise returns.
   std::vector<ServerPart*> parts_;
+
+  // Outside watchers of the steps; a leaf lock, held while they are told.
+  absl::Mutex observers_mu_;
+  std::vector<std::shared_ptr<StepObserver>> observers_ ABSL_GUARDED_BY(observers_mu_);
 
   // Admission: pushes queued for the worker, which runs ApplyLoop.
   PushQueue queue_;

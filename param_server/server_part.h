@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "param_server/checkpointer.h"
 #include "param_server/weight_store.h"
 
@@ -48,8 +49,19 @@ struct AppliedStep {
   std::vector<AppliedPush> pushes;
   uint64_t minibatches = 0;          // The pushes' minibatches.
   uint64_t applied_minibatches = 0;  // The run's, this step's included.
+  absl::Duration step_time;          // The optimizer step and the publish of its weights.
   // The weights the step published (version `version`).
   std::shared_ptr<const WeightSnapshot> published;
+};
+
+// Told of every optimizer step, as AfterApply is, by a server it was added to
+// (ParameterServer::AddStepObserver): what watches the server from outside it (convoy_ps's
+// metrics), with no state of the server's. Must be quick, thread-safe and must not call back into
+// the server.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual void Stepped(const AppliedStep& step) = 0;
 };
 
 class ServerPart {

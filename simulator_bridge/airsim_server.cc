@@ -176,7 +176,10 @@ class AirSimServer::Handler {
   }
   static absl::Status Advance(AirSimServer& s, int64_t steps)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.sim_mu_) {
-    for (auto& [name, vehicle] : s.vehicles_) vehicle.sim->Step(steps);
+    for (auto& [name, vehicle] : s.vehicles_) {
+      vehicle.sim->Step(steps);
+      vehicle.steps += steps;
+    }
     s.paused_ = true;
     return absl::OkStatus();
   }
@@ -447,8 +450,14 @@ void AirSimServer::Stop() {
 }
 
 AirSimServer::Stats AirSimServer::stats() const {
-  absl::MutexLock lock(&connections_mu_);
-  return stats_;
+  Stats stats;
+  {
+    absl::MutexLock lock(&connections_mu_);
+    stats = stats_;
+  }
+  absl::MutexLock lock(&sim_mu_);
+  for (const auto& [name, vehicle] : vehicles_) stats.steps_by_vehicle[name] = vehicle.steps;
+  return stats;
 }
 
 void AirSimServer::ReapConnections(bool all) {
@@ -517,7 +526,10 @@ void AirSimServer::TickLoop() {
     {
       absl::MutexLock lock(&sim_mu_);
       if (!paused_) {
-        for (auto& [name, vehicle] : vehicles_) vehicle.sim->Step(1);
+        for (auto& [name, vehicle] : vehicles_) {
+          vehicle.sim->Step(1);
+          ++vehicle.steps;
+        }
       }
     }
     // Fall behind by at most a second (e.g. a long image request held the lock), then drop ticks.

@@ -67,6 +67,7 @@ class AirSimServer {
     int64_t connections_refused = 0;  // over max_connections
     int64_t connections_closed_for_errors = 0;
     int64_t requests = 0;
+    std::map<std::string, int64_t> steps_by_vehicle;  // Physics steps each car was advanced.
   };
   Stats stats() const;
 
@@ -75,6 +76,7 @@ class AirSimServer {
   struct Vehicle {
     std::unique_ptr<EmbeddedSim> sim;
     bool api_control = false;
+    int64_t steps = 0;  // Physics steps served, across resets.
     std::vector<ImageResponse> responses;
   };
   class Handler;

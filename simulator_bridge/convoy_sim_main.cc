@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
+#include "common/prometheus_endpoint.h"
 #include "simulator_bridge/airsim_server.h"
 #include "simulator_bridge/road_map.h"
 #include "simulator_bridge/scenario.h"
@@ -147,6 +149,31 @@ int main(int argc, char** argv) {
     LOG(ERROR) << server.status();
     return 1;
   }
+  convoy::AirSimServer* const served = server->get();
+  absl::StatusOr<std::unique_ptr<convoy::PrometheusEndpoint>> metrics =
+      convoy::PrometheusEndpoint::StartFromFlags(
+          {std::make_shared<convoy::CollectedMetrics>([served](convoy::MetricFamilies& out) {
+            const convoy::AirSimServer::Stats stats = served->stats();
+            for (const auto& [vehicle, steps] : stats.steps_by_vehicle) {
+              out.Counter("convoy_sim_steps_total", "Physics steps served, by car.",
+                          static_cast<double>(steps), {{"vehicle", vehicle}});
+            }
+            out.Counter("convoy_sim_requests_total", "AirSim RPC requests answered.",
+                        static_cast<double>(stats.requests));
+            out.Counter("convoy_sim_connections_total",
+                        "Connections: accepted, refused (over --max_connections), or closed for "
+                        "errors.",
+                        static_cast<double>(stats.connections_accepted), {{"result", "accepted"}});
+            out.Counter("convoy_sim_connections_total", "",
+                        static_cast<double>(stats.connections_refused), {{"result", "refused"}});
+            out.Counter("convoy_sim_connections_total", "",
+                        static_cast<double>(stats.connections_closed_for_errors),
+                        {{"result", "closed_for_errors"}});
+          })});
+  if (!metrics.ok()) {
+    LOG(ERROR) << metrics.status();
+    return metrics.status().code() == absl::StatusCode::kInvalidArgument ? convoy::kExitUsage : 1;
+  }
   LOG(INFO) << "convoy_sim serving " << options.vehicle_names.size() << " car(s) on the map "
             << map_dir << ", clock " << clock << ", on " << options.bind_address << ":"
             << (*server)->port();
@@ -156,6 +183,7 @@ int main(int argc, char** argv) {
 
   const int signal_number = convoy::WaitForTerminationSignal();
   LOG(INFO) << "signal " << signal_number << ": shutting down";
+  metrics->reset();  // No scrape reads the server once it stops.
   (*server)->Stop();
   const convoy::AirSimServer::Stats stats = (*server)->stats();
   LOG(INFO) << "served " << stats.requests << " requests on " << stats.connections_accepted

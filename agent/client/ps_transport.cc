@@ -86,8 +86,12 @@ void PsTransport::StartTraining() {
 }
 
 absl::StatusOr<PushAnswer> PsTransport::Push(absl::Span<const float> values, uint32_t minibatches) {
-  return Pushed(ps_->Push(values.data(), values.size(), version_, minibatches, incarnation_),
-                minibatches);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<PushAnswer> pushed =
+      ps_->Push(values.data(), values.size(), version_, minibatches, incarnation_);
+  if (observer_ != nullptr)
+    observer_->Pushed(options_.shard_index, absl::Now() - start, pushed.ok());
+  return Pushed(std::move(pushed), minibatches);
 }
 
 ServerTransport::Exchange PsTransport::PushThenPull(absl::Span<const float> values,
@@ -102,11 +106,17 @@ ServerTransport::Exchange PsTransport::PushThenPull(absl::Span<const float> valu
       whatever_held ? 0 : version_, whatever_held ? 0 : incarnation_, v1::NETWORK_ONLINE, online);
   // The pull's time is what it took after the answer: the weights were on their way before.
   exchange.push_time = absl::Now() - start;
+  if (observer_ != nullptr) {
+    observer_->Pushed(options_.shard_index, exchange.push_time, done.pushed.ok());
+  }
   exchange.pushed = Pushed(std::move(done.pushed), minibatches);
   if (exchange.pushed.ok() && done.pulled.has_value()) {
     const absl::Time pull_start = absl::Now();
     exchange.pulled = Pulled(std::move(*done.pulled), target);
     exchange.pull_time = absl::Now() - pull_start;
+    if (observer_ != nullptr) {
+      observer_->Pulled(options_.shard_index, exchange.pull_time, exchange.pulled->ok());
+    }
   }
   return exchange;
 }
@@ -134,9 +144,14 @@ absl::StatusOr<PushAnswer> PsTransport::Pushed(absl::StatusOr<PushAnswer> pushed
 
 absl::StatusOr<PullUpdate> PsTransport::Pull(std::vector<float>* online, std::vector<float>* target,
                                              bool whatever_held) {
-  return Pulled(ps_->Pull(whatever_held ? 0 : version_, whatever_held ? 0 : incarnation_,
-                          v1::NETWORK_ONLINE, online),
-                target);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<PullUpdate> pulled =
+      Pulled(ps_->Pull(whatever_held ? 0 : version_, whatever_held ? 0 : incarnation_,
+                       v1::NETWORK_ONLINE, online),
+             target);
+  if (observer_ != nullptr)
+    observer_->Pulled(options_.shard_index, absl::Now() - start, pulled.ok());
+  return pulled;
 }
 
 absl::StatusOr<PullUpdate> PsTransport::Pulled(absl::StatusOr<PullResult> pulled,

@@ -35,6 +35,7 @@
 #include "common/init.h"
 #include "common/launcher_run_settings.h"
 #include "common/line_plot.h"
+#include "common/local_run_files.h"
 #include "common/model_registry.h"
 #include "common/shell_line.h"
 #include "common/status_macros.h"
@@ -70,6 +71,9 @@ ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horiz
           "The server's averaged network: the online weights averaged exponentially over this many "
           "applied minibatches, a candidate of the hand-over, evaluated at the end (0: off).");
 ABSL_FLAG(double, report_seconds, 5, "Seconds between merged progress lines.");
+ABSL_FLAG(bool, metrics, false,
+          "Every process serves Prometheus metrics on 127.0.0.1 (a free port each), listed for "
+          "Prometheus' file_sd in <run>/prometheus_targets.json (docs/deploy.md, \"Monitoring\").");
 ABSL_FLAG(
     double, validate_every_seconds, 60,
     "Seconds between validations of the server's weights, which keep the best policy of the run "
@@ -264,6 +268,7 @@ LocalClusterOptions ClusterOptions(const std::string& run) {
   options.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
   options.resume = absl::GetFlag(FLAGS_resume);
   options.ps_shards = absl::GetFlag(FLAGS_ps_shards);
+  options.metrics = absl::GetFlag(FLAGS_metrics);
   return options;
 }
 
@@ -297,6 +302,10 @@ std::optional<int> StartRun(Launch& t, TrainingRunObserver* printer) {
   std::filesystem::create_directories(t.run + "/best");
   std::fprintf(stderr, "convoy_train: watch it live: %s\n",
                ShellLine({"./convoy", "status", t.run, "--watch"}).c_str());
+  if (options.cluster.metrics) {
+    std::fprintf(stderr, "convoy_train: Prometheus targets (file_sd): %s\n",
+                 LocalRunMetricsTargets(t.run).c_str());
+  }
   std::fprintf(stderr, "convoy_train: TensorBoard: %s (each agent's scalars, agent-<i>/)\n",
                ShellLine({"tensorboard", "--logdir", t.run}).c_str());
   return std::nullopt;

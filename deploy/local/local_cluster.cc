@@ -28,16 +28,24 @@ namespace {
 constexpr absl::Duration kPortFilePollInterval = absl::Milliseconds(50);
 constexpr absl::Duration kPsClientRetryFor = absl::Seconds(10);
 
-absl::StatusOr<int> WaitForPort(const std::string& port_file, ChildProcess& ps,
-                                absl::Duration timeout) {
+// The port `process` (named `what`) writes to `port_file` once it listens.
+absl::StatusOr<int> WaitForPort(const std::string& port_file, ChildProcess& process,
+                                absl::Duration timeout, absl::string_view what = "convoy_ps") {
   const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline && ps.running()) {
+  while (absl::Now() < deadline && process.running()) {
     std::ifstream in(port_file);
     int port = 0;
     if (in >> port && port > 0) return port;
     absl::SleepFor(kPortFilePollInterval);
   }
-  return absl::UnavailableError("convoy_ps did not start; see its log");
+  return absl::UnavailableError(absl::StrCat(what, " did not start; see its log"));
+}
+
+// The metrics flags of the process `name` of a run with metrics on.
+std::vector<std::string> MetricsArgs(const LocalClusterOptions& options, const std::string& name) {
+  if (!options.metrics) return {};
+  return {absl::StrCat("--metrics_address=", kLocalRunHost, ":0"),
+          "--metrics_port_file=" + LocalRunMetricsPortFile(options.run_dir, name)};
 }
 
 // Where shard `index` of the run keeps its checkpoints.
@@ -80,6 +88,10 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   }
   const std::string bin = options.bin_dir.empty() ? ExecutableDirectory() : options.bin_dir;
   std::filesystem::create_directories(options.run_dir);
+  // A resumed run's processes listen on new ports: the old port files and targets must not be read.
+  std::filesystem::remove_all(options.run_dir + "/metrics");
+  std::filesystem::remove(LocalRunMetricsTargets(options.run_dir));
+  if (options.metrics) std::filesystem::create_directories(options.run_dir + "/metrics");
   // A throwaway certificate and token for this run: local runs are TLS and authenticated like
   // clusters.
   Credentials credentials;
@@ -94,6 +106,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   // On an error the destructor stops whatever was started.
   CONVOY_RETURN_IF_ERROR(cluster->StartServers(bin, info));
   CONVOY_RETURN_IF_ERROR(cluster->StartAgents());
+  CONVOY_RETURN_IF_ERROR(cluster->WriteMetricsTargets());
   return cluster;
 }
 
@@ -127,6 +140,9 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
         "--tls_key=" + credentials_.key,
         "--auth_token_file=" + credentials_.token_file};
     for (std::string& arg : RunSettingArgs(options)) args.push_back(std::move(arg));
+    for (std::string& arg : MetricsArgs(options, absl::StrCat("ps-", i))) {
+      args.push_back(std::move(arg));
+    }
     if (options.max_pushes_per_step > 0) {
       args.push_back(absl::StrCat("--max_pushes_per_step=", options.max_pushes_per_step));
     }
@@ -194,6 +210,9 @@ absl::Status LocalCluster::StartAgents() {
         "--tls_ca=" + credentials_.cert,
         "--auth_token_file=" + credentials_.token_file};
     for (std::string& arg : AgentSettingArgs(settings)) args.push_back(std::move(arg));
+    for (std::string& arg : MetricsArgs(options_, absl::StrCat("agent-", i))) {
+      args.push_back(std::move(arg));
+    }
     if (options_.max_epoch_runtime_sec.has_value()) {
       args.push_back(absl::StrCat("--max_epoch_runtime_sec=", *options_.max_epoch_runtime_sec));
     }
@@ -202,6 +221,30 @@ absl::Status LocalCluster::StartAgents() {
   }
   progress_.resize(agents_.size());
   return absl::OkStatus();
+}
+
+absl::Status LocalCluster::WriteMetricsTargets() {
+  if (!options_.metrics) return absl::OkStatus();
+  // One target group per process. The job is the target's; the shard and agent labels are the
+  // metrics' own (a target label of the same name would rename them exported_*).
+  std::vector<std::string> groups;
+  auto add = [&](ChildProcess& process, const std::string& name, const std::string& labels) {
+    absl::StatusOr<int> port = WaitForPort(LocalRunMetricsPortFile(options_.run_dir, name), process,
+                                           options_.ps_start_timeout, name);
+    if (!port.ok()) return port.status();
+    groups.push_back(absl::StrCat("  {\"targets\": [\"", kLocalRunHost, ":", *port,
+                                  "\"], \"labels\": {", labels, "}}"));
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < ps_.size(); ++i) {
+    CONVOY_RETURN_IF_ERROR(add(ps_[i], absl::StrCat("ps-", i), "\"job\": \"convoy-ps\""));
+  }
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    CONVOY_RETURN_IF_ERROR(add(agents_[i], absl::StrCat("agent-", i), "\"job\": \"convoy-agent\""));
+  }
+  // Prometheus rereads the file when it changes: it must never see half of it.
+  return WriteFileAtomically(LocalRunMetricsTargets(options_.run_dir),
+                             absl::StrCat("[\n", absl::StrJoin(groups, ",\n"), "\n]\n"), 0644);
 }
 
 int LocalCluster::Poll(absl::Duration timeout) {

@@ -62,6 +62,10 @@ struct LocalClusterOptions : RunSettings, AgentSettings {
   int ps_shards = 1;
   // convoy_ps --max_pushes_per_step: pushes one optimizer step may combine; 0: the server's default.
   uint32_t max_pushes_per_step = 0;
+  // Every process serves Prometheus metrics on kLocalRunHost, a free port each, and Start() lists
+  // them in LocalRunMetricsTargets(run_dir) for Prometheus' file_sd (label job: convoy-ps or
+  // convoy-agent, as deploy/monitoring's rules name them).
+  bool metrics = false;
 };
 
 // What one agent has reported on its stdout.
@@ -139,6 +143,8 @@ class LocalCluster {
   LocalCluster(LocalClusterOptions options, Credentials credentials);
   absl::Status StartServers(const std::string& bin, const ModelInfo& model);
   absl::Status StartAgents();
+  // With options.metrics: waits for every process's metrics port and writes the target file.
+  absl::Status WriteMetricsTargets();
 
   LocalClusterOptions options_;
   std::vector<ChildProcess> ps_;  // One per shard, in shard order.

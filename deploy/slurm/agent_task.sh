@@ -6,8 +6,8 @@
 # --gpus-per-task=1 each task sees only its own GPU, and the agent uses it). From convoy.sbatch: CONVOY_BIN,
 # CONVOY_RUN_DIR, CONVOY_PS_ADDRESS, CONVOY_SCENARIO (the driving task, default traffic, given to the agent and
 # its convoy_sim), and the PS's security: CONVOY_AUTH_DIR (ca.crt, auth_token), CONVOY_TLS_SERVER_NAME,
-# CONVOY_INSECURE, CONVOY_AUTH_TOKEN (when set, read by convoy_agent itself). The run settings, the model among
-# them, come from the PS on Join.
+# CONVOY_INSECURE, CONVOY_AUTH_TOKEN (when set, read by convoy_agent itself), CONVOY_METRICS_DIR (where its
+# metrics port is published; unset: no metrics). The run settings, the model among them, come from the PS on Join.
 #
 # The simulator, per agent (CONVOY_SIM):
 #   embedded    in-process (the default)
@@ -73,6 +73,16 @@ AGENT_ARGS=(
   --torch_threads="${SLURM_CPUS_PER_TASK:-0}"
   --log_dir="$AGENT_DIR"
 )
+# Prometheus metrics on a free port: the port in agent-<rank>.port, this node's address in agent-<rank>.host, for
+# convoy.sbatch's file_sd targets.
+if [ -n "${CONVOY_METRICS_DIR:-}" ]; then
+  NODE_ADDR="$(scontrol show node "${SLURMD_NODENAME:-$(hostname)}" -o 2>/dev/null | grep -o 'NodeAddr=[^ ]*' |
+    cut -d= -f2)"
+  echo "${NODE_ADDR:-$(hostname)}" >"$CONVOY_METRICS_DIR/agent-$INDEX.host.tmp" &&
+    mv "$CONVOY_METRICS_DIR/agent-$INDEX.host.tmp" "$CONVOY_METRICS_DIR/agent-$INDEX.host"
+  rm -f "$CONVOY_METRICS_DIR/agent-$INDEX.port"
+  AGENT_ARGS+=(--metrics_address=0.0.0.0:0 --metrics_port_file="$CONVOY_METRICS_DIR/agent-$INDEX.port")
+fi
 if [ "${CONVOY_INSECURE:-0}" = 1 ]; then
   AGENT_SECURITY=(
     --insecure

@@ -30,12 +30,13 @@ convoy_catch_tests(learning_tests "learning:" PROPERTIES TIMEOUT 1500)
 # The agent's sync with the parameter server as logic alone: no server, no simulator, no wall clock
 # (the sharded session's tests wait for its shards' threads; no time is in any assertion).
 add_executable(agent_sync_tests
+  ${CMAKE_CURRENT_LIST_DIR}/agent_metrics_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/outage_backlog_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/parameter_server_sync_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/push_log_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/server_presence_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/rejoin_pacer_test.cc
 )
-target_link_libraries(agent_sync_tests PRIVATE convoy_agent convoy_test_main)
+target_link_libraries(agent_sync_tests PRIVATE convoy_agent convoy_agent_metrics convoy_test_main)
 convoy_target_defaults(agent_sync_tests)
 convoy_catch_tests(agent_sync_tests "agent:")

@@ -388,15 +388,54 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
                 f"{where}: the agents check {server_name!r}, which the certificate of convoy_ps --write_credentials "
                 f"does not carry ({sorted(cert_names)})")
 
-    # NetworkPolicy: the PS port, open to the agents' pods.
-    for npol in (d for d in docs if d["kind"] == "NetworkPolicy"):
-        t.check(labels_match(npol["spec"]["podSelector"]["matchLabels"], pod_labels),
-                f"{where}: NetworkPolicy {npol['metadata']['name']} does not select the PS")
-        rule = npol["spec"]["ingress"][0]
-        agent_labels = jspec["template"]["metadata"]["labels"]
-        t.check(labels_match(rule["from"][0]["podSelector"]["matchLabels"], agent_labels),
-                f"{where}: NetworkPolicy does not admit the agents")
-        t.check(rule["ports"][0]["port"] == container_port, f"{where}: NetworkPolicy opens another port")
+    # Metrics: both pods serve /metrics on their container port "metrics" (--metrics_address), and say so to
+    # Prometheus' Kubernetes discovery (deploy/monitoring/prometheus.yml keeps the pods annotated so).
+    agent_labels = jspec["template"]["metadata"]["labels"]
+    metrics_ports = {}
+    for owner, template, c, args in (("PS", sts_spec["template"], ps, psa),
+                                     ("agents", jspec["template"], jspec["template"]["spec"]["containers"][0], aga)):
+        ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+        port = ports.get("metrics")
+        metrics_ports[owner] = port
+        address = args.get("metrics_address", "")
+        t.check(port is not None and address == f"0.0.0.0:{port}",
+                f"{where}: {owner} --metrics_address={address!r} is not the container port metrics ({port})")
+        notes = template["metadata"].get("annotations", {})
+        t.check(notes.get("prometheus.io/scrape") == "true" and notes.get("prometheus.io/port") == str(port)
+                and notes.get("prometheus.io/path") == "/metrics",
+                f"{where}: the {owner} pods do not carry the prometheus.io/scrape, port and path annotations")
+
+    # NetworkPolicy: the PS port open to the agents' pods, and each metrics port to the scraper alone.
+    policies = {d["metadata"]["name"]: d for d in docs if d["kind"] == "NetworkPolicy"}
+    t.check(len(policies) == 2, f"{where}: {len(policies)} NetworkPolicies, not one for the PS and one for the agents")
+
+    def admits(npol, port, labels):
+        return [r for r in npol["spec"]["ingress"] if any(p["port"] == port for p in r.get("ports", []))
+                and any(labels_match(f.get("podSelector", {}).get("matchLabels", {}), labels) for f in r["from"])]
+
+    scraper = {"app.kubernetes.io/name": "prometheus"}
+    for npol in policies.values():
+        selected = npol["spec"]["podSelector"]["matchLabels"]
+        is_ps = labels_match(selected, pod_labels)
+        t.check(is_ps or labels_match(selected, agent_labels),
+                f"{where}: NetworkPolicy {npol['metadata']['name']} selects neither the PS nor the agents")
+        rules = npol["spec"]["ingress"]
+        metrics_port = metrics_ports["PS" if is_ps else "agents"]
+        t.check(len(admits(npol, metrics_port, scraper)) == 1,
+                f"{where}: NetworkPolicy {npol['metadata']['name']} does not admit the scraper to port {metrics_port}")
+        if is_ps:
+            t.check(len(admits(npol, container_port, agent_labels)) == 1,
+                    f"{where}: NetworkPolicy does not admit the agents to the PS port")
+            t.check(len(rules) == 2, f"{where}: the PS NetworkPolicy admits more than the agents and the scraper")
+        else:
+            t.check(len(rules) == 1, f"{where}: the agents' NetworkPolicy admits more than the scraper")
+        for r in rules:
+            for p in r["ports"]:
+                t.check(p["port"] in (container_port, metrics_port),
+                        f"{where}: NetworkPolicy {npol['metadata']['name']} opens port {p['port']}")
+            if any(p["port"] == metrics_port for p in r["ports"]):
+                t.check(all(labels_match(f.get("podSelector", {}).get("matchLabels", {}), scraper) for f in r["from"]),
+                        f"{where}: NetworkPolicy {npol['metadata']['name']} admits more than the scraper to metrics")
 
     # The overlay's own promise.
     agent = jspec["template"]["spec"]["containers"][0]

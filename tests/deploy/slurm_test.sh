@@ -11,7 +11,8 @@
 #   2. submits it again (embedded simulators, a bearer token in CONVOY_AUTH_TOKEN) on the same run directory and
 #      requeues it while it trains (`scontrol requeue`, the way a preemption stops a job): convoy_ps requires
 #      the token and writes a checkpoint on SIGTERM, both starts resume (--resume) from the newest checkpoint,
-#      and the version only grows.
+#      and the version only grows; meanwhile a real Prometheus scrapes the server and both agents through the
+#      file_sd targets the job writes, and the job removes them when it ends.
 # It stops the daemons it started. It needs root; without root it exits 77, which CTest reports as skipped.
 set -uo pipefail
 
@@ -154,6 +155,7 @@ timeout 300 sbatch --wait --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --
 rc=$?
 [ "$rc" -eq 0 ] || fail "job 1 (sbatch --wait) exited $rc"
 say "job 1 ($(cat "$T/job1.id")) finished in $((SECONDS - start)) s"
+[ ! -e "$RUN/prometheus_targets.json" ] || fail "job 1 left its Prometheus targets behind"
 
 ls "$RUN/checkpoints" | grep -q '^ckpt-' || fail "no checkpoint in $RUN/checkpoints"
 V1="$(newest_version)"
@@ -183,6 +185,14 @@ say "job 1: checkpoints up to version $V1, both agents ran 300 steps on their si
 TOKEN_ENV="CONVOY_AUTH_TOKEN=slurm-test-$RANDOM$RANDOM"
 say "job 2: resumes from version $V1, with a bearer token; requeued while training"
 start=$SECONDS
+# While it runs, a real Prometheus scrapes it through the file_sd file the batch script writes (rewritten by the
+# requeued start): the server and both agents scraped, the server's version and the agents' train steps counted
+# (tests/deploy/prometheus_harness.py).
+/usr/bin/python3 "$REPO/tests/deploy/prometheus_harness.py" check "$RUN/prometheus_targets.json" \
+  "$REPO/deploy/monitoring/convoy-alerts.yml" "$T/prometheus" convoy-ps=1 convoy-agent=2 -- \
+  'convoy_ps_version > 0' 'convoy_ps_agents_connected == 2' 'convoy_agent_train_steps_total > 0' \
+  >"$T/prometheus.out" 2>&1 &
+PROM_PID=$!
 JOB2="$(sbatch --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 --output="$T/job2.out" \
   --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=600,$TOKEN_ENV" \
   "$REPO/deploy/slurm/convoy.sbatch")" || fail "sbatch of job 2 failed"
@@ -225,4 +235,13 @@ V2="$(newest_version)"
 V_RESUMED="$(grep 'resumed from' "$RUN/logs/ps.log" | tail -n 1 | grep -o '[0-9]*$')"
 [ "$V_RESUMED" -ge "$V_BEFORE" ] || fail "the requeued start resumed at $V_RESUMED, before the requeue's $V_BEFORE"
 say "job 2: resumed at $V1, requeued at $V_BEFORE, resumed again and ended at $V2"
+wait "$PROM_PID"
+prom_rc=$?
+cat "$T/prometheus.out"
+case "$prom_rc" in
+  0) say "job 2: Prometheus scraped its server and both agents through the job's file_sd targets" ;;
+  77) say "job 2: not scraped by Prometheus (no prometheus package)" ;;
+  *) fail "job 2: Prometheus did not scrape it through its file_sd targets (exit $prom_rc)" ;;
+esac
+[ ! -e "$RUN/prometheus_targets.json" ] || fail "job 2 left its Prometheus targets behind"
 say "PASS"
