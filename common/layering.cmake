@@ -86,7 +86,7 @@ convoy_forbid_links(convoy_base libtorch grpc openssl)
 convoy_forbid_links(convoy_digest libtorch grpc)
 convoy_forbid_links(convoy_model grpc)
 convoy_forbid_links(convoy_gpu_monitor libtorch grpc openssl)
-convoy_forbid_links(convoy_replay grpc openssl)
+convoy_forbid_links(convoy_replay grpc)
 convoy_forbid_links(convoy_device grpc openssl)
 convoy_forbid_links(convoy_learner grpc)
 # The learner-only build defines none of the targets below.

@@ -54,4 +54,19 @@ absl::StatusOr<FileDigest> Sha256OfFile(const std::string& path) {
   return result;
 }
 
+Sha256Stream::Sha256Stream() : ctx_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+}
+
+Sha256Stream::~Sha256Stream() { EVP_MD_CTX_free(ctx_); }
+
+void Sha256Stream::Update(const void* data, size_t n) { EVP_DigestUpdate(ctx_, data, n); }
+
+std::array<uint8_t, 32> Sha256Stream::Finish() {
+  std::array<uint8_t, 32> digest{};
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx_, digest.data(), &length);
+  return digest;
+}
+
 }  // namespace convoy

@@ -1,13 +1,28 @@
 #include "agent/learning/replay_memory.h"
 
+#include <fcntl.h>
 #include <glog/logging.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <sstream>
+#include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "common/files.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
 
 namespace convoy {
 namespace {
@@ -19,7 +34,410 @@ constexpr int kMaxFrameStack = 256;
 
 bool IsFinite(double x) { return std::isfinite(x); }
 
+// The checkpoint file (SaveTo, LoadFrom), integers little-endian, doubles and floats as their
+// IEEE-754 bits:
+//   header, raw, kHeaderBytes: "CONVOYRM", u32 format version, then the options a load must match:
+//     u64 capacity, 3 x i32 frame_shape, i32 frame_stack, i32 n_step, f64 gamma, u8 prioritized,
+//     f64 alpha, f64 beta_start, f64 beta_end, u64 beta_anneal_samples, f64 priority_epsilon;
+//   body, one zlib (deflate) stream of:
+//     state: u64 next_frame, u64 first_frame (the oldest frame written), u8 in_episode,
+//       u64 oldest_id, u64 next_id, u64 pending, f64 max_priority, u64 sampled, u32 n and n bytes
+//       of the std::mt19937_64 as operator<< writes it;
+//     per frame in [first_frame, next_frame): u16 depth;
+//     per id in [oldest_id, next_id): u64 observation frame, i32 action, f32 reward, u8 terminal,
+//       and when prioritized f64 priority (0 for a held-back one);
+//     per frame in [first_frame, next_frame): its frame_bytes pixels;
+//   trailer: the SHA-256 of everything before it (32 bytes), so that a torn or corrupted file is
+//     found before anything is parsed.
+// first_frame is the first frame of the oldest held transition's stack (of the current stack when
+// none is held): every frame from there on is some held transition's or the current stack's.
+constexpr char kMagic[] = "CONVOYRM";
+constexpr size_t kMagicBytes = sizeof(kMagic) - 1;
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderBytes = kMagicBytes + 4 + 8 + 3 * 4 + 4 + 4 + 8 + 1 + 4 * 8 + 8;
+constexpr size_t kStateBytes = 8 + 8 + 1 + 8 + 8 + 8 + 8 + 8 + 4;
+constexpr size_t kDigestBytes = 32;
+// The mt19937_64 state is 312 decimal numbers; anything much longer is not one.
+constexpr uint32_t kMaxRngTextBytes = 1 << 16;
+// Reads, writes and deflate output go through buffers of this size.
+constexpr size_t kIoBytes = size_t{1} << 20;
+// A save copies frames under the mutex this many bytes at a time (at least one frame).
+constexpr size_t kSavePieceBytes = size_t{4} << 20;
+// Transitions and depths are encoded this many at a time.
+constexpr size_t kRecordsPerBatch = 4096;
+// Z_BEST_SPEED: on rendered frames it deflates several times faster than the default level for a
+// file a little larger, and a save is what an Add may wait for.
+constexpr int kDeflateLevel = Z_BEST_SPEED;
+// zlib counts in uInt: larger buffers are fed in pieces.
+constexpr size_t kMaxZlibChunk = size_t{1} << 30;
+// As WriteFileAtomically: <path>.tmp, then <path>.tmp-<random> while that name is taken.
+constexpr int kTemporaryNameAttempts = 16;
+constexpr mode_t kCheckpointMode = 0644;
+
+// Little-endian encoding and decoding.
+void PutLe(uint64_t value, int bytes, std::string* out) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(value >> (8 * i)));
+}
+void PutU8(uint8_t v, std::string* out) { PutLe(v, 1, out); }
+void PutU16(uint16_t v, std::string* out) { PutLe(v, 2, out); }
+void PutU32(uint32_t v, std::string* out) { PutLe(v, 4, out); }
+void PutU64(uint64_t v, std::string* out) { PutLe(v, 8, out); }
+void PutI32(int32_t v, std::string* out) { PutLe(static_cast<uint32_t>(v), 4, out); }
+void PutF32(float v, std::string* out) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  PutLe(bits, 4, out);
+}
+void PutF64(double v, std::string* out) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  PutLe(bits, 8, out);
+}
+
+// Reads fields in order from a buffer the caller has checked is long enough.
+class Decoder {
+ public:
+  explicit Decoder(const uint8_t* data) : p_(data) {}
+  uint8_t U8() { return static_cast<uint8_t>(Le(1)); }
+  uint16_t U16() { return static_cast<uint16_t>(Le(2)); }
+  uint32_t U32() { return static_cast<uint32_t>(Le(4)); }
+  uint64_t U64() { return Le(8); }
+  int32_t I32() { return static_cast<int32_t>(U32()); }
+  float F32() {
+    const uint32_t bits = U32();
+    float v;
+    std::memcpy(&v, &bits, sizeof(v));
+    return v;
+  }
+  double F64() {
+    const uint64_t bits = U64();
+    double v;
+    std::memcpy(&v, &bits, sizeof(v));
+    return v;
+  }
+
+ private:
+  uint64_t Le(int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v |= uint64_t{p_[i]} << (8 * i);
+    p_ += bytes;
+    return v;
+  }
+  const uint8_t* p_;
+};
+
+std::string EncodeHeader(const ReplayOptions& o) {
+  std::string out(kMagic, kMagicBytes);
+  PutU32(kFormatVersion, &out);
+  PutU64(o.capacity, &out);
+  for (int d : o.frame_shape) PutI32(d, &out);
+  PutI32(o.frame_stack, &out);
+  PutI32(o.n_step, &out);
+  PutF64(o.gamma, &out);
+  PutU8(o.prioritized ? 1 : 0, &out);
+  PutF64(o.alpha, &out);
+  PutF64(o.beta_start, &out);
+  PutF64(o.beta_end, &out);
+  PutU64(o.beta_anneal_samples, &out);
+  PutF64(o.priority_epsilon, &out);
+  DCHECK_EQ(out.size(), kHeaderBytes);
+  return out;
+}
+
+// The options of a header whose magic has been checked; *version gets its format version.
+ReplayOptions DecodeHeader(const uint8_t* header, uint32_t* version) {
+  Decoder in(header + kMagicBytes);
+  ReplayOptions o;
+  *version = in.U32();
+  o.capacity = in.U64();
+  for (int& d : o.frame_shape) d = in.I32();
+  o.frame_stack = in.I32();
+  o.n_step = in.I32();
+  o.gamma = in.F64();
+  o.prioritized = in.U8() != 0;
+  o.alpha = in.F64();
+  o.beta_start = in.F64();
+  o.beta_end = in.F64();
+  o.beta_anneal_samples = in.U64();
+  o.priority_epsilon = in.F64();
+  return o;
+}
+
+std::string ShapeString(const std::array<int, 3>& shape) {
+  return absl::StrCat("{", shape[0], ", ", shape[1], ", ", shape[2], "}");
+}
+
+// Bit-for-bit: a restored memory computes exactly as the saved one only with the same doubles.
+bool SameDouble(double a, double b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+// OK when the options saved in `path` are `wanted`'s (the seed aside), else FAILED_PRECONDITION
+// naming the first that differs and both values.
+absl::Status CompareOptions(const std::string& path, const ReplayOptions& saved,
+                            const ReplayOptions& wanted) {
+  auto differs = [&path](absl::string_view field, const auto& there, const auto& here) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is a replay memory checkpoint of another configuration: ", field, " ",
+                     there, " in the file, ", here, " asked for"));
+  };
+  auto g = [](double v) { return absl::StrFormat("%.17g", v); };
+  if (saved.capacity != wanted.capacity) {
+    return differs("capacity", saved.capacity, wanted.capacity);
+  }
+  if (saved.frame_shape != wanted.frame_shape) {
+    return differs("frame_shape", ShapeString(saved.frame_shape), ShapeString(wanted.frame_shape));
+  }
+  if (saved.frame_stack != wanted.frame_stack) {
+    return differs("frame_stack", saved.frame_stack, wanted.frame_stack);
+  }
+  if (saved.n_step != wanted.n_step) return differs("n_step", saved.n_step, wanted.n_step);
+  if (!SameDouble(saved.gamma, wanted.gamma)) {
+    return differs("gamma", g(saved.gamma), g(wanted.gamma));
+  }
+  if (saved.prioritized != wanted.prioritized) {
+    return differs("prioritized", saved.prioritized ? "true" : "false",
+                   wanted.prioritized ? "true" : "false");
+  }
+  if (!SameDouble(saved.alpha, wanted.alpha)) {
+    return differs("alpha", g(saved.alpha), g(wanted.alpha));
+  }
+  if (!SameDouble(saved.beta_start, wanted.beta_start)) {
+    return differs("beta_start", g(saved.beta_start), g(wanted.beta_start));
+  }
+  if (!SameDouble(saved.beta_end, wanted.beta_end)) {
+    return differs("beta_end", g(saved.beta_end), g(wanted.beta_end));
+  }
+  if (saved.beta_anneal_samples != wanted.beta_anneal_samples) {
+    return differs("beta_anneal_samples", saved.beta_anneal_samples, wanted.beta_anneal_samples);
+  }
+  if (!SameDouble(saved.priority_epsilon, wanted.priority_epsilon)) {
+    return differs("priority_epsilon", g(saved.priority_epsilon), g(wanted.priority_epsilon));
+  }
+  return absl::OkStatus();
+}
+
+std::string ParentDirectory(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+// Reads exactly `n` bytes at `offset`. A file shorter than that is DATA_LOSS (it shrank under us).
+absl::Status PreadAll(int fd, uint8_t* out, size_t n, uint64_t offset, const std::string& path) {
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, out, n, static_cast<off_t>(offset));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, "cannot read", path);
+    }
+    if (got == 0) return absl::DataLossError(absl::StrCat(path, ": ends early while being read"));
+    out += got;
+    n -= static_cast<size_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+// Runs `f` when it goes out of scope.
+template <typename F>
+class AtExit {
+ public:
+  explicit AtExit(F f) : f_(std::move(f)) {}
+  AtExit(const AtExit&) = delete;
+  AtExit& operator=(const AtExit&) = delete;
+  ~AtExit() { f_(); }
+
+ private:
+  F f_;
+};
+
+// Closes a descriptor on every return path.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  ~FdCloser() { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+
 }  // namespace
+
+// Writes a checkpoint file: raw header bytes, then the body through deflate, then the SHA-256 of
+// all the bytes written before it. Output is buffered kIoBytes at a time.
+class ReplayMemory::CheckpointWriter {
+ public:
+  CheckpointWriter(int fd, const std::string& path) : fd_(fd), path_(path), out_(kIoBytes) {}
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+  ~CheckpointWriter() {
+    if (deflating_) deflateEnd(&z_);
+  }
+
+  absl::Status WriteHeader(absl::string_view bytes) {
+    return Emit(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  }
+
+  absl::Status StartBody() {
+    std::memset(&z_, 0, sizeof(z_));
+    if (deflateInit(&z_, kDeflateLevel) != Z_OK) {
+      return absl::ResourceExhaustedError(absl::StrCat("cannot start deflate for ", path_));
+    }
+    deflating_ = true;
+    return absl::OkStatus();
+  }
+
+  absl::Status Write(const uint8_t* data, size_t n) { return Deflate(data, n, Z_NO_FLUSH); }
+  absl::Status Write(const std::string& bytes) {
+    return Write(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  }
+
+  // Ends the body and appends the digest.
+  absl::Status Finish() {
+    CONVOY_RETURN_IF_ERROR(Deflate(nullptr, 0, Z_FINISH));
+    deflateEnd(&z_);
+    deflating_ = false;
+    CONVOY_RETURN_IF_ERROR(FlushOut());
+    const std::array<uint8_t, kDigestBytes> digest = hash_.Finish();
+    return WriteAll(
+        fd_, absl::string_view(reinterpret_cast<const char*>(digest.data()), kDigestBytes), path_);
+  }
+
+ private:
+  absl::Status Emit(const uint8_t* data, size_t n) {
+    hash_.Update(data, n);
+    return WriteAll(fd_, absl::string_view(reinterpret_cast<const char*>(data), n), path_);
+  }
+
+  absl::Status FlushOut() {
+    if (used_ == 0) return absl::OkStatus();
+    const size_t n = used_;
+    used_ = 0;
+    return Emit(out_.data(), n);
+  }
+
+  absl::Status Deflate(const uint8_t* data, size_t n, int flush) {
+    do {
+      const size_t take = std::min(n, kMaxZlibChunk);
+      const int mode = take == n ? flush : Z_NO_FLUSH;
+      z_.next_in = const_cast<Bytef*>(data);
+      z_.avail_in = static_cast<uInt>(take);
+      while (true) {
+        z_.next_out = out_.data() + used_;
+        z_.avail_out = static_cast<uInt>(out_.size() - used_);
+        const int rc = deflate(&z_, mode);
+        if (rc == Z_STREAM_ERROR) {
+          return absl::InternalError(absl::StrCat("deflate failed writing ", path_));
+        }
+        used_ = out_.size() - z_.avail_out;
+        if (used_ == out_.size()) CONVOY_RETURN_IF_ERROR(FlushOut());
+        if (mode == Z_FINISH ? rc == Z_STREAM_END : z_.avail_in == 0 && z_.avail_out > 0) break;
+      }
+      data += take;
+      n -= take;
+    } while (n > 0);
+    return absl::OkStatus();
+  }
+
+  const int fd_;
+  const std::string& path_;
+  std::vector<uint8_t> out_;
+  size_t used_ = 0;
+  z_stream z_;
+  bool deflating_ = false;
+  Sha256Stream hash_;
+};
+
+// Reads a checkpoint's body: `size` deflated bytes from `offset` on. Errors: DATA_LOSS naming the
+// file when the body does not inflate, ends early or runs on; ErrnoError's code when reading fails.
+class ReplayMemory::CheckpointReader {
+ public:
+  CheckpointReader(int fd, uint64_t offset, uint64_t size, const std::string& path)
+      : fd_(fd), offset_(offset), remaining_(size), path_(path), in_(kIoBytes) {}
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+  ~CheckpointReader() {
+    if (inflating_) inflateEnd(&z_);
+  }
+
+  absl::Status Start() {
+    std::memset(&z_, 0, sizeof(z_));
+    if (inflateInit(&z_) != Z_OK) {
+      return absl::ResourceExhaustedError(absl::StrCat("cannot start inflate for ", path_));
+    }
+    inflating_ = true;
+    return absl::OkStatus();
+  }
+
+  // Exactly `n` bytes of the body.
+  absl::Status Read(uint8_t* out, size_t n) {
+    while (n > 0) {
+      const size_t take = std::min(n, kMaxZlibChunk);
+      z_.next_out = out;
+      z_.avail_out = static_cast<uInt>(take);
+      while (z_.avail_out > 0) {
+        if (ended_) return Corrupt("the body ends early");
+        CONVOY_RETURN_IF_ERROR(Step());
+      }
+      out += take;
+      n -= take;
+    }
+    return absl::OkStatus();
+  }
+
+  // OK when the body ends here and nothing follows it.
+  absl::Status ExpectEnd() {
+    uint8_t extra;
+    z_.next_out = &extra;
+    z_.avail_out = 1;
+    while (!ended_ && z_.avail_out > 0) CONVOY_RETURN_IF_ERROR(Step());
+    if (z_.avail_out == 0) return Corrupt("the body runs on past its end");
+    if (z_.avail_in != 0 || remaining_ != 0) return Corrupt("bytes follow the body");
+    return absl::OkStatus();
+  }
+
+  absl::Status Corrupt(absl::string_view why) const {
+    return absl::DataLossError(
+        absl::StrCat(path_, ": not a valid replay memory checkpoint body: ", why));
+  }
+
+ private:
+  // One inflate call into z_.next_out, reading more of the file first when its input is used up.
+  absl::Status Step() {
+    if (z_.avail_in == 0) CONVOY_RETURN_IF_ERROR(Fill());
+    const int rc = inflate(&z_, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) {
+      ended_ = true;
+    } else if (rc == Z_BUF_ERROR) {
+      // No progress was possible: the input has run out.
+      if (z_.avail_in == 0 && remaining_ == 0) return Corrupt("the body is cut short");
+    } else if (rc != Z_OK) {
+      return Corrupt(absl::StrCat("the body does not inflate (",
+                                  z_.msg != nullptr ? z_.msg : "zlib error", ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Fill() {
+    if (remaining_ == 0) return absl::OkStatus();  // inflate may still hold output
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, in_.size()));
+    CONVOY_RETURN_IF_ERROR(PreadAll(fd_, in_.data(), n, offset_, path_));
+    offset_ += n;
+    remaining_ -= n;
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(n);
+    return absl::OkStatus();
+  }
+
+  const int fd_;
+  uint64_t offset_;
+  uint64_t remaining_;
+  const std::string& path_;
+  std::vector<uint8_t> in_;
+  z_stream z_;
+  bool inflating_ = false;
+  bool ended_ = false;
+};
 
 absl::StatusOr<std::unique_ptr<ReplayMemory>> ReplayMemory::Create(const ReplayOptions& options) {
   auto invalid = [](auto&&... parts) {
@@ -89,13 +507,7 @@ uint64_t ReplayMemory::PushFrame(const uint8_t* frame, bool episode_start) {
     DropOldest();
   }
   const size_t slot = number % frame_slots_;
-  std::unique_ptr<uint8_t[]>& chunk = chunks_[slot / kFramesPerChunk];
-  if (chunk == nullptr) {
-    const size_t frames =
-        std::min(kFramesPerChunk, frame_slots_ - (slot / kFramesPerChunk) * kFramesPerChunk);
-    chunk.reset(new uint8_t[frames * frame_bytes_]);
-    ++allocated_chunks_;
-  }
+  EnsureChunk(slot);
   std::memcpy(FrameData(number), frame, frame_bytes_);
   uint16_t depth = 0;
   if (!episode_start) {
@@ -121,6 +533,7 @@ void ReplayMemory::ReleaseOldestPending() {
 
 void ReplayMemory::StartEpisode(const uint8_t* first_frame) {
   absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &ReplayMemory::NextFrameWritable));  // a save may need it
   // An episode still running is cut here (a time limit): its held-back windows are now complete.
   while (pending_ > 0) ReleaseOldestPending();
   PushFrame(first_frame, /*episode_start=*/true);
@@ -131,6 +544,7 @@ void ReplayMemory::Add(int action, float reward, bool terminal, const uint8_t* n
   absl::MutexLock lock(&mu_);
   CHECK(in_episode_)
       << "ReplayMemory::Add needs StartEpisode first (and again after a terminal Add)";
+  mu_.Await(absl::Condition(this, &ReplayMemory::NextFrameWritable));  // a save may need it
   // At most capacity sampleable and n_step - 1 held-back transitions are held, so the slot is free.
   DCHECK_LT(next_id_ - oldest_id_, transition_slots_);
   const uint64_t next_frame_number = PushFrame(next_frame, /*episode_start=*/false);
@@ -312,6 +726,316 @@ size_t ReplayMemory::memory_bytes() const {
                  reward_.capacity() * sizeof(float) + terminal_.capacity() * sizeof(uint8_t);
   if (tree_ != nullptr) total += tree_->memory_bytes();
   return total;
+}
+
+void ReplayMemory::EnsureChunk(size_t slot) {
+  std::unique_ptr<uint8_t[]>& chunk = chunks_[slot / kFramesPerChunk];
+  if (chunk != nullptr) return;
+  const size_t frames =
+      std::min(kFramesPerChunk, frame_slots_ - (slot / kFramesPerChunk) * kFramesPerChunk);
+  chunk.reset(new uint8_t[frames * frame_bytes_]);
+  ++allocated_chunks_;
+}
+
+void ReplayMemory::CopyFrames(uint64_t first, size_t count, uint8_t* out) const {
+  for (size_t i = 0; i < count; ++i) {
+    std::memcpy(out + i * frame_bytes_, FrameData(first + i), frame_bytes_);
+  }
+}
+
+absl::Status ReplayMemory::SaveTo(const std::string& path) const {
+  absl::MutexLock save_lock(&save_mu_);
+  absl::BitGen random;
+  std::string temp = path + ".tmp";
+  absl::StatusOr<int> fd = CreateExclusiveFile(temp, kCheckpointMode);
+  for (int attempt = 1; attempt < kTemporaryNameAttempts && absl::IsAlreadyExists(fd.status());
+       ++attempt) {
+    temp = absl::StrFormat("%s.tmp-%016x", path, absl::Uniform<uint64_t>(random));
+    fd = CreateExclusiveFile(temp, kCheckpointMode);
+  }
+  auto failed = [&path](const absl::Status& error) {
+    return absl::Status(error.code(), absl::StrCat("cannot write ", path, ": ", error.message()));
+  };
+  if (!fd.ok()) return failed(fd.status());
+  absl::Status written = WriteCheckpoint(*fd, temp);
+  if (written.ok() && ::fsync(*fd) != 0) written = ErrnoError(errno, "cannot fsync", temp);
+  if (::close(*fd) != 0 && written.ok()) written = ErrnoError(errno, "cannot close", temp);
+  bool renamed = false;
+  if (written.ok()) {
+    renamed = std::rename(temp.c_str(), path.c_str()) == 0;
+    if (!renamed) written = ErrnoError(errno, "cannot rename", absl::StrCat(temp, " to ", path));
+  }
+  if (written.ok()) written = FsyncDirectory(ParentDirectory(path));
+  if (!written.ok()) {
+    if (!renamed) ::unlink(temp.c_str());
+    return failed(written);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file) const {
+  CheckpointWriter out(fd, file);
+  CONVOY_RETURN_IF_ERROR(out.WriteHeader(EncodeHeader(options_)));
+  CONVOY_RETURN_IF_ERROR(out.StartBody());
+
+  // Everything but the frames is copied at once (some 25 bytes a transition); the frames a piece at
+  // a time, oldest first, each piece under the mutex and written outside it. save_floor_ keeps the
+  // writes off the frames not yet copied, so the file is the state at the first copy.
+  const size_t piece_frames =
+      std::min(frame_slots_, std::max<size_t>(1, kSavePieceBytes / frame_bytes_));
+  std::vector<uint8_t> piece(piece_frames * frame_bytes_);
+  std::string state;
+  std::vector<uint16_t> depths;
+  std::vector<uint64_t> obs_frames;
+  std::vector<int32_t> actions;
+  std::vector<float> rewards;
+  std::vector<uint8_t> terminals;
+  std::vector<double> priorities;
+  uint64_t end_frame = 0;
+  uint64_t copied = 0;  // frames before this one are in `piece` or written
+  size_t in_piece = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    end_frame = next_frame_;
+    uint64_t first_frame = end_frame;
+    if (end_frame > 0) {
+      const uint64_t newest =
+          oldest_id_ < next_id_ ? obs_frame_[oldest_id_ % transition_slots_] : end_frame - 1;
+      first_frame = newest - frame_depth_[newest % frame_slots_];
+    }
+    std::ostringstream rng_text;
+    rng_text << rng_;
+    PutU64(next_frame_, &state);
+    PutU64(first_frame, &state);
+    PutU8(in_episode_ ? 1 : 0, &state);
+    PutU64(oldest_id_, &state);
+    PutU64(next_id_, &state);
+    PutU64(pending_, &state);
+    PutF64(max_priority_, &state);
+    PutU64(sampled_, &state);
+    PutU32(static_cast<uint32_t>(rng_text.str().size()), &state);
+    state += rng_text.str();
+
+    depths.reserve(end_frame - first_frame);
+    for (uint64_t f = first_frame; f < end_frame; ++f) {
+      depths.push_back(frame_depth_[f % frame_slots_]);
+    }
+    const size_t held = next_id_ - oldest_id_;
+    obs_frames.resize(held);
+    actions.resize(held);
+    rewards.resize(held);
+    terminals.resize(held);
+    if (tree_ != nullptr) priorities.resize(held);
+    for (size_t i = 0; i < held; ++i) {
+      const size_t slot = (oldest_id_ + i) % transition_slots_;
+      obs_frames[i] = obs_frame_[slot];
+      actions[i] = action_[slot];
+      rewards[i] = reward_[slot];
+      terminals[i] = terminal_[slot];
+      if (tree_ != nullptr) priorities[i] = tree_->Get(slot);
+    }
+    in_piece = static_cast<size_t>(std::min<uint64_t>(piece_frames, end_frame - first_frame));
+    CopyFrames(first_frame, in_piece, piece.data());
+    copied = first_frame + in_piece;
+    if (copied < end_frame) save_floor_ = copied;
+  }
+  // However this save ends, the writes must not stay held back.
+  const AtExit release_floor([this]() {
+    absl::MutexLock lock(&mu_);
+    save_floor_ = kNotSaving;
+  });
+
+  CONVOY_RETURN_IF_ERROR(out.Write(state));
+  std::string records;
+  for (size_t i = 0; i < depths.size(); ++i) {
+    PutU16(depths[i], &records);
+    if ((i + 1) % kRecordsPerBatch == 0 || i + 1 == depths.size()) {
+      CONVOY_RETURN_IF_ERROR(out.Write(records));
+      records.clear();
+    }
+  }
+  for (size_t i = 0; i < obs_frames.size(); ++i) {
+    PutU64(obs_frames[i], &records);
+    PutI32(actions[i], &records);
+    PutF32(rewards[i], &records);
+    PutU8(terminals[i], &records);
+    if (!priorities.empty()) PutF64(priorities[i], &records);
+    if ((i + 1) % kRecordsPerBatch == 0 || i + 1 == obs_frames.size()) {
+      CONVOY_RETURN_IF_ERROR(out.Write(records));
+      records.clear();
+    }
+  }
+  CONVOY_RETURN_IF_ERROR(out.Write(piece.data(), in_piece * frame_bytes_));
+  while (copied < end_frame) {
+    {
+      absl::MutexLock lock(&mu_);
+      in_piece = static_cast<size_t>(std::min<uint64_t>(piece_frames, end_frame - copied));
+      CopyFrames(copied, in_piece, piece.data());
+      copied += in_piece;
+      save_floor_ = copied < end_frame ? copied : kNotSaving;
+    }
+    CONVOY_RETURN_IF_ERROR(out.Write(piece.data(), in_piece * frame_bytes_));
+  }
+  return out.Finish();
+}
+
+absl::StatusOr<std::unique_ptr<ReplayMemory>> ReplayMemory::LoadFrom(const std::string& path,
+                                                                     const ReplayOptions& options) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "cannot open", path);
+  const FdCloser closer(fd);
+  struct stat info;
+  if (::fstat(fd, &info) != 0) return ErrnoError(errno, "cannot stat", path);
+  const uint64_t size = static_cast<uint64_t>(info.st_size);
+
+  uint8_t header[kHeaderBytes];
+  const size_t header_read = static_cast<size_t>(std::min<uint64_t>(size, kHeaderBytes));
+  CONVOY_RETURN_IF_ERROR(PreadAll(fd, header, header_read, 0, path));
+  if (header_read < kMagicBytes || std::memcmp(header, kMagic, kMagicBytes) != 0) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": not a replay memory checkpoint (it does not start with ", kMagic, ")"));
+  }
+  if (size < kHeaderBytes + kDigestBytes) {
+    return absl::DataLossError(absl::StrCat(path, ": truncated replay memory checkpoint (", size,
+                                            " bytes, fewer than a header and a digest)"));
+  }
+
+  // The digest before anything else, so that a torn or corrupted file is told apart from one of
+  // another configuration or version.
+  const uint64_t digested = size - kDigestBytes;
+  Sha256Stream hash;
+  std::vector<uint8_t> buffer(kIoBytes);
+  for (uint64_t offset = 0; offset < digested;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), digested - offset));
+    CONVOY_RETURN_IF_ERROR(PreadAll(fd, buffer.data(), n, offset, path));
+    hash.Update(buffer.data(), n);
+    offset += n;
+  }
+  uint8_t stored_digest[kDigestBytes];
+  CONVOY_RETURN_IF_ERROR(PreadAll(fd, stored_digest, kDigestBytes, digested, path));
+  if (std::memcmp(hash.Finish().data(), stored_digest, kDigestBytes) != 0) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": truncated or corrupted replay memory checkpoint (its SHA-256 does not match)"));
+  }
+
+  uint32_t version = 0;
+  const ReplayOptions saved = DecodeHeader(header, &version);
+  if (version != kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": replay memory checkpoint format ",
+                                                      version, ", this build reads format ",
+                                                      kFormatVersion));
+  }
+  CONVOY_RETURN_IF_ERROR(CompareOptions(path, saved, options));
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<ReplayMemory> memory, Create(options));
+  CheckpointReader in(fd, kHeaderBytes, digested - kHeaderBytes, path);
+  CONVOY_RETURN_IF_ERROR(in.Start());
+  CONVOY_RETURN_IF_ERROR(memory->ReadCheckpointBody(&in));
+  return memory;
+}
+
+absl::Status ReplayMemory::ReadCheckpointBody(CheckpointReader* in) {
+  absl::MutexLock lock(&mu_);
+  std::vector<uint8_t> buffer;
+  buffer.resize(kStateBytes);
+  CONVOY_RETURN_IF_ERROR(in->Read(buffer.data(), buffer.size()));
+  Decoder state(buffer.data());
+  const uint64_t next_frame = state.U64();
+  const uint64_t first_frame = state.U64();
+  const uint8_t in_episode = state.U8();
+  const uint64_t oldest_id = state.U64();
+  const uint64_t next_id = state.U64();
+  const uint64_t pending = state.U64();
+  const double max_priority = state.F64();
+  const uint64_t sampled = state.U64();
+  const uint32_t rng_bytes = state.U32();
+
+  // Every index below is checked against the ring before it is used: a body that passed the
+  // digest was written by SaveTo, but one written by another build must not crash a reader.
+  const uint64_t held = next_id - oldest_id;
+  if (first_frame > next_frame || next_frame - first_frame > frame_slots_ || in_episode > 1 ||
+      oldest_id > next_id || held >= transition_slots_ || pending > held ||
+      pending >= static_cast<uint64_t>(options_.n_step) || (in_episode == 0 && pending > 0) ||
+      held - pending > options_.capacity || (next_frame == 0 && (held > 0 || in_episode == 1)) ||
+      (next_frame > 0 && first_frame == next_frame) || !IsFinite(max_priority) ||
+      max_priority <= 0.0 || rng_bytes > kMaxRngTextBytes) {
+    return in->Corrupt("its counters are inconsistent");
+  }
+  std::string rng_text(rng_bytes, '\0');
+  CONVOY_RETURN_IF_ERROR(in->Read(reinterpret_cast<uint8_t*>(rng_text.data()), rng_bytes));
+  std::istringstream rng_in(rng_text);
+  rng_in >> rng_;
+  if (rng_in.fail()) return in->Corrupt("its random state does not parse");
+
+  const uint16_t max_depth = static_cast<uint16_t>(options_.frame_stack - 1);
+  for (uint64_t f = first_frame; f < next_frame;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kRecordsPerBatch, next_frame - f));
+    buffer.resize(n * 2);
+    CONVOY_RETURN_IF_ERROR(in->Read(buffer.data(), buffer.size()));
+    Decoder records(buffer.data());
+    for (size_t i = 0; i < n; ++i, ++f) {
+      const uint16_t depth = records.U16();
+      if (depth > max_depth) return in->Corrupt("a frame's stack depth is out of range");
+      frame_depth_[f % frame_slots_] = depth;
+    }
+  }
+
+  const size_t record_bytes = 8 + 4 + 4 + 1 + (tree_ != nullptr ? 8 : 0);
+  const uint64_t sampleable_end = next_id - pending;
+  for (uint64_t id = oldest_id; id < next_id;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kRecordsPerBatch, next_id - id));
+    buffer.resize(n * record_bytes);
+    CONVOY_RETURN_IF_ERROR(in->Read(buffer.data(), buffer.size()));
+    Decoder records(buffer.data());
+    for (size_t i = 0; i < n; ++i, ++id) {
+      const size_t slot = id % transition_slots_;
+      const uint64_t obs = records.U64();
+      // Observations are consecutive-or-later frames, each with its next frame stored.
+      if (obs < first_frame || obs >= next_frame - 1 ||
+          (id > oldest_id && obs <= obs_frame_[(id - 1) % transition_slots_])) {
+        return in->Corrupt("a transition's frame is out of range");
+      }
+      obs_frame_[slot] = obs;
+      action_[slot] = records.I32();
+      reward_[slot] = records.F32();
+      const uint8_t terminal = records.U8();
+      if (terminal > 1) return in->Corrupt("a transition's terminal flag is not 0 or 1");
+      terminal_[slot] = terminal;
+      if (tree_ != nullptr) {
+        const double priority = records.F64();
+        // Sampleable transitions have a positive priority, held-back ones none yet.
+        if (id < sampleable_end ? !(IsFinite(priority) && priority > 0.0) : priority != 0.0) {
+          return in->Corrupt("a transition's priority is out of range");
+        }
+        tree_->Set(slot, priority);
+      }
+    }
+  }
+  // Every stack a sample or CurrentObservation gathers (newest frame from the oldest transition's
+  // observation on) lies within the frames stored.
+  if (next_frame > 0) {
+    const uint64_t lowest_newest =
+        held > 0 ? obs_frame_[oldest_id % transition_slots_] : next_frame - 1;
+    for (uint64_t f = lowest_newest; f < next_frame; ++f) {
+      if (frame_depth_[f % frame_slots_] > f - first_frame) {
+        return in->Corrupt("a stack reaches before the frames stored");
+      }
+    }
+  }
+
+  for (uint64_t f = first_frame; f < next_frame; ++f) {
+    EnsureChunk(f % frame_slots_);
+    CONVOY_RETURN_IF_ERROR(in->Read(FrameData(f), frame_bytes_));
+  }
+  CONVOY_RETURN_IF_ERROR(in->ExpectEnd());
+
+  next_frame_ = next_frame;
+  in_episode_ = in_episode == 1;
+  oldest_id_ = oldest_id;
+  next_id_ = next_id;
+  pending_ = pending;
+  max_priority_ = max_priority;
+  sampled_ = sampled;
+  return absl::OkStatus();
 }
 
 }  // namespace convoy

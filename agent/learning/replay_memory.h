@@ -6,8 +6,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -90,7 +92,19 @@ struct ReplayBatch {
 // thread calling Sample/UpdatePriorities. Sample copies the pixels into the batch while holding
 // the mutex (a batch of 32 stacks of 4x84x84 is about 1.8 MB, some hundred microseconds), so an Add
 // may wait that long; in exchange a frame can be overwritten as soon as no sampleable transition
-// needs it.
+// needs it. SaveTo holds the mutex only in pieces (below).
+//
+// Checkpoints. SaveTo writes the whole state to one file and LoadFrom makes a memory from it that
+// behaves exactly as the saved one did at the save: the same size(), observation, ids, priorities
+// and beta, the episode in progress goes on, and the same calls give the same batches (the random
+// state is saved too). Only the held transitions and the frames they and the current stack need
+// are written, deflated, with a SHA-256 trailer (the format: replay_memory.cc). A save copies the
+// transitions' metadata (some 25 bytes each) and the first 4 MB of frames under the mutex, then
+// the remaining frames 4 MB at a time, each under the mutex, compressing and writing outside it:
+// an Add may wait for one such copy (a 4 MB memcpy, well under a millisecond), and otherwise Add
+// and StartEpisode wait only when they would overwrite a frame the save has not copied yet, i.e.
+// when the acting thread adds frames faster than the save deflates them
+// (convoy_bench_replay_checkpoint).
 //
 // Determinism. Sampling uses std::mt19937_64 seeded from options.seed: the same calls in the same
 // order give the same batches.
@@ -122,6 +136,23 @@ class ReplayMemory {
   void UpdatePriorities(const uint64_t* ids, const float* td_errors, size_t n)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Writes the whole state to `path` atomically: into a temporary file beside it (created
+  // exclusively, as WriteFileAtomically does), fsynced, renamed over `path`, the directory fsynced.
+  // A reader sees the old file or the whole new one. One save at a time; a second waits. Errors:
+  // ErrnoError's code (common/files.h) with the message naming `path`; `path` is then as it was and
+  // the temporary file is removed.
+  absl::Status SaveTo(const std::string& path) const ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
+  // A memory with `options` and the state SaveTo wrote to `path`. options.seed is not used (the
+  // random state comes from the file); every other option must equal the saved one. Errors:
+  // NOT_FOUND when `path` does not exist (ErrnoError's code when it cannot be opened or read
+  // otherwise); DATA_LOSS naming `path` when it is not a replay checkpoint (bad magic), is
+  // truncated or corrupted (its SHA-256 does not match) or its body does not parse;
+  // FAILED_PRECONDITION naming `path`, the option and both values when it was saved with other
+  // options, or naming both versions when it has another format version; INVALID_ARGUMENT as
+  // Create for bad options. Nothing is half-loaded: on an error no memory is returned.
+  static absl::StatusOr<std::unique_ptr<ReplayMemory>> LoadFrom(const std::string& path,
+                                                                const ReplayOptions& options);
+
   // Blocks until size() >= n or `timeout` passes, without spinning; returns whether size() >= n.
   bool WaitForSize(size_t n, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -137,6 +168,10 @@ class ReplayMemory {
   size_t observation_bytes() const { return frame_bytes_ * options_.frame_stack; }
 
  private:
+  class CheckpointWriter;
+  class CheckpointReader;
+  static constexpr uint64_t kNotSaving = std::numeric_limits<uint64_t>::max();
+
   explicit ReplayMemory(const ReplayOptions& options);
 
   // Writes `frame` as the next frame, dropping every transition that needs the slot it overwrites,
@@ -147,6 +182,20 @@ class ReplayMemory {
   // Makes the oldest held-back transition sampleable.
   void ReleaseOldestPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint8_t* FrameData(uint64_t frame) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Allocates the chunk of frame slot `slot` if it is not yet.
+  void EnsureChunk(size_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies `count` frames from frame number `first` on to `out`, one after another.
+  void CopyFrames(uint64_t first, size_t count, uint8_t* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the next frame written overwrites none that a running save has still to copy.
+  bool NextFrameWritable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return save_floor_ == kNotSaving || next_frame_ < save_floor_ + frame_slots_;
+  }
+  // SaveTo's body: the header, the state and the trailer, written to `file` (open as `fd`).
+  absl::Status WriteCheckpoint(int fd, const std::string& file) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // LoadFrom's body: the state after the header, into this fresh memory.
+  absl::Status ReadCheckpointBody(CheckpointReader* in) ABSL_LOCKS_EXCLUDED(mu_);
   // Copies the stack whose newest frame is `frame` to `out`.
   void CopyStack(uint64_t frame, uint8_t* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double BetaLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -157,6 +206,8 @@ class ReplayMemory {
   const size_t frame_slots_;       // capacity + frame_stack + n_step
   const size_t transition_slots_;  // capacity + n_step: room for the held-back ones
 
+  // Serialises saves; taken before mu_.
+  mutable absl::Mutex save_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
 
   // Frames: frame number f lives in slot f % frame_slots_, in chunk slot / kFramesPerChunk.
@@ -183,6 +234,10 @@ class ReplayMemory {
   uint64_t sampled_ ABSL_GUARDED_BY(mu_) = 0;  // transitions sampled so far, for beta
 
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+
+  // While a save runs: the oldest frame it has still to copy, which no write may overwrite (frames
+  // older than it are in the save already); kNotSaving otherwise.
+  mutable uint64_t save_floor_ ABSL_GUARDED_BY(mu_) = kNotSaving;
 };
 
 }  // namespace convoy
