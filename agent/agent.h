@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/agent_stats.h"
 #include "agent/client/push_mode.h"
 #include "agent/environment/environment.h"
 #include "agent/environment/preprocess.h"
@@ -102,25 +103,6 @@ struct AgentOptions : RunSettings, AgentSettings {
 // adopted); one named in options->pinned that disagrees is refused: INVALID_ARGUMENT naming the
 // agent's flag and value, the server's value and the convoy_ps flag, with *options unchanged.
 absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options);
-
-// Counters of a run so far.
-struct AgentStats {
-  uint64_t env_steps = 0;
-  uint64_t train_steps = 0;
-  uint64_t episodes = 0;
-  uint64_t pushes = 0;
-  uint64_t pushes_rejected = 0;
-  uint64_t ps_version = 0;
-  double epsilon = 1.0;
-  double average_return = 0;  // Over the last 20 episodes.
-  double last_return = 0;     // Of the newest episode.
-  uint64_t last_batch_size = 0;  // Transitions in the newest minibatch trained on.
-  uint64_t outage_pushes = 0;    // Pushes of what was learned while the server was away.
-  bool connected = false;        // In step with the parameter server (false alone).
-  uint64_t simulator_outages = 0;  // Times the simulator connection was lost (AirSim: reconnected).
-  uint64_t replay_size = 0;        // Sampleable transitions in the replay memory.
-  uint64_t replay_capacity = 0;    // --replay_memory_size.
-};
 
 class Agent {
  public:

@@ -12,7 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/agent.h"
+#include "agent/agent_stats.h"
 #include "agent/client/sync_observer.h"
 #include "common/prometheus_endpoint.h"
 #include "prometheus/counter.h"

@@ -37,9 +37,10 @@
 #include "common/local_run_files.h"
 #include "google/protobuf/util/json_util.h"
 
-ABSL_FLAG(std::string, ps, "",
-          "The parameter server's host:port, or every shard's host:port,... in shard order, or @FILE "
-          "listing them one per line.");
+ABSL_FLAG(
+    std::string, ps, "",
+    "The parameter server's host:port, or every shard's host:port,... in shard order, or @FILE "
+    "listing them one per line.");
 ABSL_FLAG(bool, watch, false, "Refresh every --interval until interrupted.");
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "Time between refreshes with --watch.");
 ABSL_FLAG(int, iterations, 0, "With --watch: stop after this many tables (0: never).");
@@ -70,6 +71,81 @@ struct Sample {
   v1::StatusResponse status;
   absl::Time at;
 };
+
+// --json: each shard's answer as one line of protobuf's JSON mapping. False (said) on an error.
+bool PrintJson(const std::vector<Sample>& shards) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  for (const Sample& sample : shards) {
+    std::string line;
+    // protobuf's own status type, which is absl::Status only from protobuf 22 on.
+    if (const auto s = google::protobuf::util::MessageToJsonString(sample.status, &line, options);
+        !s.ok()) {
+      std::fprintf(stderr, "convoy_status: %s\n", s.ToString().c_str());
+      return false;
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  std::fflush(stdout);
+  return true;
+}
+
+// The table of one refresh: a row per shard (bytes/s measured since `previous` when there is one of
+// the same server start, else averaged since it started) and a row per agent, merged over the
+// shards.
+void PrintTable(const std::vector<Sample>& now, const std::vector<std::optional<Sample>>& previous,
+                const std::vector<std::string>& servers) {
+  const absl::Time t = absl::Now();
+  std::printf("%s  model %s, %zu shard%s\n",
+              absl::FormatTime("%H:%M:%S", t, absl::UTCTimeZone()).c_str(),
+              now[0].status.model_name().c_str(), now.size(), now.size() == 1 ? "" : "s");
+  std::printf("%-5s %-22s %9s %9s %9s %9s %-18s %s\n", "shard", "address", "version", "pushes/s",
+              "in MB/s", "out MB/s", "checkpoint", "rejected");
+  // Agents by id, merged over the shards: a push counts when every shard applied its range.
+  struct Agent {
+    std::string node;
+    int64_t last_seen = 0;
+    uint64_t staleness = 0, accepted = UINT64_MAX, rejected = 0;
+  };
+  std::map<std::string, Agent> agents;
+  for (size_t i = 0; i < now.size(); ++i) {
+    const v1::StatusResponse& s = now[i].status;
+    double in = 0, out = 0;
+    if (previous[i] && previous[i]->status.incarnation() == s.incarnation()) {
+      const double dt = absl::ToDoubleSeconds(now[i].at - previous[i]->at);
+      in = (s.bytes_in() - previous[i]->status.bytes_in()) / dt;
+      out = (s.bytes_out() - previous[i]->status.bytes_out()) / dt;
+    } else if (s.uptime_seconds() > 0) {
+      in = s.bytes_in() / s.uptime_seconds();
+      out = s.bytes_out() / s.uptime_seconds();
+    }
+    const std::string checkpoint =
+        s.checkpoint_unix_ms() > 0
+            ? absl::StrCat("v", s.checkpoint_version(), ", ", Ago(s.checkpoint_unix_ms(), t))
+            : "none";
+    std::printf("%-5u %-22s %9llu %9.1f %9.2f %9.2f %-18s %s\n", s.shard().shard_index(),
+                servers[i].c_str(), static_cast<unsigned long long>(s.version()),
+                s.pushes_per_second(), in / 1e6, out / 1e6, checkpoint.c_str(),
+                Rejections(s).c_str());
+    for (const v1::AgentStatus& a : s.agents()) {
+      Agent& merged = agents[a.agent_id()];
+      merged.node = a.hostname();
+      merged.last_seen = std::max(merged.last_seen, a.last_seen_unix_ms());
+      merged.staleness = std::max(merged.staleness, a.last_staleness());
+      merged.accepted = std::min(merged.accepted, a.pushes_accepted());
+      merged.rejected = std::max(merged.rejected, a.pushes_rejected());
+    }
+  }
+  std::printf("\n%-32s %-16s %-12s %9s %9s %9s\n", "agent", "node", "last seen", "staleness",
+              "accepted", "rejected");
+  for (const auto& [id, a] : agents) {
+    std::printf("%-32s %-16s %-12s %9llu %9llu %9llu\n", id.c_str(), a.node.c_str(),
+                Ago(a.last_seen, t).c_str(), static_cast<unsigned long long>(a.staleness),
+                static_cast<unsigned long long>(a.accepted == UINT64_MAX ? 0 : a.accepted),
+                static_cast<unsigned long long>(a.rejected));
+  }
+}
 
 // `positional` is InitProcess's: argv[0], then the run directory when one is given.
 int Run(const std::vector<std::string>& positional) {
@@ -146,83 +222,16 @@ int Run(const std::vector<std::string>& positional) {
       now[i] = {*std::move(status), absl::Now()};
     }
     if (absl::GetFlag(FLAGS_json)) {
-      google::protobuf::util::JsonPrintOptions options;
-      options.preserve_proto_field_names = true;
-      options.always_print_primitive_fields = true;
-      for (const Sample& sample : now) {
-        std::string line;
-        // protobuf's own status type, which is absl::Status only from protobuf 22 on.
-        if (const auto s =
-                google::protobuf::util::MessageToJsonString(sample.status, &line, options);
-            !s.ok()) {
-          std::fprintf(stderr, "convoy_status: %s\n", s.ToString().c_str());
-          return 1;
-        }
-        std::printf("%s\n", line.c_str());
-      }
-      std::fflush(stdout);
-      if (!absl::GetFlag(FLAGS_watch) ||
-          (absl::GetFlag(FLAGS_iterations) > 0 && table >= absl::GetFlag(FLAGS_iterations))) {
-        return 0;
-      }
-      absl::SleepFor(absl::GetFlag(FLAGS_interval));
-      continue;
-    }
-    const absl::Time t = absl::Now();
-    std::printf("%s  model %s, %zu shard%s\n",
-                absl::FormatTime("%H:%M:%S", t, absl::UTCTimeZone()).c_str(),
-                now[0].status.model_name().c_str(), now.size(), now.size() == 1 ? "" : "s");
-    std::printf("%-5s %-22s %9s %9s %9s %9s %-18s %s\n", "shard", "address", "version", "pushes/s",
-                "in MB/s", "out MB/s", "checkpoint", "rejected");
-    // Agents by id, merged over the shards: a push counts when every shard applied its range.
-    struct Agent {
-      std::string node;
-      int64_t last_seen = 0;
-      uint64_t staleness = 0, accepted = UINT64_MAX, rejected = 0;
-    };
-    std::map<std::string, Agent> agents;
-    for (size_t i = 0; i < now.size(); ++i) {
-      const v1::StatusResponse& s = now[i].status;
-      double in = 0, out = 0;
-      if (previous[i] && previous[i]->status.incarnation() == s.incarnation()) {
-        const double dt = absl::ToDoubleSeconds(now[i].at - previous[i]->at);
-        in = (s.bytes_in() - previous[i]->status.bytes_in()) / dt;
-        out = (s.bytes_out() - previous[i]->status.bytes_out()) / dt;
-      } else if (s.uptime_seconds() > 0) {
-        in = s.bytes_in() / s.uptime_seconds();
-        out = s.bytes_out() / s.uptime_seconds();
-      }
-      const std::string checkpoint =
-          s.checkpoint_unix_ms() > 0
-              ? absl::StrCat("v", s.checkpoint_version(), ", ", Ago(s.checkpoint_unix_ms(), t))
-              : "none";
-      std::printf("%-5u %-22s %9llu %9.1f %9.2f %9.2f %-18s %s\n", s.shard().shard_index(),
-                  (*servers)[i].c_str(), static_cast<unsigned long long>(s.version()),
-                  s.pushes_per_second(), in / 1e6, out / 1e6, checkpoint.c_str(),
-                  Rejections(s).c_str());
-      for (const v1::AgentStatus& a : s.agents()) {
-        Agent& merged = agents[a.agent_id()];
-        merged.node = a.hostname();
-        merged.last_seen = std::max(merged.last_seen, a.last_seen_unix_ms());
-        merged.staleness = std::max(merged.staleness, a.last_staleness());
-        merged.accepted = std::min(merged.accepted, a.pushes_accepted());
-        merged.rejected = std::max(merged.rejected, a.pushes_rejected());
-      }
-    }
-    std::printf("\n%-32s %-16s %-12s %9s %9s %9s\n", "agent", "node", "last seen", "staleness",
-                "accepted", "rejected");
-    for (const auto& [id, a] : agents) {
-      std::printf("%-32s %-16s %-12s %9llu %9llu %9llu\n", id.c_str(), a.node.c_str(),
-                  Ago(a.last_seen, t).c_str(), static_cast<unsigned long long>(a.staleness),
-                  static_cast<unsigned long long>(a.accepted == UINT64_MAX ? 0 : a.accepted),
-                  static_cast<unsigned long long>(a.rejected));
+      if (!PrintJson(now)) return 1;
+    } else {
+      PrintTable(now, previous, *servers);
     }
     std::fflush(stdout);
     const int iterations = absl::GetFlag(FLAGS_iterations);
     if (!absl::GetFlag(FLAGS_watch) || (iterations > 0 && table >= iterations)) return 0;
     for (size_t i = 0; i < now.size(); ++i) previous[i] = now[i];
     absl::SleepFor(absl::GetFlag(FLAGS_interval));
-    std::printf("\n");
+    if (!absl::GetFlag(FLAGS_json)) std::printf("\n");
   }
 }
 

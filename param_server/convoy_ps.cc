@@ -247,6 +247,17 @@ ParameterServerOptions OptionsFromFlags(ExplorationMode exploration) {
   return o;
 }
 
+// The server's Prometheus metrics at --metrics_address (none without it): GetStatus's snapshot at
+// each scrape, and the optimizer steps as the core takes them.
+absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> StartMetrics(GrpcParameterServer& server,
+                                                                 uint32_t shard) {
+  auto metrics = std::make_shared<PsMetrics>(
+      shard, [&service = server.service()] { return service.Status(); },
+      server.core().RunConfigFor(0));
+  server.core().AddStepObserver(metrics);
+  return PrometheusEndpoint::StartFromFlags({metrics});
+}
+
 // What the run did, as GetStatus has it, for the log's last line: the version, the bytes on the
 // wire, and each agent with the host it joined from and its pushes.
 std::string FinalStatusLine(const v1::StatusResponse& status) {
@@ -358,12 +369,8 @@ int Run() {
         });
   }
   // Declared after the server, so that it stops serving scrapes before the server goes.
-  auto metrics = std::make_shared<PsMetrics>(
-      options.shard_index, [&service = (*server)->service()] { return service.Status(); },
-      (*server)->core().RunConfigFor(0));
-  (*server)->core().AddStepObserver(metrics);
   absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> metrics_endpoint =
-      PrometheusEndpoint::StartFromFlags({metrics});
+      StartMetrics(**server, options.shard_index);
   if (!metrics_endpoint.ok()) {
     LOG(ERROR) << metrics_endpoint.status();
     return metrics_endpoint.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

@@ -102,11 +102,6 @@ std::vector<prometheus::MetricFamily> PsMetrics::Collect() const {
 
 void PsMetrics::AddStatus(const v1::StatusResponse& s, MetricFamilies& out) const {
   const MetricLabels shard = {{"shard", shard_}};
-  auto with = [&](std::string name, std::string value) {
-    MetricLabels labels = shard;
-    labels.emplace_back(std::move(name), std::move(value));
-    return labels;
-  };
   const absl::Time now = now_();
 
   MetricLabels info = shard;
@@ -131,42 +126,7 @@ void PsMetrics::AddStatus(const v1::StatusResponse& s, MetricFamilies& out) cons
   out.Gauge("convoy_ps_uptime_seconds", "Seconds since this server started.", s.uptime_seconds(),
             shard);
 
-  out.Counter("convoy_ps_pushes_accepted_total", "Pushes applied (counted on across --resume).",
-              static_cast<double>(s.updates_applied()), shard);
-  // Every reason a push can be refused for, 0 until it happens, so that rate() sees the first.
-  std::map<std::string, uint64_t> refused;
-  for (int r = v1::RejectReason_MIN; r <= v1::RejectReason_MAX; ++r) {
-    if (!v1::RejectReason_IsValid(r) || r == v1::REJECT_REASON_UNSPECIFIED) continue;
-    refused[v1::RejectReason_Name(static_cast<v1::RejectReason>(r))] = 0;
-  }
-  for (const auto& [reason, count] : s.rejections()) refused[reason] = count;
-  for (const auto& [reason, count] : refused) {
-    out.Counter("convoy_ps_pushes_refused_total", "Pushes refused, by reason (nothing applied).",
-                static_cast<double>(count), with("reason", ReasonLabel(reason)));
-  }
-  out.Counter("convoy_ps_pushes_repeated_total",
-              "Retries of a push already answered: answered again, not applied.",
-              static_cast<double>(s.repeated_pushes()), shard);
-  out.Counter("convoy_ps_applied_minibatches_total", "Minibatches the applied pushes averaged.",
-              static_cast<double>(s.applied_minibatches()), shard);
-  out.Counter("convoy_ps_apply_steps_total", "Optimizer steps taken by this process.",
-              static_cast<double>(s.apply_steps()), shard);
-  out.Counter("convoy_ps_received_bytes_total", "Bytes of gradient chunks received.",
-              static_cast<double>(s.bytes_in()), shard);
-  out.Counter("convoy_ps_sent_bytes_total", "Bytes of weight chunks sent.",
-              static_cast<double>(s.bytes_out()), shard);
-  out.Counter("convoy_ps_pulls_total", "Pulls answered: with weights, or none newer to send.",
-              static_cast<double>(s.pulls_served()), with("result", "sent"));
-  out.Counter("convoy_ps_pulls_total", "Pulls answered: with weights, or none newer to send.",
-              static_cast<double>(s.pulls_not_newer()), with("result", "not_newer"));
-  out.Counter("convoy_ps_unauthenticated_calls_total",
-              "Calls refused for a missing or wrong bearer token.",
-              static_cast<double>(s.unauthenticated_calls()), shard);
-  out.Counter("convoy_ps_checkpoints_written_total", "Checkpoints this process wrote.",
-              static_cast<double>(s.checkpoints_written()), shard);
-  out.Counter("convoy_ps_checkpoint_failures_total", "Checkpoints this process failed to write.",
-              static_cast<double>(s.checkpoint_failures()), shard);
-
+  AddCounters(s, out);
   out.Gauge("convoy_ps_checkpoint_version",
             "Version of the newest checkpoint this run wrote or resumed from (0: none).",
             static_cast<double>(s.checkpoint_version()), shard);
@@ -206,11 +166,61 @@ void PsMetrics::AddStatus(const v1::StatusResponse& s, MetricFamilies& out) cons
             shard);
   out.Gauge("convoy_ps_pulls_waiting", "Pulls waiting for their turn.", s.pulls_waiting(), shard);
 
+  AddAgents(s, now, out);
+}
+
+void PsMetrics::AddCounters(const v1::StatusResponse& s, MetricFamilies& out) const {
+  const MetricLabels shard = {{"shard", shard_}};
+  auto with = [&](std::string name, std::string value) {
+    MetricLabels labels = shard;
+    labels.emplace_back(std::move(name), std::move(value));
+    return labels;
+  };
+  out.Counter("convoy_ps_pushes_accepted_total", "Pushes applied (counted on across --resume).",
+              static_cast<double>(s.updates_applied()), shard);
+  // Every reason a push can be refused for, 0 until it happens, so that rate() sees the first.
+  std::map<std::string, uint64_t> refused;
+  for (int r = v1::RejectReason_MIN; r <= v1::RejectReason_MAX; ++r) {
+    if (!v1::RejectReason_IsValid(r) || r == v1::REJECT_REASON_UNSPECIFIED) continue;
+    refused[v1::RejectReason_Name(static_cast<v1::RejectReason>(r))] = 0;
+  }
+  for (const auto& [reason, count] : s.rejections()) refused[reason] = count;
+  for (const auto& [reason, count] : refused) {
+    out.Counter("convoy_ps_pushes_refused_total", "Pushes refused, by reason (nothing applied).",
+                static_cast<double>(count), with("reason", ReasonLabel(reason)));
+  }
+  out.Counter("convoy_ps_pushes_repeated_total",
+              "Retries of a push already answered: answered again, not applied.",
+              static_cast<double>(s.repeated_pushes()), shard);
+  out.Counter("convoy_ps_applied_minibatches_total", "Minibatches the applied pushes averaged.",
+              static_cast<double>(s.applied_minibatches()), shard);
+  out.Counter("convoy_ps_apply_steps_total", "Optimizer steps taken by this process.",
+              static_cast<double>(s.apply_steps()), shard);
+  out.Counter("convoy_ps_received_bytes_total", "Bytes of gradient chunks received.",
+              static_cast<double>(s.bytes_in()), shard);
+  out.Counter("convoy_ps_sent_bytes_total", "Bytes of weight chunks sent.",
+              static_cast<double>(s.bytes_out()), shard);
+  out.Counter("convoy_ps_pulls_total", "Pulls answered: with weights, or none newer to send.",
+              static_cast<double>(s.pulls_served()), with("result", "sent"));
+  out.Counter("convoy_ps_pulls_total", "Pulls answered: with weights, or none newer to send.",
+              static_cast<double>(s.pulls_not_newer()), with("result", "not_newer"));
+  out.Counter("convoy_ps_unauthenticated_calls_total",
+              "Calls refused for a missing or wrong bearer token.",
+              static_cast<double>(s.unauthenticated_calls()), shard);
+  out.Counter("convoy_ps_checkpoints_written_total", "Checkpoints this process wrote.",
+              static_cast<double>(s.checkpoints_written()), shard);
+  out.Counter("convoy_ps_checkpoint_failures_total", "Checkpoints this process failed to write.",
+              static_cast<double>(s.checkpoint_failures()), shard);
+}
+
+void PsMetrics::AddAgents(const v1::StatusResponse& s, absl::Time now, MetricFamilies& out) const {
+  const MetricLabels shard = {{"shard", shard_}};
   int connected = 0;
   for (const v1::AgentStatus& agent : s.agents()) {
     const absl::Time seen = absl::FromUnixMillis(agent.last_seen_unix_ms());
     if (now - seen <= kConnectedWithin) ++connected;
-    MetricLabels labels = with("agent", agent.agent_id());
+    MetricLabels labels = shard;
+    labels.emplace_back("agent", agent.agent_id());
     out.Gauge("convoy_ps_agent_last_seen_timestamp_seconds",
               "When the agent last pushed, pulled or joined, Unix seconds.",
               static_cast<double>(agent.last_seen_unix_ms()) / 1000, labels);

@@ -39,6 +39,10 @@ class PsMetrics : public prometheus::Collectable, public StepObserver {
   void AddStatus(const v1::StatusResponse& status, MetricFamilies& out) const;
 
  private:
+  // AddStatus's counters of pushes, bytes, pulls and checkpoints, and its view of each agent.
+  void AddCounters(const v1::StatusResponse& status, MetricFamilies& out) const;
+  void AddAgents(const v1::StatusResponse& status, absl::Time now, MetricFamilies& out) const;
+
   const std::string shard_;
   const std::function<v1::StatusResponse()> status_;
   const MetricLabels run_labels_;
