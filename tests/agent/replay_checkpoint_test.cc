@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -412,7 +413,10 @@ TEST_CASE("A missing checkpoint is NOT_FOUND and another file is DATA_LOSS",
 // `header` with `body` as its body and a correct digest: what a writer with a bug would make.
 std::string WithDigest(const std::string& header, const std::string& body) {
   const std::string bytes = header + body;
-  return bytes + absl::HexStringToBytes(Sha256Hex(bytes));
+  Sha256Stream digest;
+  digest.Update(bytes.data(), bytes.size());
+  const std::array<uint8_t, 32> trailer = digest.Finish();
+  return bytes + std::string(reinterpret_cast<const char*>(trailer.data()), trailer.size());
 }
 
 std::string Deflated(const std::string& bytes) {
