@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/environment/preprocess.h"
 #include "agent/learning/replay_memory.h"
+#include "bench/bench_support.h"
 #include "common/agent_settings.h"
 #include "common/files.h"
 #include "common/init.h"
@@ -47,18 +48,7 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed of the episodes and the driver's random actio
 namespace convoy {
 namespace {
 
-// A benchmark has no way to carry on after a failed set-up step: log it and exit.
-#define BENCH_CHECK_OK(expr)                                              \
-  do {                                                                    \
-    const absl::Status bench_status_ = (expr);                            \
-    LOG_IF(FATAL, !bench_status_.ok()) << #expr << ": " << bench_status_; \
-  } while (0)
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = BenchClock;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

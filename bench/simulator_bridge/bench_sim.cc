@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_support.h"
 #include "common/flag_ranges.h"
 #include "common/init.h"
 #include "simulator_bridge/airsim_client.h"
@@ -44,18 +45,7 @@ ABSL_FLAG(int, dump_parked_cars, 40, "Parked cars in the --dump_frames episode."
 namespace convoy {
 namespace {
 
-// A benchmark has no way to carry on after a failed set-up step: log it and exit.
-#define BENCH_CHECK_OK(expr)                                              \
-  do {                                                                    \
-    const absl::Status bench_status_ = (expr);                            \
-    LOG_IF(FATAL, !bench_status_.ok()) << #expr << ": " << bench_status_; \
-  } while (0)
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = BenchClock;
 
 // CPU time of the calling thread: a rate per CPU-second is the rate on one whole core, whatever
 // else the machine is running.
