@@ -87,10 +87,12 @@ absl::Status WriteAll(int fd, absl::string_view contents, absl::string_view path
 
 namespace {
 
-absl::Status WriteNewFile(const std::string& path, absl::string_view contents, mode_t mode,
+using FileWriter = std::function<absl::Status(int fd, const std::string& path)>;
+
+absl::Status WriteNewFile(const std::string& path, const FileWriter& write, mode_t mode,
                           Durability durability) {
   CONVOY_ASSIGN_OR_RETURN(int fd, CreateExclusiveFile(path, mode));
-  absl::Status written = WriteAll(fd, contents, path);
+  absl::Status written = write(fd, path);
   if (written.ok() && durability == Durability::kDurable && ::fsync(fd) != 0) {
     written = ErrnoError(errno, "cannot fsync", path);
   }
@@ -98,10 +100,15 @@ absl::Status WriteNewFile(const std::string& path, absl::string_view contents, m
   return written;
 }
 
+// A writer of `contents`, whole.
+FileWriter WriterOf(absl::string_view contents) {
+  return [contents](int fd, const std::string& path) { return WriteAll(fd, contents, path); };
+}
+
 }  // namespace
 
 absl::Status WriteNewFileDurably(const std::string& path, absl::string_view contents, mode_t mode) {
-  return WriteNewFile(path, contents, mode, Durability::kDurable);
+  return WriteNewFile(path, WriterOf(contents), mode, Durability::kDurable);
 }
 
 absl::Status FsyncDirectory(const std::string& path) {
@@ -116,13 +123,18 @@ absl::Status FsyncDirectory(const std::string& path) {
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode,
                                  Durability durability) {
+  return WriteFileAtomicallyWith(path, mode, WriterOf(contents), durability);
+}
+
+absl::Status WriteFileAtomicallyWith(const std::string& path, mode_t mode, const FileWriter& write,
+                                     Durability durability) {
   absl::BitGen random;
   std::string temp = path + ".tmp";
-  absl::Status written = WriteNewFile(temp, contents, mode, durability);
+  absl::Status written = WriteNewFile(temp, write, mode, durability);
   for (int attempt = 1; attempt < kTemporaryNameAttempts && absl::IsAlreadyExists(written);
        ++attempt) {
     temp = absl::StrFormat("%s.tmp-%016x", path, absl::Uniform<uint64_t>(random));
-    written = WriteNewFile(temp, contents, mode, durability);
+    written = WriteNewFile(temp, write, mode, durability);
   }
   if (absl::IsAlreadyExists(written)) {
     return absl::Status(written.code(), absl::StrCat("cannot write ", path, ": ", written.message()));

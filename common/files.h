@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -53,6 +54,12 @@ absl::Status FsyncDirectory(const std::string& path);
 // naming `path`.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode,
                                  Durability durability = Durability::kDurable);
+// WriteFileAtomically for contents too large to hold whole: `write` writes them to the temporary
+// file, open as `fd` and named `temp` (for its errors), piece by piece.
+absl::Status WriteFileAtomicallyWith(
+    const std::string& path, mode_t mode,
+    const std::function<absl::Status(int fd, const std::string& temp)>& write,
+    Durability durability = Durability::kDurable);
 
 }  // namespace convoy
 

@@ -11,12 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <sstream>
 #include <utility>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -70,8 +68,6 @@ constexpr size_t kRecordsPerBatch = 4096;
 constexpr int kDeflateLevel = Z_BEST_SPEED;
 // zlib counts in uInt: larger buffers are fed in pieces.
 constexpr size_t kMaxZlibChunk = size_t{1} << 30;
-// As WriteFileAtomically: <path>.tmp, then <path>.tmp-<random> while that name is taken.
-constexpr int kTemporaryNameAttempts = 16;
 constexpr mode_t kCheckpointMode = 0644;
 
 // Little-endian encoding and decoding.
@@ -213,11 +209,6 @@ absl::Status CompareOptions(const std::string& path, const ReplayOptions& saved,
     return differs("priority_epsilon", g(saved.priority_epsilon), g(wanted.priority_epsilon));
   }
   return absl::OkStatus();
-}
-
-std::string ParentDirectory(const std::string& path) {
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  return parent.empty() ? "." : parent;
 }
 
 // Reads exactly `n` bytes at `offset`. A file shorter than that is DATA_LOSS (it shrank under us).
@@ -745,32 +736,10 @@ void ReplayMemory::CopyFrames(uint64_t first, size_t count, uint8_t* out) const 
 
 absl::Status ReplayMemory::SaveTo(const std::string& path) const {
   absl::MutexLock save_lock(&save_mu_);
-  absl::BitGen random;
-  std::string temp = path + ".tmp";
-  absl::StatusOr<int> fd = CreateExclusiveFile(temp, kCheckpointMode);
-  for (int attempt = 1; attempt < kTemporaryNameAttempts && absl::IsAlreadyExists(fd.status());
-       ++attempt) {
-    temp = absl::StrFormat("%s.tmp-%016x", path, absl::Uniform<uint64_t>(random));
-    fd = CreateExclusiveFile(temp, kCheckpointMode);
-  }
-  auto failed = [&path](const absl::Status& error) {
-    return absl::Status(error.code(), absl::StrCat("cannot write ", path, ": ", error.message()));
-  };
-  if (!fd.ok()) return failed(fd.status());
-  absl::Status written = WriteCheckpoint(*fd, temp);
-  if (written.ok() && ::fsync(*fd) != 0) written = ErrnoError(errno, "cannot fsync", temp);
-  if (::close(*fd) != 0 && written.ok()) written = ErrnoError(errno, "cannot close", temp);
-  bool renamed = false;
-  if (written.ok()) {
-    renamed = std::rename(temp.c_str(), path.c_str()) == 0;
-    if (!renamed) written = ErrnoError(errno, "cannot rename", absl::StrCat(temp, " to ", path));
-  }
-  if (written.ok()) written = FsyncDirectory(ParentDirectory(path));
-  if (!written.ok()) {
-    if (!renamed) ::unlink(temp.c_str());
-    return failed(written);
-  }
-  return absl::OkStatus();
+  return WriteFileAtomicallyWith(path, kCheckpointMode, [this](int fd, const std::string& temp) {
+    save_mu_.AssertHeld();  // The lambda runs within SaveTo's lock.
+    return WriteCheckpoint(fd, temp);
+  });
 }
 
 absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file) const {
