@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <memory>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -14,23 +13,17 @@
 namespace convoy {
 namespace {
 
-using MdContext = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
-
-std::string Finish(EVP_MD_CTX* ctx) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx, digest, &length);
+std::string Hex(const std::array<uint8_t, 32>& digest) {
   return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), length));
+      absl::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
 }
 
 }  // namespace
 
 std::string Sha256Hex(absl::string_view data) {
-  MdContext ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  EVP_DigestUpdate(ctx.get(), data.data(), data.size());
-  return Finish(ctx.get());
+  Sha256Stream digest;
+  digest.Update(data.data(), data.size());
+  return Hex(digest.Finish());
 }
 
 absl::StatusOr<FileDigest> Sha256OfFile(const std::string& path) {
@@ -38,19 +31,18 @@ absl::StatusOr<FileDigest> Sha256OfFile(const std::string& path) {
   if (!in) {
     return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
-  MdContext ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  Sha256Stream digest;
   std::vector<char> buffer(1 << 20);
   FileDigest result;
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     const std::streamsize got = in.gcount();
     if (got <= 0) break;
-    EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(got));
+    digest.Update(buffer.data(), static_cast<size_t>(got));
     result.size += static_cast<uint64_t>(got);
   }
   if (in.bad()) return absl::InternalError(absl::StrCat("error reading ", path));
-  result.sha256 = Finish(ctx.get());
+  result.sha256 = Hex(digest.Finish());
   return result;
 }
 
