@@ -1,7 +1,6 @@
 #include "common/prometheus_endpoint.h"
 
 #include <exception>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,17 +53,9 @@ void MetricFamilies::Gauge(const std::string& name, const std::string& help, dou
 }
 
 void MetricFamilies::Histogram(const std::string& name, const std::string& help,
-                               const std::map<double, uint64_t>& buckets, uint64_t count,
-                               double sum, const MetricLabels& labels) {
-  prometheus::ClientMetric& sample = Sample(name, help, prometheus::MetricType::Histogram, labels);
-  uint64_t cumulative = 0;
-  for (const auto& [upper_bound, observations] : buckets) {
-    cumulative += observations;
-    sample.histogram.bucket.push_back({cumulative, upper_bound});
-  }
-  sample.histogram.bucket.push_back({count, std::numeric_limits<double>::infinity()});
-  sample.histogram.sample_count = count;
-  sample.histogram.sample_sum = sum;
+                               const prometheus::Histogram& histogram, const MetricLabels& labels) {
+  Sample(name, help, prometheus::MetricType::Histogram, labels).histogram =
+      histogram.Collect().histogram;
 }
 
 void MetricFamilies::Add(std::vector<prometheus::MetricFamily> families) {

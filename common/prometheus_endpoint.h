@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/collectable.h"
+#include "prometheus/histogram.h"
 #include "prometheus/metric_family.h"
 
 namespace prometheus {
@@ -38,11 +38,10 @@ class MetricFamilies {
                const MetricLabels& labels = {});
   void Gauge(const std::string& name, const std::string& help, double value,
              const MetricLabels& labels = {});
-  // A histogram from its buckets: upper bound -> observations at or below it (not cumulative;
-  // +Inf is added), with the total count and sum.
+  // A histogram built elsewhere (prometheus::Histogram, e.g. filled by ObserveMultiple from counts
+  // kept as they were), as a sample with `labels`.
   void Histogram(const std::string& name, const std::string& help,
-                 const std::map<double, uint64_t>& buckets, uint64_t count, double sum,
-                 const MetricLabels& labels = {});
+                 const prometheus::Histogram& histogram, const MetricLabels& labels = {});
   // Appends families collected elsewhere (a prometheus::Registry's).
   void Add(std::vector<prometheus::MetricFamily> families);
 

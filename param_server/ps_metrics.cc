@@ -141,20 +141,22 @@ void PsMetrics::AddStatus(const v1::StatusResponse& s, MetricFamilies& out) cons
             shard);
 
   // Batches by their pushes: drained_batches is exact, so the histogram's buckets are too.
-  std::map<double, uint64_t> batches;
-  uint64_t batch_count = 0;
-  double pushes_drained = 0;
+  prometheus::Histogram::BucketBoundaries bounds;
   for (double bound = 1; bound < 2 * std::max<uint32_t>(1, s.max_pushes_per_step()); bound *= 2) {
-    batches[bound] = 0;
+    bounds.push_back(bound);
   }
+  std::vector<double> per_bucket(bounds.size() + 1, 0);  // The last: +Inf.
+  double pushes_drained = 0;
   for (const auto& [pushes, count] : s.drained_batches()) {
-    batches.lower_bound(static_cast<double>(pushes))->second += count;
-    batch_count += count;
+    const auto bucket = std::lower_bound(bounds.begin(), bounds.end(), pushes) - bounds.begin();
+    per_bucket[static_cast<size_t>(bucket)] += static_cast<double>(count);
     pushes_drained += static_cast<double>(pushes) * static_cast<double>(count);
   }
+  prometheus::Histogram batches(bounds);
+  batches.ObserveMultiple(per_bucket, pushes_drained);
   out.Histogram("convoy_ps_apply_batch_pushes",
                 "Batches the apply worker drained, by the pushes each held (applied or not).",
-                batches, batch_count, pushes_drained, shard);
+                batches, shard);
 
   out.Gauge("convoy_ps_pushes_queued", "Pushes received whole, waiting for the apply worker.",
             s.pushes_queued(), shard);
