@@ -40,7 +40,7 @@ bool IsFinite(double x) { return std::isfinite(x); }
 //   body, one zlib (deflate) stream of:
 //     state: u64 next_frame, u64 first_frame (the oldest frame written), u8 in_episode,
 //       u64 oldest_id, u64 next_id, u64 pending, f64 max_priority, u64 sampled, u32 n and n bytes
-//       of the std::mt19937_64 as operator<< writes it;
+//       of the std::mt19937_64 as operator<< writes it, u64 m and m bytes of the caller's annex;
 //     per frame in [first_frame, next_frame): u16 depth;
 //     per id in [oldest_id, next_id): u64 observation frame, i32 action, f32 reward, u8 terminal,
 //       and when prioritized f64 priority (0 for a held-back one);
@@ -51,12 +51,14 @@ bool IsFinite(double x) { return std::isfinite(x); }
 // none is held): every frame from there on is some held transition's or the current stack's.
 constexpr char kMagic[] = "CONVOYRM";
 constexpr size_t kMagicBytes = sizeof(kMagic) - 1;
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;  // 2: the annex.
 constexpr size_t kHeaderBytes = kMagicBytes + 4 + 8 + 3 * 4 + 4 + 4 + 8 + 1 + 4 * 8 + 8;
 constexpr size_t kStateBytes = 8 + 8 + 1 + 8 + 8 + 8 + 8 + 8 + 4;
 constexpr size_t kDigestBytes = 32;
 // The mt19937_64 state is 312 decimal numbers; anything much longer is not one.
 constexpr uint32_t kMaxRngTextBytes = 1 << 16;
+// An annex is the caller's counters and learner: a length past this is a corrupt one.
+constexpr uint64_t kMaxAnnexBytes = uint64_t{1} << 30;
 // Reads, writes and deflate output go through buffers of this size.
 constexpr size_t kIoBytes = size_t{1} << 20;
 // A save copies frames under the mutex this many bytes at a time (at least one frame).
@@ -734,15 +736,22 @@ void ReplayMemory::CopyFrames(uint64_t first, size_t count, uint8_t* out) const 
   }
 }
 
-absl::Status ReplayMemory::SaveTo(const std::string& path) const {
-  absl::MutexLock save_lock(&save_mu_);
-  return WriteFileAtomicallyWith(path, kCheckpointMode, [this](int fd, const std::string& temp) {
-    save_mu_.AssertHeld();  // The lambda runs within SaveTo's lock.
-    return WriteCheckpoint(fd, temp);
+absl::Status ReplayMemory::SaveTo(const std::string& path, absl::string_view annex,
+                                  absl::Notification* snapshot_taken) const {
+  // A save that fails before its snapshot must not leave its caller waiting.
+  const AtExit notify([snapshot_taken]() {
+    if (snapshot_taken != nullptr && !snapshot_taken->HasBeenNotified()) snapshot_taken->Notify();
   });
+  absl::MutexLock save_lock(&save_mu_);
+  return WriteFileAtomicallyWith(path, kCheckpointMode,
+                                 [this, annex, snapshot_taken](int fd, const std::string& temp) {
+                                   save_mu_.AssertHeld();  // The lambda runs within SaveTo's lock.
+                                   return WriteCheckpoint(fd, temp, annex, snapshot_taken);
+                                 });
 }
 
-absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file) const {
+absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file, absl::string_view annex,
+                                           absl::Notification* snapshot_taken) const {
   CheckpointWriter out(fd, file);
   CONVOY_RETURN_IF_ERROR(out.WriteHeader(EncodeHeader(options_)));
   CONVOY_RETURN_IF_ERROR(out.StartBody());
@@ -784,6 +793,7 @@ absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file) cons
     PutU64(sampled_, &state);
     PutU32(static_cast<uint32_t>(rng_text.str().size()), &state);
     state += rng_text.str();
+    PutU64(annex.size(), &state);
 
     depths.reserve(end_frame - first_frame);
     for (uint64_t f = first_frame; f < end_frame; ++f) {
@@ -808,6 +818,7 @@ absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file) cons
     copied = first_frame + in_piece;
     if (copied < end_frame) save_floor_ = copied;
   }
+  if (snapshot_taken != nullptr) snapshot_taken->Notify();
   // However this save ends, the writes must not stay held back.
   const AtExit release_floor([this]() {
     absl::MutexLock lock(&mu_);
@@ -815,6 +826,7 @@ absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file) cons
   });
 
   CONVOY_RETURN_IF_ERROR(out.Write(state));
+  CONVOY_RETURN_IF_ERROR(out.Write(reinterpret_cast<const uint8_t*>(annex.data()), annex.size()));
   std::string records;
   for (size_t i = 0; i < depths.size(); ++i) {
     PutU16(depths[i], &records);
@@ -849,7 +861,8 @@ absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file) cons
 }
 
 absl::StatusOr<std::unique_ptr<ReplayMemory>> ReplayMemory::LoadFrom(const std::string& path,
-                                                                     const ReplayOptions& options) {
+                                                                     const ReplayOptions& options,
+                                                                     std::string* annex) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "cannot open", path);
   const FdCloser closer(fd);
@@ -898,11 +911,13 @@ absl::StatusOr<std::unique_ptr<ReplayMemory>> ReplayMemory::LoadFrom(const std::
   CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<ReplayMemory> memory, Create(options));
   CheckpointReader in(fd, kHeaderBytes, digested - kHeaderBytes, path);
   CONVOY_RETURN_IF_ERROR(in.Start());
-  CONVOY_RETURN_IF_ERROR(memory->ReadCheckpointBody(&in));
+  std::string saved_annex;
+  CONVOY_RETURN_IF_ERROR(memory->ReadCheckpointBody(&in, &saved_annex));
+  if (annex != nullptr) *annex = std::move(saved_annex);
   return memory;
 }
 
-absl::Status ReplayMemory::ReadCheckpointBody(CheckpointReader* in) {
+absl::Status ReplayMemory::ReadCheckpointBody(CheckpointReader* in, std::string* annex) {
   absl::MutexLock lock(&mu_);
   std::vector<uint8_t> buffer;
   buffer.resize(kStateBytes);
@@ -934,6 +949,12 @@ absl::Status ReplayMemory::ReadCheckpointBody(CheckpointReader* in) {
   std::istringstream rng_in(rng_text);
   rng_in >> rng_;
   if (rng_in.fail()) return in->Corrupt("its random state does not parse");
+  buffer.resize(8);
+  CONVOY_RETURN_IF_ERROR(in->Read(buffer.data(), buffer.size()));
+  const uint64_t annex_bytes = Decoder(buffer.data()).U64();
+  if (annex_bytes > kMaxAnnexBytes) return in->Corrupt("its annex's length is out of range");
+  annex->resize(static_cast<size_t>(annex_bytes));
+  CONVOY_RETURN_IF_ERROR(in->Read(reinterpret_cast<uint8_t*>(annex->data()), annex->size()));
 
   const uint16_t max_depth = static_cast<uint16_t>(options_.frame_stack - 1);
   for (uint64_t f = first_frame; f < next_frame;) {

@@ -15,7 +15,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "agent/learning/sum_tree.h"
 #include "common/agent_settings.h"
@@ -138,20 +140,31 @@ class ReplayMemory {
 
   // Writes the whole state to `path` atomically: into a temporary file beside it (created
   // exclusively, as WriteFileAtomically does), fsynced, renamed over `path`, the directory fsynced.
-  // A reader sees the old file or the whole new one. One save at a time; a second waits. Errors:
-  // ErrnoError's code (common/files.h) with the message naming `path`; `path` is then as it was and
-  // the temporary file is removed.
-  absl::Status SaveTo(const std::string& path) const ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
-  // A memory with `options` and the state SaveTo wrote to `path`. options.seed is not used (the
-  // random state comes from the file); every other option must equal the saved one. Errors:
-  // NOT_FOUND when `path` does not exist (ErrnoError's code when it cannot be opened or read
-  // otherwise); DATA_LOSS naming `path` when it is not a replay checkpoint (bad magic), is
-  // truncated or corrupted (its SHA-256 does not match) or its body does not parse;
-  // FAILED_PRECONDITION naming `path`, the option and both values when it was saved with other
-  // options, or naming both versions when it has another format version; INVALID_ARGUMENT as
-  // Create for bad options. Nothing is half-loaded: on an error no memory is returned.
+  // A reader sees the old file or the whole new one. One save at a time; a second waits.
+  // `annex`: bytes of the caller's own, saved inside the same file (deflated, under the same
+  // digest) and given back by LoadFrom, so that what the caller keeps beside its memory (the
+  // agent: its counters and learner) is never out of step with it. `snapshot_taken`, when given,
+  // is notified once the state the file will hold has been copied (a few milliseconds in; also
+  // when the save fails before that): from then on the caller may add to the memory without
+  // changing what is saved, so a caller that keeps the acting thread waiting for it until then,
+  // and takes its annex on that thread just before, saves both as of one moment. Errors:
+  // ErrnoError's code (common/files.h) with the message naming `path`; `path` is then as it was
+  // and the temporary file is removed.
+  absl::Status SaveTo(const std::string& path, absl::string_view annex = {},
+                      absl::Notification* snapshot_taken = nullptr) const
+      ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
+  // A memory with `options` and the state SaveTo wrote to `path`; with `annex`, the annex saved
+  // with it there. options.seed is not used (the random state comes from the file); every other
+  // option must equal the saved one. Errors: NOT_FOUND when `path` does not exist (ErrnoError's
+  // code when it cannot be opened or read otherwise); DATA_LOSS naming `path` when it is not a
+  // replay checkpoint (bad magic), is truncated or corrupted (its SHA-256 does not match) or its
+  // body does not parse; FAILED_PRECONDITION naming `path`, the option and both values when it was
+  // saved with other options, or naming both versions when it has another format version;
+  // INVALID_ARGUMENT as Create for bad options. Nothing is half-loaded: on an error no memory is
+  // returned and `annex` is unchanged.
   static absl::StatusOr<std::unique_ptr<ReplayMemory>> LoadFrom(const std::string& path,
-                                                                const ReplayOptions& options);
+                                                                const ReplayOptions& options,
+                                                                std::string* annex = nullptr);
 
   // Blocks until size() >= n or `timeout` passes, without spinning; returns whether size() >= n.
   bool WaitForSize(size_t n, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -192,10 +205,12 @@ class ReplayMemory {
     return save_floor_ == kNotSaving || next_frame_ < save_floor_ + frame_slots_;
   }
   // SaveTo's body: the header, the state and the trailer, written to `file` (open as `fd`).
-  absl::Status WriteCheckpoint(int fd, const std::string& file) const
+  absl::Status WriteCheckpoint(int fd, const std::string& file, absl::string_view annex,
+                               absl::Notification* snapshot_taken) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-  // LoadFrom's body: the state after the header, into this fresh memory.
-  absl::Status ReadCheckpointBody(CheckpointReader* in) ABSL_LOCKS_EXCLUDED(mu_);
+  // LoadFrom's body: the state after the header, into this fresh memory, and the annex.
+  absl::Status ReadCheckpointBody(CheckpointReader* in, std::string* annex)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Copies the stack whose newest frame is `frame` to `out`.
   void CopyStack(uint64_t frame, uint8_t* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double BetaLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -21,6 +21,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "agent/learning/replay_memory.h"
 #include "common/files.h"
 #include "common/sha256.h"
@@ -615,6 +616,72 @@ TEST_CASE("Saves while another thread adds are consistent snapshots", "[replay][
     }
     CHECK(wrong == 0);
   }
+}
+
+TEST_CASE("The annex comes back with the memory; a refused load leaves the caller's as it was",
+          "[replay][checkpoint]") {
+  const ReplayOptions options = TinyOptions(/*prioritized=*/true);
+  auto memory = MustCreate(options);
+  Script script;
+  script.Fill(memory.get(), 12, /*leave_running=*/true);
+  TempDir dir;
+  std::string annex = "counters";
+  for (int i = 0; i < 256; ++i) annex.push_back(static_cast<char>(i));  // Every byte value.
+  REQUIRE(memory->SaveTo(dir.File("replay"), annex).ok());
+  std::string loaded_annex = "before";
+  auto loaded = ReplayMemory::LoadFrom(dir.File("replay"), options, &loaded_annex);
+  REQUIRE(loaded.ok());
+  CHECK(loaded_annex == annex);
+  CheckSameNow(memory.get(), loaded->get(), /*has_frames=*/true);
+
+  // No annex saved: an empty one. A load that fails leaves the caller's string alone.
+  REQUIRE(memory->SaveTo(dir.File("plain")).ok());
+  REQUIRE(ReplayMemory::LoadFrom(dir.File("plain"), options, &loaded_annex).ok());
+  CHECK(loaded_annex.empty());
+  std::string bytes = MustRead(dir.File("replay"));
+  bytes[bytes.size() / 2] ^= 0x20;
+  MustWrite(dir.File("torn"), bytes);
+  loaded_annex = "kept";
+  CHECK(ReplayMemory::LoadFrom(dir.File("torn"), options, &loaded_annex).status().code() ==
+        absl::StatusCode::kDataLoss);
+  CHECK(loaded_annex == "kept");
+}
+
+TEST_CASE("A save holds the memory as of its snapshot: Adds after the notification are not in it",
+          "[replay][checkpoint]") {
+  ReplayOptions options = TinyOptions(/*prioritized=*/false);
+  options.frame_shape = {1, 64, 64};  // 4 KB frames: the save copies them in several pieces.
+  options.capacity = 3000;
+  auto memory = MustCreate(options);
+  Script script;
+  script.frame_bytes = memory->frame_bytes();
+  script.Fill(memory.get(), 400, /*leave_running=*/true);
+  const size_t size_at_snapshot = memory->size();
+  std::vector<uint8_t> observation_at_snapshot(memory->observation_bytes());
+  memory->CurrentObservation(observation_at_snapshot.data());
+
+  TempDir dir;
+  absl::Notification snapshot;
+  absl::Status saved;
+  std::thread saver([&] { saved = memory->SaveTo(dir.File("replay"), "annex", &snapshot); });
+  snapshot.WaitForNotification();
+  for (int s = 0; s < 200; ++s) script.Step(memory.get(), false);  // After the snapshot.
+  saver.join();
+  INFO(saved);
+  REQUIRE(saved.ok());
+  REQUIRE(memory->size() > size_at_snapshot);
+  auto loaded = ReplayMemory::LoadFrom(dir.File("replay"), options);
+  REQUIRE(loaded.ok());
+  CHECK((*loaded)->size() == size_at_snapshot);
+  std::vector<uint8_t> observation(memory->observation_bytes());
+  (*loaded)->CurrentObservation(observation.data());
+  CHECK(observation == observation_at_snapshot);
+
+  // A save that fails before its snapshot (no such directory) still lets its caller go on.
+  absl::Notification failed_snapshot;
+  const absl::Status failed = memory->SaveTo(dir.File("missing/replay"), "annex", &failed_snapshot);
+  CHECK(failed.code() == absl::StatusCode::kNotFound);
+  CHECK(failed_snapshot.HasBeenNotified());
 }
 
 }  // namespace
