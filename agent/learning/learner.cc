@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -240,5 +241,68 @@ void DqnLearner::CopyOnlineToTarget() {
 }
 
 void DqnLearner::GetWeights(std::vector<float>* flat) { FlattenParameters(*online_, flat); }
+
+std::string DqnLearner::SaveState() {
+  std::vector<float> online, target;
+  FlattenParameters(*online_, &online);
+  FlattenParameters(*target_, &target);
+  torch::serialize::OutputArchive archive, optimizer;
+  archive.write("online", torch::tensor(online));
+  archive.write("target", torch::tensor(target));
+  optimizer_->save(optimizer);
+  archive.write("optimizer", optimizer);
+  archive.write("loss_scale", torch::tensor(loss_scale_, torch::kFloat64));
+  archive.write("good_steps", torch::tensor(static_cast<int64_t>(good_steps_), torch::kInt64));
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+absl::Status DqnLearner::LoadState(const std::string& bytes) {
+  torch::serialize::InputArchive archive, optimizer;
+  torch::Tensor online, target, loss_scale, good_steps;
+  try {
+    std::istringstream in(bytes);
+    archive.load_from(in, torch::kCPU);
+    archive.read("online", online);
+    archive.read("target", target);
+    archive.read("optimizer", optimizer);
+    archive.read("loss_scale", loss_scale);
+    archive.read("good_steps", good_steps);
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat("not a learner state: ", e.what_without_backtrace()));
+  }
+  const int64_t count = static_cast<int64_t>(model_.parameter_count);
+  for (const torch::Tensor* t : {&online, &target}) {
+    if (t->scalar_type() != torch::kFloat || t->dim() != 1 || t->numel() != count) {
+      return absl::FailedPreconditionError(absl::StrCat("the learner state holds ", t->numel(),
+                                                        " parameters, model ", model_.spec.name,
+                                                        " has ", count));
+    }
+  }
+  const torch::Tensor online_cpu = online.contiguous(), target_cpu = target.contiguous();
+  SetWeights({online_cpu.data_ptr<float>(), online_cpu.data_ptr<float>() + count});
+  SetTargetWeights({target_cpu.data_ptr<float>(), target_cpu.data_ptr<float>() + count});
+  try {
+    optimizer_->load(optimizer);
+    // The moments follow the parameters onto the learner's device.
+    for (auto& entry : optimizer_->state()) {
+      auto& adam = static_cast<torch::optim::AdamParamState&>(*entry.second);
+      adam.exp_avg(adam.exp_avg().to(options_.device));
+      adam.exp_avg_sq(adam.exp_avg_sq().to(options_.device));
+      if (adam.max_exp_avg_sq().defined()) {
+        adam.max_exp_avg_sq(adam.max_exp_avg_sq().to(options_.device));
+      }
+    }
+  } catch (const c10::Error& e) {
+    optimizer_ = std::make_unique<torch::optim::Adam>(
+        online_->parameters(), torch::optim::AdamOptions(options_.learning_rate));
+    return absl::DataLossError(
+        absl::StrCat("the learner state's optimizer does not load: ", e.what_without_backtrace()));
+  }
+  loss_scale_ = loss_scale.item<double>();
+  good_steps_ = static_cast<int>(good_steps.item<int64_t>());
+  return absl::OkStatus();
+}
 
 }  // namespace convoy

@@ -81,6 +81,16 @@ class DqnLearner {
   void CopyOnlineToTarget();
   void GetWeights(std::vector<float>* flat);
 
+  // Everything an update depends on, as bytes (LibTorch's archive): the online and target
+  // networks, the local Adam's moments and step counts, and AMP's loss scale. LoadState puts it
+  // back into a learner of the same model, on whatever device this one is; an agent that resumes
+  // goes on learning where it stopped. Errors: DATA_LOSS when `bytes` is not such an archive;
+  // FAILED_PRECONDITION naming both sizes when it holds another model's parameters; either leaves
+  // the learner as it was. DATA_LOSS too when only the optimizer's part does not load: the networks
+  // are then loaded and the Adam starts afresh.
+  std::string SaveState();
+  absl::Status LoadState(const std::string& bytes);
+
   const ModelInfo& model() const { return model_; }
   torch::Device device() const { return options_.device; }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "tests/catch.h"
 #include "tests/skip.h"
 
@@ -269,6 +270,60 @@ TEST_CASE("QValues gives every action's value and the greedy action", "[learner]
     CHECK(greedy == learner->GreedyAction(obs.data_ptr<uint8_t>()));
     CHECK(q[greedy] == *std::max_element(q.begin(), q.end()));
   }
+}
+
+TEST_CASE("A learner loaded from another's state learns on exactly as that one does",
+          "[learner][checkpoint]") {
+  auto original = *DqnLearner::Create(TinyOptions());
+  const Batch b = RandomBatch(16, 3);
+  int applied = 0;
+  Regress(*original, b, 5, &applied);  // The Adam has moments and a step count now.
+  const std::string state = original->SaveState();
+
+  LearnerOptions other_seed = TinyOptions();
+  other_seed.seed = 99;
+  auto loaded = *DqnLearner::Create(other_seed);
+  REQUIRE(loaded->LoadState(state).ok());
+  std::vector<float> a, c;
+  original->GetWeights(&a);
+  loaded->GetWeights(&c);
+  CHECK(a == c);
+  // The same steps from here give the same weights: the moments came along (an Adam started
+  // afresh takes a step of a different size).
+  Regress(*original, b, 3, &applied);
+  Regress(*loaded, b, 3, &applied);
+  original->GetWeights(&a);
+  loaded->GetWeights(&c);
+  CHECK(a == c);
+  // And the target network: Double DQN's next-state values are the same.
+  const TrainStats x = Accumulate(*original, RandomBatch(8, 5));
+  const TrainStats y = Accumulate(*loaded, RandomBatch(8, 5));
+  CHECK(x.td_errors == y.td_errors);
+
+  auto fresh = *DqnLearner::Create(TinyOptions());
+  Regress(*fresh, b, 3, &applied);
+  std::vector<float> f;
+  fresh->GetWeights(&f);
+  CHECK(f != a);
+}
+
+TEST_CASE("A learner state that is not one, or of another model, is refused", "[learner]") {
+  auto learner = *DqnLearner::Create(TinyOptions());
+  std::vector<float> before;
+  learner->GetWeights(&before);
+  const absl::Status junk = learner->LoadState("not an archive");
+  CHECK(junk.code() == absl::StatusCode::kDataLoss);
+
+  LearnerOptions more_actions = TinyOptions();
+  more_actions.num_actions = kDefaultNumActions + 2;
+  auto other = *DqnLearner::Create(more_actions);
+  const absl::Status mismatch = learner->LoadState(other->SaveState());
+  INFO(mismatch);
+  CHECK(mismatch.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(mismatch.message(), "parameters"));
+  std::vector<float> after;
+  learner->GetWeights(&after);
+  CHECK(after == before);
 }
 
 }  // namespace
