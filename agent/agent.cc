@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "agent/agent_checkpoint.h"
 #include "agent/client/parameter_server_sync.h"
 #include "agent/client/ps_transport.h"
 #include "agent/client/push_log.h"
@@ -115,7 +117,10 @@ absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options) 
 class Agent::Impl {
  public:
   Impl(const AgentOptions& options, std::shared_ptr<SyncObserver> observer)
-      : options_(options), observer_(std::move(observer)), rng_(options.seed) {}
+      : options_(options),
+        observer_(std::move(observer)),
+        rng_(options.seed),
+        created_(absl::Now()) {}
 
   absl::Status Init();
   absl::Status Run(const std::atomic<bool>& stop);
@@ -136,6 +141,15 @@ class Agent::Impl {
     }
     if (replay_ != nullptr) stats.replay_size = replay_->size();
     stats.replay_capacity = options_.replay_memory_size;
+    if (checkpointer_ != nullptr) {
+      const ReplayCheckpointStats saved = checkpointer_->stats();
+      stats.replay_checkpoints = saved.saves;
+      stats.replay_checkpoint_failures = saved.failures;
+      stats.replay_checkpoint_seconds = saved.last_seconds;
+      stats.replay_checkpoint_bytes = saved.last_bytes;
+      if (saved.saves > 0)
+        stats.replay_checkpoint_unix_seconds = absl::ToUnixMicros(saved.last_time) / 1e6;
+    }
     return stats;
   }
   const AgentOptions& options() const { return options_; }
@@ -163,6 +177,12 @@ class Agent::Impl {
     for (const auto& server : servers_) servers.push_back(server.get());
     return servers;
   }
+  // The replay memory: loaded from its checkpoint with --resume, else empty; and its checkpointer.
+  absl::Status OpenReplay(const ReplayOptions& replay);
+  // Takes the agent's state from a replay checkpoint's annex (read from `path`).
+  absl::Status Restore(const std::string& annex, const std::string& path);
+  // The agent's state now, for a replay checkpoint's annex: on the acting thread.
+  std::string CheckpointAnnex();
   void EndEpisode(const StepResult& last);
   void Report(bool final);
   absl::Status OpenLogs();
@@ -176,6 +196,8 @@ class Agent::Impl {
   std::optional<Preprocess> preprocess_;
   std::unique_ptr<DqnLearner> learner_;
   std::unique_ptr<ReplayMemory> replay_;
+  std::unique_ptr<ReplayCheckpointer>
+      checkpointer_;  // Null without a checkpoint dir; before replay_ goes.
   std::unique_ptr<BatchSampler> sampler_;
   std::vector<std::unique_ptr<ServerTransport>> servers_;  // Empty alone; in shard order.
   std::optional<LearnerModel> synced_model_;
@@ -201,6 +223,7 @@ class Agent::Impl {
   std::optional<RateMeter> env_rate_, train_rate_;
   double loss_sum_ = 0, q_sum_ = 0;
   int loss_count_ = 0;
+  const absl::Time created_;
   absl::Time started_;
   absl::Time last_report_;
   absl::Time last_weights_save_;
@@ -214,6 +237,10 @@ absl::Status Agent::Impl::Init() {
       options_.replay_ratio <= 0) {
     return absl::InvalidArgumentError(
         "--batch_size, --batch_update_frequency and --replay_ratio must be positive");
+  }
+  if (options_.resume && options_.replay_checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--resume continues from a replay checkpoint: it needs --replay_checkpoint_dir");
   }
   CONVOY_ASSIGN_OR_RETURN(device_, ResolveDevice(options_.device));
   if (options_.torch_threads > 0) torch::set_num_threads(options_.torch_threads);
@@ -278,7 +305,8 @@ absl::Status Agent::Impl::Init() {
   replay.prioritized = options_.prioritized;
   replay.alpha = options_.priority_exponent;
   replay.seed = options_.seed;
-  CONVOY_ASSIGN_OR_RETURN(replay_, ReplayMemory::Create(replay));
+  // Before the sync's first pull: a resumed learner's weights give way to the server's.
+  CONVOY_RETURN_IF_ERROR(OpenReplay(replay));
   sampler_ = std::make_unique<BatchSampler>(
       replay_.get(), options_.batch_size,
       std::max<size_t>(options_.min_replay_size, options_.batch_size), device_,
@@ -304,6 +332,110 @@ absl::Status Agent::Impl::Init() {
         ServerPointers(), &*synced_model_, SyncOptionsOf(options_, std::move(servers)), epsilon_);
   }
   return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::OpenReplay(const ReplayOptions& replay) {
+  if (options_.replay_checkpoint_dir.empty()) {
+    CONVOY_ASSIGN_OR_RETURN(replay_, ReplayMemory::Create(replay));
+    return absl::OkStatus();
+  }
+  CONVOY_ASSIGN_OR_RETURN(const std::string path,
+                          ReplayCheckpointPath(options_.replay_checkpoint_dir, options_.agent_id));
+  if (options_.resume) {
+    const absl::Time start = absl::Now();
+    std::string annex;
+    absl::StatusOr<std::unique_ptr<ReplayMemory>> loaded =
+        ReplayMemory::LoadFrom(path, replay, &annex);
+    if (loaded.ok()) {
+      replay_ = *std::move(loaded);
+      CONVOY_RETURN_IF_ERROR(Restore(annex, path));
+      const AgentStats resumed = stats();
+      LOG(INFO) << options_.agent_id << ": resumed from " << path << " in "
+                << absl::ToDoubleSeconds(absl::Now() - start) << " s: " << resumed.replay_size
+                << " transitions, " << resumed.env_steps << " steps, " << resumed.episodes
+                << " episodes";
+    } else if (absl::IsNotFound(loaded.status())) {
+      LOG(INFO) << options_.agent_id << ": no replay checkpoint at " << path
+                << " to resume from; starting with an empty replay memory";
+    } else {
+      return loaded.status();
+    }
+  }
+  if (replay_ == nullptr) {
+    CONVOY_ASSIGN_OR_RETURN(replay_, ReplayMemory::Create(replay));
+  }
+  checkpointer_ = std::make_unique<ReplayCheckpointer>(replay_.get(), path,
+                                                       options_.replay_checkpoint_every, created_);
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::Restore(const std::string& annex, const std::string& path) {
+  CONVOY_ASSIGN_OR_RETURN(AgentCheckpoint saved, DecodeAgentCheckpoint(annex, path));
+  if (saved.agent_id != options_.agent_id || saved.model != options_.model) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is agent ", saved.agent_id, "'s with model ", saved.model,
+                     "; this is agent ", options_.agent_id, " with model ", options_.model));
+  }
+  if (saved.seed != options_.seed) {
+    LOG(WARNING) << options_.agent_id << ": " << path
+                 << " was saved by a run with --seed=" << saved.seed
+                 << "; going on with --seed=" << options_.seed;
+  }
+  if (absl::Status s = learner_->LoadState(std::string(saved.learner.begin(), saved.learner.end()));
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
+  std::istringstream rng_text(saved.acting_rng);
+  rng_text >> rng_;
+  if (rng_text.fail()) {
+    return absl::DataLossError(absl::StrCat(path, ": the agent's random state does not parse"));
+  }
+  {
+    absl::MutexLock lock(&stats_mu_);
+    stats_.env_steps = saved.env_steps;
+    stats_.train_steps = saved.train_steps;
+    stats_.episodes = saved.episodes;
+    stats_.last_return = saved.last_return;
+    for (double r : saved.recent_returns) recent_returns_.Add(r);
+    stats_.average_return = recent_returns_.value();
+    stats_.resumed_transitions = replay_->size();
+  }
+  episode_seed_ = saved.episode_seed;
+  train_credit_ = saved.train_credit;
+  // TargetRefreshDue subtracts modulo 2^64: the target is as old as it was.
+  minibatches_at_target_ = minibatches_ - saved.minibatches_since_target;
+  if (local_exploration_.has_value()) {  // Alone; with a server, Join gave the server's epsilon.
+    local_exploration_->set_global_epsilon(saved.global_epsilon);
+    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
+  }
+  return absl::OkStatus();
+}
+
+std::string Agent::Impl::CheckpointAnnex() {
+  AgentCheckpoint state;
+  state.agent_id = options_.agent_id;
+  state.model = options_.model;
+  state.seed = options_.seed;
+  {
+    absl::MutexLock lock(&stats_mu_);
+    state.env_steps = stats_.env_steps;
+    state.train_steps = stats_.train_steps;
+    state.episodes = stats_.episodes;
+    state.last_return = stats_.last_return;
+  }
+  state.recent_returns = recent_returns_.values();
+  state.episode_seed = episode_seed_;
+  state.epsilon = epsilon_;
+  state.global_epsilon =
+      local_exploration_.has_value() ? local_exploration_->global_epsilon() : epsilon_;
+  state.minibatches_since_target = minibatches_ - minibatches_at_target_;
+  state.train_credit = train_credit_;
+  std::ostringstream rng_text;
+  rng_text << rng_;
+  state.acting_rng = rng_text.str();
+  const std::string learner = learner_->SaveState();
+  state.learner.assign(learner.begin(), learner.end());
+  return EncodeAgentCheckpoint(state);
 }
 
 absl::Status Agent::Impl::OpenLogs() {
@@ -415,6 +547,9 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     if (!options_.log_dir.empty() && absl::Now() - last_weights_save_ >= kWeightsEvery) {
       SaveWeights();
     }
+    if (checkpointer_ != nullptr && checkpointer_->Due(absl::Now())) {
+      checkpointer_->Start(CheckpointAnnex(), absl::Now());
+    }
   }
   // The minibatches the replay ratio owes to the last steps; then the last sync.
   if (absl::Status s = TrainOnCredit(stop, /*drain=*/true); !s.ok()) return s;
@@ -425,6 +560,10 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   sampler_->Stop();
   Report(true);
   if (!options_.log_dir.empty()) SaveWeights();
+  if (checkpointer_ != nullptr) {
+    // The episode in progress is in it too: a resumed agent ends it as cut by a time limit.
+    CONVOY_RETURN_IF_ERROR(checkpointer_->SaveNow(CheckpointAnnex()));
+  }
   return absl::OkStatus();
 }
 
@@ -470,8 +609,16 @@ absl::Status Agent::Impl::TrainOne() {
   train_rate_->Record(1);
   {
     absl::MutexLock lock(&stats_mu_);
+    if (minibatches_ == 1) {
+      stats_.first_train_seconds = absl::ToDoubleSeconds(absl::Now() - created_);
+    }
     ++stats_.train_steps;
     stats_.last_batch_size = static_cast<uint64_t>(batch->actions.size(0));
+  }
+  if (minibatches_ == 1) {
+    LOG(INFO) << options_.agent_id << ": first minibatch "
+              << absl::ToDoubleSeconds(absl::Now() - created_) << " s after the start, with "
+              << replay_->size() << " transitions";
   }
   if (sync_ != nullptr) {
     sync_->Trained();  // Steps locally and syncs as the push mode and the sync's state say.

@@ -94,6 +94,15 @@ struct AgentOptions : RunSettings, AgentSettings {
   uint64_t max_steps = 0;
   absl::Duration max_time = absl::ZeroDuration();
   std::string log_dir;  // Metrics CSV, TensorBoard events, weights.pt; empty: no files.
+  // Replay checkpoints (agent/agent_checkpoint.h): the replay memory and the agent's state in
+  // replay_checkpoint_dir/<agent_id>.replay, every replay_checkpoint_every and at the end of Run
+  // (a SIGTERM's too); empty: none. With `resume`, Create continues from that file when there is
+  // one (with an empty memory, as a fresh agent, when there is none): transitions, priorities,
+  // counters (max_steps counts the steps before), exploration, the learner with its optimizer,
+  // and the acting random state. With a parameter server the weights and epsilon are the server's,
+  // pulled on Join as always.
+  std::string replay_checkpoint_dir;
+  bool resume = false;
   absl::Duration report_every = absl::Seconds(5);
   bool machine_progress =
       false;  // Also print "PROGRESS key=value ..." lines on stdout (for convoy_train).
@@ -110,13 +119,16 @@ class Agent {
   // `observer` (none: null) is told every minibatch trained and every answer of a server to a push
   // (agent/client/sync_observer.h; convoy_agent's --push_log is one).
   // Errors: INVALID_ARGUMENT for bad options; FAILED_PRECONDITION for a model mismatch with the
-  // server.
+  // server. With `resume`: the replay checkpoint's errors (ReplayMemory::LoadFrom: DATA_LOSS for a
+  // torn or corrupted file, FAILED_PRECONDITION for one of other replay options), and
+  // FAILED_PRECONDITION for one of another agent id or model, each naming the file.
   static absl::StatusOr<std::unique_ptr<Agent>> Create(
       const AgentOptions& options, std::shared_ptr<SyncObserver> observer = nullptr);
   ~Agent();
 
-  // Trains until max_steps, max_time or `*stop` becomes true; then a last sync and, with a log_dir, the
-  // final weights in log_dir/weights.pt.
+  // Trains until max_steps, max_time or `*stop` becomes true; then a last sync, with a log_dir the
+  // final weights in log_dir/weights.pt, and with a replay_checkpoint_dir the last replay
+  // checkpoint (its failure is Run's error).
   absl::Status Run(const std::atomic<bool>& stop);
 
   AgentStats stats() const;

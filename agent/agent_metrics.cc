@@ -98,6 +98,32 @@ void AgentMetrics::AddStats(const AgentStats& s, MetricFamilies& out) const {
               "Pushes of what was learned while a server was away.", d(s.outage_pushes), agent);
   out.Counter("convoy_agent_simulator_outages_total", "Times the simulator connection was lost.",
               d(s.simulator_outages), agent);
+  AddReplayCheckpoints(s, out);
+}
+
+void AgentMetrics::AddReplayCheckpoints(const AgentStats& s, MetricFamilies& out) const {
+  const MetricLabels agent = {{"agent", agent_id_}};
+  auto d = [](uint64_t v) { return static_cast<double>(v); };
+  out.Counter("convoy_agent_replay_checkpoints_total",
+              "Replay checkpoints written (--replay_checkpoint_dir).", d(s.replay_checkpoints),
+              agent);
+  out.Counter("convoy_agent_replay_checkpoint_failures_total",
+              "Replay checkpoints that failed (the previous one stays).",
+              d(s.replay_checkpoint_failures), agent);
+  out.Gauge("convoy_agent_replay_checkpoint_duration_seconds",
+            "The newest replay checkpoint's time to write, from its snapshot to its rename.",
+            s.replay_checkpoint_seconds, agent);
+  out.Gauge("convoy_agent_replay_checkpoint_bytes", "The newest replay checkpoint's size.",
+            d(s.replay_checkpoint_bytes), agent);
+  out.Gauge("convoy_agent_replay_checkpoint_timestamp_seconds",
+            "Unix time of the newest replay checkpoint (0: none yet).",
+            s.replay_checkpoint_unix_seconds, agent);
+  out.Gauge("convoy_agent_resumed_transitions",
+            "Transitions this process loaded from a replay checkpoint at its start (--resume).",
+            d(s.resumed_transitions), agent);
+  out.Gauge("convoy_agent_first_train_seconds",
+            "Seconds from this process's start to its first minibatch (0: none yet).",
+            s.first_train_seconds, agent);
 }
 
 }  // namespace convoy

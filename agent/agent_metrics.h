@@ -39,6 +39,7 @@ class AgentMetrics : public prometheus::Collectable, public SyncObserver {
 
   // The families of one stats snapshot.
   void AddStats(const AgentStats& stats, MetricFamilies& out) const;
+  void AddReplayCheckpoints(const AgentStats& s, MetricFamilies& out) const;
 
  private:
   const std::string agent_id_;

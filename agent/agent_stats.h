@@ -25,6 +25,15 @@ struct AgentStats {
   uint64_t simulator_outages = 0;  // Times the simulator connection was lost (AirSim: reconnected).
   uint64_t replay_size = 0;        // Sampleable transitions in the replay memory.
   uint64_t replay_capacity = 0;    // --replay_memory_size.
+  // Replay checkpoints (--replay_checkpoint_dir): saves written and failed, the newest one's
+  // duration, size and Unix time (0: none yet).
+  uint64_t replay_checkpoints = 0;
+  uint64_t replay_checkpoint_failures = 0;
+  double replay_checkpoint_seconds = 0;
+  uint64_t replay_checkpoint_bytes = 0;
+  double replay_checkpoint_unix_seconds = 0;
+  uint64_t resumed_transitions = 0;  // Loaded from a replay checkpoint at the start (--resume).
+  double first_train_seconds = 0;    // From the agent's start to its first minibatch; 0: not yet.
 };
 
 }  // namespace convoy

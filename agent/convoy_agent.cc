@@ -74,6 +74,16 @@ ABSL_FLAG(double, max_minutes, 0, "Stop after this many minutes (0: no bound).")
 // glog's header declares a global FLAGS_log_dir of its own (not a command-line flag here): this
 // file does not include glog, so --log_dir is convoy's.
 ABSL_FLAG(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; empty: none.");
+ABSL_FLAG(std::string, replay_checkpoint_dir, "",
+          "Save the replay memory and the agent's state to DIR/<agent_id>.replay (compressed, "
+          "atomic, with a SHA-256) every --replay_checkpoint_every and at the end of the run, a "
+          "SIGTERM's too; one directory can hold every agent's. Empty: no replay checkpoints.");
+ABSL_FLAG(
+    bool, resume, false,
+    "Continue from the replay checkpoint in --replay_checkpoint_dir: transitions, priorities, "
+    "counters (--max_steps counts the steps before), exploration and the learner. Without a "
+    "checkpoint there, start with an empty replay memory (so a requeued job's one command "
+    "line serves its first start too); a torn or foreign one is an error.");
 ABSL_FLAG(double, report_seconds, absl::ToDoubleSeconds(Defaults().report_every),
           "Seconds between progress lines.");
 ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.");
@@ -142,6 +152,8 @@ AgentOptions OptionsFromFlags(PushMode push) {
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.max_time = absl::Seconds(absl::GetFlag(FLAGS_max_minutes) * 60);
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
+  o.replay_checkpoint_dir = absl::GetFlag(FLAGS_replay_checkpoint_dir);
+  o.resume = absl::GetFlag(FLAGS_resume);
   o.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
   o.machine_progress = absl::GetFlag(FLAGS_machine_progress);
   return o;

@@ -60,7 +60,13 @@
     "At the end of a run, how long the agent tries to reach a parameter server that does not "    \
     "answer, so that its last minibatches reach it. It stops trying at once when the server is "  \
     "gone: nothing listens at its address for a second, or the launcher that started the agent "  \
-    "died.")
+    "died.")                                                                                      \
+  /* A full 50,000-transition save takes some 2 s of one core and 84 MB (docs/benchmarks.md);  */ \
+  /* a preemption's SIGTERM saves anyway, so the period bounds only what a SIGKILL loses.      */ \
+  X(absl::Duration, replay_checkpoint_every, absl::Minutes(10), absl::ZeroDuration(),             \
+    absl::InfiniteDuration(), kClosed,                                                            \
+    "With --replay_checkpoint_dir: how often the agent saves its replay memory and state there "  \
+    "(0: only at the end of its run, a SIGTERM's included), e.g. 10m.")
 
 namespace convoy {
 

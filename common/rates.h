@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <utility>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -25,6 +26,8 @@ class MovingAverage {
   // How many values the mean is over: min(values added, window).
   size_t count() const { return values_.size(); }
   bool empty() const { return values_.empty(); }
+  // The values in the window, oldest first: Add-ing them to a fresh average gives this one back.
+  std::vector<double> values() const { return {values_.begin(), values_.end()}; }
 
  private:
   size_t window_;

@@ -55,6 +55,13 @@ TEST_CASE("An agent's metrics are its stats when scraped, and its exchanges as t
   stats.replay_capacity = 50000;
   stats.connected = true;
   stats.ps_version = 31;
+  stats.replay_checkpoints = 3;
+  stats.replay_checkpoint_failures = 1;
+  stats.replay_checkpoint_seconds = 2.5;
+  stats.replay_checkpoint_bytes = 83700000;
+  stats.replay_checkpoint_unix_seconds = 1.8e9;
+  stats.resumed_transitions = 1000;
+  stats.first_train_seconds = 1.5;
   metrics.SetStats([&stats] { return stats; });
 
   PushAnswer applied;
@@ -84,6 +91,13 @@ TEST_CASE("An agent's metrics are its stats when scraped, and its exchanges as t
   CHECK(Value(families, "convoy_agent_replay_capacity_transitions", agent) == 50000);
   CHECK(Value(families, "convoy_agent_in_step", agent) == 1);
   CHECK(Value(families, "convoy_agent_ps_version", agent) == 31);
+  CHECK(Value(families, "convoy_agent_replay_checkpoints_total", agent) == 3);
+  CHECK(Value(families, "convoy_agent_replay_checkpoint_failures_total", agent) == 1);
+  CHECK(Value(families, "convoy_agent_replay_checkpoint_duration_seconds", agent) == 2.5);
+  CHECK(Value(families, "convoy_agent_replay_checkpoint_bytes", agent) == 83700000);
+  CHECK(Value(families, "convoy_agent_replay_checkpoint_timestamp_seconds", agent) == 1.8e9);
+  CHECK(Value(families, "convoy_agent_resumed_transitions", agent) == 1000);
+  CHECK(Value(families, "convoy_agent_first_train_seconds", agent) == 1.5);
   auto of = [](const std::string& result) {
     return std::map<std::string, std::string>{
         {"agent", "agent-3"}, {"shard", "1"}, {"result", result}};

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "agent/client/ps_transport.h"
+#include "common/status_macros.h"
 #include "common/weights_file.h"
 #include "tests/catch.h"
 #include "tests/param_server/loopback_server.h"
@@ -504,6 +505,176 @@ TEST_CASE("An agent keeps acting and learning while the server holds a push's an
       CHECK(status.repeated_pushes() == 0);
     }
   }
+}
+
+// A SmallAgent alone keeping replay checkpoints in `dir`.
+AgentOptions CheckpointingAgent(const std::string& dir) {
+  AgentOptions o = SmallAgent("");
+  o.replay_checkpoint_dir = dir;
+  return o;
+}
+
+absl::StatusOr<AgentStats> RunToEnd(const AgentOptions& options, std::vector<float>* weights) {
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<Agent> agent, Agent::Create(options));
+  std::atomic<bool> stop{false};
+  CONVOY_RETURN_IF_ERROR(agent->Run(stop));
+  if (weights != nullptr) *weights = agent->Weights();
+  return agent->stats();
+}
+
+TEST_CASE("An agent resumed from its replay checkpoint goes on where it stopped",
+          "[agent][resume]") {
+  const std::string dir = MakeTempDir("agent_resume");
+  std::vector<float> weights;
+  const absl::StatusOr<AgentStats> first = RunToEnd(CheckpointingAgent(dir), &weights);
+  REQUIRE(first.ok());
+  CHECK(first->replay_checkpoints == 1);  // At the end of the run (the period is 10 minutes).
+  CHECK(first->replay_checkpoint_bytes == std::filesystem::file_size(dir + "/agent-0.replay"));
+  CHECK(first->train_steps == 100);
+
+  AgentOptions resumed_options = CheckpointingAgent(dir);
+  resumed_options.resume = true;
+  resumed_options.max_steps = 900;  // 300 more.
+  absl::StatusOr<std::unique_ptr<Agent>> resumed = Agent::Create(resumed_options);
+  REQUIRE(resumed.ok());
+  const AgentStats start = (*resumed)->stats();
+  CHECK(start.env_steps == 600);
+  CHECK(start.episodes == first->episodes);
+  CHECK(start.train_steps == first->train_steps);
+  CHECK(start.replay_size == first->replay_size);
+  CHECK(start.resumed_transitions == first->replay_size);
+  CHECK(start.average_return == first->average_return);
+  CHECK((*resumed)->Weights() == weights);  // Alone, the learner is its own.
+  std::atomic<bool> stop{false};
+  REQUIRE((*resumed)->Run(stop).ok());
+  const AgentStats end = (*resumed)->stats();
+  CHECK(end.env_steps == 900);
+  // Its memory was full enough at once: it trained on all 300 steps (8 sampled transitions a step,
+  // 32 a minibatch), where an agent starting empty would first collect 200.
+  CHECK(end.train_steps == 100 + 75);
+  AgentOptions fresh_options = CheckpointingAgent(MakeTempDir("agent_fresh"));
+  fresh_options.max_steps = 300;
+  const absl::StatusOr<AgentStats> fresh = RunToEnd(fresh_options, nullptr);
+  REQUIRE(fresh.ok());
+  CHECK(fresh->train_steps == 25);
+
+  // Without --resume the same directory starts afresh, and its end overwrites the checkpoint.
+  AgentOptions again = CheckpointingAgent(dir);
+  again.max_steps = 250;
+  const absl::StatusOr<AgentStats> restarted = RunToEnd(again, nullptr);
+  REQUIRE(restarted.ok());
+  CHECK(restarted->resumed_transitions == 0);
+  CHECK(restarted->env_steps == 250);
+  again.resume = true;
+  again.max_steps = 260;
+  absl::StatusOr<std::unique_ptr<Agent>> after = Agent::Create(again);
+  REQUIRE(after.ok());
+  CHECK((*after)->stats().env_steps == 250);
+}
+
+TEST_CASE("A resumed agent of a parameter server takes the server's weights and epsilon",
+          "[agent][resume]") {
+  ParameterServerOptions ps_options;
+  ps_options.model = "compact";
+  ps_options.n_step = 1;
+  testing::LoopbackServer ps(ps_options);
+  const std::string dir = MakeTempDir("agent_resume_ps");
+  AgentOptions o = CheckpointingAgent(dir);
+  o.ps_address = ps.address;
+  REQUIRE(RunToEnd(o, nullptr).ok());
+  const uint64_t version = ps.Status().version();
+  REQUIRE(version > 0);
+  // Meanwhile another agent moves the server on.
+  AgentOptions other = SmallAgent("");
+  other.ps_address = ps.address;
+  other.agent_id = "agent-1";
+  other.agent_index = 1;
+  REQUIRE(RunToEnd(other, nullptr).ok());
+  REQUIRE(ps.Status().version() > version);
+
+  o.resume = true;
+  o.max_steps = 900;
+  absl::StatusOr<std::unique_ptr<Agent>> resumed = Agent::Create(o);
+  REQUIRE(resumed.ok());
+  CHECK((*resumed)->stats().env_steps == 600);
+  CHECK((*resumed)->Weights() == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
+  std::atomic<bool> stop{false};
+  REQUIRE((*resumed)->Run(stop).ok());
+  const AgentStats end = (*resumed)->stats();
+  CHECK(end.env_steps == 900);
+  CHECK(end.pushes == 19);  // 75 minibatches: a push every 4, and the last 3 in the final sync.
+  CHECK(end.ps_version == ps.Status().version());
+  CHECK(end.epsilon == Approx(1.0 - 0.003 * ps.Status().updates_applied()).margin(1e-9));
+}
+
+TEST_CASE("A stopped agent saves its replay checkpoint, and saves on its period while it runs",
+          "[agent][resume]") {
+  const std::string dir = MakeTempDir("agent_resume_stop");
+  AgentOptions o = CheckpointingAgent(dir);
+  o.max_steps = 0;
+  o.replay_checkpoint_every = absl::Milliseconds(100);
+  uint64_t steps_at_stop = 0;
+  {
+    BackgroundAgent background(o);
+    Agent& agent = background.agent();
+    // Periodic saves while it acts (each after the one before has ended).
+    CHECK(WaitFor([&] { return agent.stats().replay_checkpoints >= 2; }));
+    CHECK(background.Stop().ok());  // What SIGTERM does in convoy_agent.
+    steps_at_stop = agent.stats().env_steps;
+    CHECK(agent.stats().replay_checkpoint_failures == 0);
+  }
+  AgentOptions resumed = CheckpointingAgent(dir);
+  resumed.resume = true;
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(resumed);
+  REQUIRE(agent.ok());
+  CHECK((*agent)->stats().env_steps == steps_at_stop);
+}
+
+TEST_CASE("Resuming with no checkpoint starts empty; a foreign or torn one is refused naming it",
+          "[agent][resume]") {
+  const std::string dir = MakeTempDir("agent_resume_bad");
+  AgentOptions o = CheckpointingAgent(dir);
+  o.resume = true;
+  o.max_steps = 250;
+  const absl::StatusOr<AgentStats> empty = RunToEnd(o, nullptr);  // None there yet.
+  REQUIRE(empty.ok());
+  CHECK(empty->resumed_transitions == 0);
+  CHECK(empty->env_steps == 250);
+  const std::string path = dir + "/agent-0.replay";
+  REQUIRE(std::filesystem::exists(path));
+
+  auto refused = [&](const AgentOptions& options) {
+    absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options);
+    INFO(agent.status());
+    CHECK_FALSE(agent.ok());
+    return agent.status();
+  };
+  // Another agent's file under this agent's name.
+  std::filesystem::copy_file(path, dir + "/agent-1.replay");
+  AgentOptions other = o;
+  other.agent_id = "agent-1";
+  absl::Status s = refused(other);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Matchers::ContainsSubstring(dir + "/agent-1.replay"));
+  // Other replay options.
+  AgentOptions bigger = o;
+  bigger.replay_memory_size = 6000;
+  s = refused(bigger);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Matchers::ContainsSubstring("capacity"));
+  // A torn file.
+  std::string bytes = ReadWholeFile(path);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
+  s = refused(o);
+  CHECK(s.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(s.message()), Catch::Matchers::ContainsSubstring(path));
+  // --resume without a directory, and an id that cannot be a file name.
+  AgentOptions nowhere = SmallAgent("");
+  nowhere.resume = true;
+  CHECK(refused(nowhere).code() == absl::StatusCode::kInvalidArgument);
+  AgentOptions slash = o;
+  slash.agent_id = "a/b";
+  CHECK(refused(slash).code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("An agent rides out a parameter server killed and restarted", "[agent][faults]") {
