@@ -75,6 +75,14 @@ ABSL_FLAG(std::string, plot_script, CONVOY_PLOT_SCRIPT, "Draws the plot from the
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
 // Each agent's own settings (common/agent_settings.h): --device, --replay_memory_size, ...
 CONVOY_AGENT_SETTINGS(CONVOY_LAUNCHER_AGENT_SETTING_FLAG)
+ABSL_FLAG(double, preempt_after_minutes, 0,
+          "Preempt every agent this far into each run (SIGTERM, or --preempt_signal) and start it "
+          "again for the rest, as a cluster's scheduler would: with --replay_checkpoints it "
+          "resumes with its replay memory, without them it starts empty. 0: no preemption.");
+ABSL_FLAG(std::string, preempt_signal, "TERM", "TERM (the agents save first) or KILL.");
+ABSL_FLAG(
+    bool, replay_checkpoints, false,
+    "Agents keep replay checkpoints in the run directory (convoy_train --replay_checkpoints).");
 ABSL_FLAG(uint32_t, max_pushes_per_step, 0,
           "convoy_ps --max_pushes_per_step (pushes one optimizer step may combine); 0: the "
           "server's default.");
@@ -210,6 +218,9 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.max_pushes_per_step = absl::GetFlag(FLAGS_max_pushes_per_step);
+  options.replay_checkpoints = absl::GetFlag(FLAGS_replay_checkpoints);
+  run.preempt_agents_after = absl::Seconds(absl::GetFlag(FLAGS_preempt_after_minutes) * 60);
+  run.preempt_signal = absl::GetFlag(FLAGS_preempt_signal) == "KILL" ? SIGKILL : SIGTERM;
   CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&run.spec));
   run.validate_every = absl::Seconds(absl::GetFlag(FLAGS_eval_every_seconds));
   run.validation_episodes = absl::GetFlag(FLAGS_eval_episodes);
@@ -413,9 +424,16 @@ int Run() {
                 Ends::kOpenMin),
       IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
       IntRange("final_eval_episodes", absl::GetFlag(FLAGS_final_eval_episodes), 1, 100000),
-      UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax)};
+      UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
+      RealRange("preempt_after_minutes", absl::GetFlag(FLAGS_preempt_after_minutes), 0,
+                absl::GetFlag(FLAGS_minutes), Ends::kOpenMax)};
   ranges.insert(ranges.end(), others.begin(), others.end());
   if (!FlagsInRange("convoy_bench_learn", ranges)) return kExitUsage;
+  if (const std::string signal = absl::GetFlag(FLAGS_preempt_signal);
+      signal != "TERM" && signal != "KILL") {
+    std::fprintf(stderr, "--preempt_signal: '%s' is neither TERM nor KILL\n", signal.c_str());
+    return kExitUsage;
+  }
   std::vector<int> counts;
   for (absl::string_view field :
        absl::StrSplit(absl::GetFlag(FLAGS_agents), ',', absl::SkipEmpty())) {

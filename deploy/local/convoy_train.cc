@@ -56,8 +56,14 @@ ABSL_FLAG(std::string, name, "",
           "Run name (default: train-<date>-<time>); files go to <runs_dir>/<name>.");
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
 ABSL_FLAG(bool, resume, false,
-          "Continue the run --name from its last checkpoint. Without it, a --name whose run has "
-          "checkpoints is refused (exit 2).");
+          "Continue the run --name from its last checkpoint (and with --replay_checkpoints each "
+          "agent from its replay checkpoint). Without it, a --name whose run has checkpoints is "
+          "refused (exit 2).");
+ABSL_FLAG(bool, replay_checkpoints, false,
+          "Each agent saves its replay memory and state to <run>/replay/agent-<i>.replay "
+          "(convoy_agent --replay_checkpoint_dir; every --replay_checkpoint_every and at its end), "
+          "so that --resume brings the agents back with them: some 84 MB an agent at the default "
+          "--replay_memory_size.");
 ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
 ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
 ABSL_FLAG(int, eval_episodes, 100,
@@ -269,6 +275,7 @@ LocalClusterOptions ClusterOptions(const std::string& run) {
   options.resume = absl::GetFlag(FLAGS_resume);
   options.ps_shards = absl::GetFlag(FLAGS_ps_shards);
   options.metrics = absl::GetFlag(FLAGS_metrics);
+  options.replay_checkpoints = absl::GetFlag(FLAGS_replay_checkpoints);
   return options;
 }
 

@@ -183,44 +183,81 @@ LocalCluster::~LocalCluster() {
 }
 
 absl::Status LocalCluster::StartAgents() {
+  for (int i = 0; i < options_.agents; ++i) {
+    CONVOY_ASSIGN_OR_RETURN(ChildProcess agent, StartAgent(i, options_.max_time, options_.resume));
+    agents_.push_back(std::move(agent));
+  }
+  progress_.resize(agents_.size());
+  counted_before_.resize(agents_.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ChildProcess> LocalCluster::StartAgent(int i, absl::Duration max_time, bool resume) {
   const std::string bin = options_.bin_dir.empty() ? ExecutableDirectory() : options_.bin_dir;
   AgentSettings settings = options_;
   if (settings.torch_threads == 0) {
     settings.torch_threads =
         std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options_.agents);
   }
-  for (int i = 0; i < options_.agents; ++i) {
-    const std::string log_dir = AgentLogDir(options_, i);
-    std::filesystem::create_directories(log_dir);
-    ChildProcess::Options child;
-    child.log_path = log_dir + "/agent.log";
-    child.pipe_stdout = true;
-    std::vector<std::string> args = {
-        bin + "/convoy_agent",
-        "--ps=" + address_,
-        absl::StrCat("--agent_id=agent-", i),
-        absl::StrCat("--agent_index=", i),
-        absl::StrCat("--seed=", options_.seed + i),
-        absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(options_.max_time)),
-        absl::StrCat("--max_steps=", options_.max_steps_per_agent),
-        "--log_dir=" + log_dir,
-        "--machine_progress",
-        "--scenario=" + options_.scenario,
-        absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
-        "--tls_ca=" + credentials_.cert,
-        "--auth_token_file=" + credentials_.token_file};
-    for (std::string& arg : AgentSettingArgs(settings)) args.push_back(std::move(arg));
-    for (std::string& arg : MetricsArgs(options_, absl::StrCat("agent-", i))) {
-      args.push_back(std::move(arg));
-    }
-    if (options_.max_epoch_runtime_sec.has_value()) {
-      args.push_back(absl::StrCat("--max_epoch_runtime_sec=", *options_.max_epoch_runtime_sec));
-    }
-    CONVOY_ASSIGN_OR_RETURN(ChildProcess agent, ChildProcess::Start(args, child));
-    agents_.push_back(std::move(agent));
+  const std::string log_dir = AgentLogDir(options_, i);
+  std::filesystem::create_directories(log_dir);
+  ChildProcess::Options child;
+  child.log_path = log_dir + "/agent.log";
+  child.pipe_stdout = true;
+  std::vector<std::string> args = {
+      bin + "/convoy_agent",
+      "--ps=" + address_,
+      absl::StrCat("--agent_id=agent-", i),
+      absl::StrCat("--agent_index=", i),
+      absl::StrCat("--seed=", options_.seed + i),
+      absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(max_time)),
+      absl::StrCat("--max_steps=", options_.max_steps_per_agent),
+      "--log_dir=" + log_dir,
+      "--machine_progress",
+      "--scenario=" + options_.scenario,
+      absl::StrCat("--report_seconds=", absl::ToDoubleSeconds(options_.report_every)),
+      "--tls_ca=" + credentials_.cert,
+      "--auth_token_file=" + credentials_.token_file};
+  for (std::string& arg : AgentSettingArgs(settings)) args.push_back(std::move(arg));
+  const std::string name = absl::StrCat("agent-", i);
+  if (options_.metrics) std::filesystem::remove(LocalRunMetricsPortFile(options_.run_dir, name));
+  for (std::string& arg : MetricsArgs(options_, name)) args.push_back(std::move(arg));
+  if (options_.replay_checkpoints) {
+    const std::string replay_dir = options_.run_dir + "/replay";
+    std::filesystem::create_directories(replay_dir);
+    args.push_back("--replay_checkpoint_dir=" + replay_dir);
+    if (resume) args.push_back("--resume");
   }
-  progress_.resize(agents_.size());
-  return absl::OkStatus();
+  if (options_.max_epoch_runtime_sec.has_value()) {
+    args.push_back(absl::StrCat("--max_epoch_runtime_sec=", *options_.max_epoch_runtime_sec));
+  }
+  return ChildProcess::Start(args, child);
+}
+
+absl::Status LocalCluster::RestartAgents(int signal, absl::Duration timeout,
+                                         absl::Duration remaining) {
+  SignalAgents(signal);
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    if (!agents_[i].Wait(timeout).has_value()) {
+      agents_[i].Signal(SIGKILL);
+      agents_[i].Wait(absl::Seconds(10));
+    }
+    // Its last PROGRESS lines, then its pipe's end (an exited agent's comes at once).
+    for (int polls = 0; polls < 100 && !progress_[i].closed; ++polls) {
+      Poll(absl::Milliseconds(50));
+    }
+    if (!options_.replay_checkpoints && progress_[i].latest.has_value()) {
+      counted_before_[i].episodes += progress_[i].latest->episodes;
+      counted_before_[i].env_steps += progress_[i].latest->env_steps;
+      counted_before_[i].train_steps += progress_[i].latest->train_steps;
+    }
+  }
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    CONVOY_ASSIGN_OR_RETURN(agents_[i],
+                            StartAgent(static_cast<int>(i), remaining, /*resume=*/true));
+    progress_[i] = AgentProgress{};
+  }
+  return WriteMetricsTargets();
 }
 
 absl::Status LocalCluster::WriteMetricsTargets() {
@@ -283,9 +320,13 @@ int LocalCluster::Poll(absl::Duration timeout) {
 
 ClusterTotals LocalCluster::Totals() const {
   ClusterTotals t;
-  for (const AgentProgress& p : progress_) {
-    if (!p.latest.has_value()) continue;
-    const ProgressRecord& r = *p.latest;
+  for (size_t i = 0; i < progress_.size(); ++i) {
+    const ProgressRecord& before = counted_before_[i];
+    t.episodes += static_cast<double>(before.episodes);
+    t.env_steps += static_cast<double>(before.env_steps);
+    t.train_steps += static_cast<double>(before.train_steps);
+    if (!progress_[i].latest.has_value()) continue;
+    const ProgressRecord& r = *progress_[i].latest;
     ++t.reporting;
     t.episodes += static_cast<double>(r.episodes);
     t.env_steps += static_cast<double>(r.env_steps);

@@ -48,9 +48,13 @@ struct LocalClusterOptions : RunSettings, AgentSettings {
   // The driving task (simulator_bridge/scenario.h), and a time limit overriding its own.
   std::string scenario = "traffic";
   std::optional<double> max_epoch_runtime_sec;
-  // Continue the run whose checkpoints are in run_dir/checkpoints (convoy_ps --resume). Without it, a
-  // run_dir that holds checkpoints is refused: FAILED_PRECONDITION from Start, nothing started.
+  // Continue the run whose checkpoints are in run_dir/checkpoints (convoy_ps --resume), and with
+  // replay_checkpoints each agent from its own. Without it, a run_dir that holds checkpoints is
+  // refused: FAILED_PRECONDITION from Start, nothing started.
   bool resume = false;
+  // Each agent keeps its replay memory and state in run_dir/replay/agent-<i>.replay (convoy_agent
+  // --replay_checkpoint_dir, every replay_checkpoint_every and when it stops).
+  bool replay_checkpoints = false;
   // Each agent stops by itself after this long / this many environment steps (zero: no bound).
   absl::Duration max_time = absl::ZeroDuration();
   uint64_t max_steps_per_agent = 0;
@@ -109,6 +113,15 @@ class LocalCluster {
   // Asks every agent to stop (SIGTERM: each finishes its step and exits); returns at once.
   void SignalAgents(int signal);
 
+  // Preempts every agent as a cluster's scheduler does: `signal` (SIGTERM: each syncs, saves its
+  // replay checkpoint and exits; SIGKILL: nothing more), waits up to `timeout` for each, and starts
+  // each again under the same id, with --resume when replay_checkpoints is on (else with an empty
+  // replay memory), to stop by itself after `remaining` (zero: no bound) or the run's
+  // max_steps_per_agent. Totals() keeps counting what an agent started afresh did before. With
+  // metrics, the target file is written again. Errors: INTERNAL when an agent cannot be started,
+  // UNAVAILABLE when one did not publish its metrics port.
+  absl::Status RestartAgents(int signal, absl::Duration timeout, absl::Duration remaining);
+
   // Waits for each agent (up to `timeout` each); logs the ones that failed, naming their logs.
   // Returns their number.
   int WaitForAgents(absl::Duration timeout);
@@ -143,6 +156,8 @@ class LocalCluster {
   LocalCluster(LocalClusterOptions options, Credentials credentials);
   absl::Status StartServers(const std::string& bin, const ModelInfo& model);
   absl::Status StartAgents();
+  // Agent i's process, to stop by itself after `max_time` (zero: no bound); --resume with `resume`.
+  absl::StatusOr<ChildProcess> StartAgent(int i, absl::Duration max_time, bool resume);
   // With options.metrics: waits for every process's metrics port and writes the target file.
   absl::Status WriteMetricsTargets();
 
@@ -153,6 +168,8 @@ class LocalCluster {
   Credentials credentials_;
   std::vector<ChildProcess> agents_;
   std::vector<AgentProgress> progress_;
+  // What agents restarted afresh (RestartAgents without replay checkpoints) had counted before.
+  std::vector<ProgressRecord> counted_before_;
   std::vector<std::unique_ptr<PsClient>> clients_;  // One per shard.
   std::vector<uint64_t> shard_begins_;
   bool stopped_ = false;

@@ -84,6 +84,10 @@ void TrainingRun::Train(const std::atomic<bool>& stop) {
       }
       next_report += options_.report_every;
     }
+    if (!preempted_ && !interrupted_ && options_.preempt_agents_after > absl::ZeroDuration() &&
+        absl::Now() - start_ >= options_.preempt_agents_after) {
+      Preempt();
+    }
     if (best_ != nullptr && !interrupted_ && absl::Now() >= next_validation) {
       // Validation runs here, between polls: the agents' output waits in their pipes meanwhile.
       absl::StatusOr<PullResult> now = cluster_->PullWeights(&weights);
@@ -99,6 +103,22 @@ void TrainingRun::Train(const std::atomic<bool>& stop) {
   failed_agents_ = cluster_->WaitForAgents(kAgentExitTimeout);
   // The agents' final PROGRESS lines ("done") may still sit in the pipes.
   for (int i = 0; i < 20 && !AllClosed(*cluster_); ++i) cluster_->Poll(absl::Milliseconds(50));
+}
+
+void TrainingRun::Preempt() {
+  preempted_ = true;
+  const absl::Duration max_time = options_.cluster.max_time;
+  const absl::Duration remaining =
+      max_time > absl::ZeroDuration()
+          ? std::max(absl::Seconds(1), max_time - (absl::Now() - start_))
+          : absl::ZeroDuration();
+  LOG(INFO) << "preempting every agent (signal " << options_.preempt_signal << ") "
+            << absl::ToDoubleSeconds(absl::Now() - start_) << " s into the run";
+  if (absl::Status s =
+          cluster_->RestartAgents(options_.preempt_signal, kAgentExitTimeout * 6, remaining);
+      !s.ok()) {
+    LOG(ERROR) << "restarting the agents: " << s;
+  }
 }
 
 absl::StatusOr<RunEnd> TrainingRun::Finish() {

@@ -16,6 +16,7 @@
 #define CONVOY_DEPLOY_LOCAL_TRAINING_RUN_H_
 
 #include <atomic>
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -42,6 +43,11 @@ struct TrainingRunOptions {
   std::string best_weights_path;                    // Where the best validated weights are kept.
   absl::Duration report_every = absl::Seconds(5);   // Between OnProgress calls.
   absl::Duration stop_timeout = absl::Seconds(60);  // convoy_ps's final checkpoint.
+  // Preemption, as a cluster's scheduler does it (LocalCluster::RestartAgents): this long into the
+  // run every agent gets `preempt_signal` and is started again for the rest of the run (with its
+  // replay checkpoint when the cluster keeps them). Zero: never.
+  absl::Duration preempt_agents_after = absl::ZeroDuration();
+  int preempt_signal = SIGTERM;
 };
 
 // One validation: a point of the run's learning curve.
@@ -102,6 +108,8 @@ class TrainingRun {
               std::unique_ptr<LocalCluster> cluster, std::unique_ptr<BestPolicy> best);
   // Validates `weights` (server version `version`) and adds the point; logs a failure.
   void Validate(uint64_t version, const std::vector<float>& weights);
+  // Restarts every agent (preempt_agents_after), for the rest of the run's time.
+  void Preempt();
 
   const TrainingRunOptions options_;
   TrainingRunObserver* const observer_;
@@ -110,6 +118,7 @@ class TrainingRun {
   absl::Time start_;
   std::vector<ValidationPoint> curve_;
   bool interrupted_ = false;
+  bool preempted_ = false;
   int failed_agents_ = 0;
   double training_seconds_ = 0;
   std::optional<int> ps_exit_code_;

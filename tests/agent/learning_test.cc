@@ -146,5 +146,51 @@ TEST_CASE("Interrupting convoy_train stops every process with a final checkpoint
   }
 }
 
+TEST_CASE("convoy_train --resume brings its agents back with their replay memories",
+          "[learning][resume]") {
+  const std::string dir = MakeTempDir("resume_replay");
+  const std::vector<std::string> run = {CONVOY_TRAIN_BINARY,          "--agents=2",
+                                        "--runs_dir=" + dir,          "--name=run",
+                                        "--report_seconds=1",         "--replay_checkpoints",
+                                        "--validate_every_seconds=0", "--eval_episodes=1"};
+  std::vector<std::string> first = run;
+  first.push_back("--minutes=10");
+  absl::StatusOr<Subprocess> train = Subprocess::Start(first, dir + "/first.log");
+  REQUIRE(train.ok());
+  // Until both agents train, then an interrupt: as a preemption's SIGTERM, it reaches the agents,
+  // and each saves.
+  auto training = [&](int i) {
+    return ReadWholeFile(absl::StrCat(dir, "/run/agent-", i, "/agent.log"))
+               .find("first minibatch") != std::string::npos;
+  };
+  const absl::Time deadline = absl::Now() + absl::Minutes(3);
+  while (!(training(0) && training(1)) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  train->Signal(SIGINT);
+  REQUIRE(train->Wait(absl::Minutes(2)).has_value());
+  for (int i = 0; i < 2; ++i) {
+    INFO(ReadWholeFile(absl::StrCat(dir, "/run/agent-", i, "/agent.log")));
+    CHECK(std::filesystem::exists(absl::StrCat(dir, "/run/replay/agent-", i, ".replay")));
+  }
+
+  std::vector<std::string> second = run;
+  second.push_back("--minutes=0.1");
+  second.push_back("--resume");
+  absl::StatusOr<Subprocess> resumed = Subprocess::Start(second, dir + "/second.log");
+  REQUIRE(resumed.ok());
+  const std::optional<int> code = resumed->Wait(absl::Minutes(3));
+  INFO(ReadWholeFile(dir + "/second.log"));
+  CHECK(code == 0);
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = ReadWholeFile(absl::StrCat(dir, "/run/agent-", i, "/agent.log"));
+    INFO(log);
+    CHECK_THAT(log, Catch::Matchers::ContainsSubstring(absl::StrCat(
+                        "agent-", i, ": resumed from ", dir, "/run/replay/agent-", i, ".replay")));
+  }
+  CHECK_THAT(ReadWholeFile(dir + "/run/convoy_ps.log"),
+             Catch::Matchers::ContainsSubstring("resumed from"));
+}
+
 }  // namespace
 }  // namespace convoy
