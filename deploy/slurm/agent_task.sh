@@ -7,7 +7,12 @@
 # CONVOY_RUN_DIR, CONVOY_PS_ADDRESS, CONVOY_SCENARIO (the driving task, default traffic, given to the agent and
 # its convoy_sim), and the PS's security: CONVOY_AUTH_DIR (ca.crt, auth_token), CONVOY_TLS_SERVER_NAME,
 # CONVOY_INSECURE, CONVOY_AUTH_TOKEN (when set, read by convoy_agent itself), CONVOY_METRICS_DIR (where its
-# metrics port is published; unset: no metrics). The run settings, the model among them, come from the PS on Join.
+# metrics port is published; unset: no metrics), CONVOY_REPLAY_DIR (where it keeps its replay checkpoint; empty:
+# none). The run settings, the model among them, come from the PS on Join.
+#
+# With CONVOY_REPLAY_DIR every start, first or requeued, runs convoy_agent with --resume: a requeued agent of rank
+# R continues from $CONVOY_REPLAY_DIR/agent-R.replay, which it wrote when the requeue's SIGTERM stopped it (or
+# last every --replay_checkpoint_every), on whichever node it lands; a first start finds none and starts empty.
 #
 # The simulator, per agent (CONVOY_SIM):
 #   embedded    in-process (the default)
@@ -73,6 +78,10 @@ AGENT_ARGS=(
   --torch_threads="${SLURM_CPUS_PER_TASK:-0}"
   --log_dir="$AGENT_DIR"
 )
+if [ -n "${CONVOY_REPLAY_DIR:-}" ]; then
+  mkdir -p "$CONVOY_REPLAY_DIR"
+  AGENT_ARGS+=(--replay_checkpoint_dir="$CONVOY_REPLAY_DIR" --resume)
+fi
 # Prometheus metrics on a free port: the port in agent-<rank>.port, this node's address in agent-<rank>.host, for
 # convoy.sbatch's file_sd targets.
 if [ -n "${CONVOY_METRICS_DIR:-}" ]; then

@@ -14,6 +14,7 @@ does not honour is bridged here, never in the manifests:
     apps.kubernetes.io/pod-index label), its volumeClaimTemplate a podman volume checkpoints-convoy-ps-<i>,
     made here and given to fsGroup (podman ignores fsGroup);
   - Job (Indexed) -> one Pod per completion index, with the job-completion-index annotation's value;
+  - the agents' ReadWriteMany claim -> one podman volume made here, mounted by every agent pod;
   - $(VAR) in args -> expanded from the container's environment (envFrom the ConfigMap, env), as the kubelet
     does; fieldRef env -> the value the field has;
   - the headless Service -> hostAliases in the agents' pods: convoy-ps and convoy-ps-<i>.convoy-ps name the
@@ -26,8 +27,10 @@ does not honour is bridged here, never in the manifests:
   NetworkPolicy has no podman counterpart and stays checked offline (kubernetes_test.py).
 
 Checked: every pod starts; each agent pod joins the server(s) under its pod's hostname and runs to completion
-(exit 0, as the Job counts it); the version advances on every shard; the final checkpoint on each claim (written
-on the pods' SIGTERM at `kube down`) verifies and belongs to its shard. Exit 77 where podman cannot run.
+(exit 0, as the Job counts it), having started with an empty replay memory (--resume finds no checkpoint the
+first time) and written its replay checkpoint on the agents' claim; the version advances on every shard; the
+final checkpoint on each claim (written on the pods' SIGTERM at `kube down`) verifies and belongs to its shard.
+Exit 77 where podman cannot run.
 """
 
 import copy
@@ -183,6 +186,11 @@ class Overlay:
 
         jt = self.job["spec"]["template"]
         check(self.job["spec"].get("completionMode") == "Indexed", "the agents' Job is not Indexed")
+        # The agents' replay claim (ReadWriteMany): one podman volume that every agent pod mounts.
+        replay = next(v for v in jt["spec"]["volumes"] if "persistentVolumeClaim" in v)
+        replay_volume = self.p.volume(replay["persistentVolumeClaim"]["claimName"])
+        agent_volumes = {replay["name"]: {"name": replay["name"], "persistentVolumeClaim": {"claimName": replay_volume}},
+                         **self.secret_volumes(jt)}
         agent_pods = []
         for i in range(self.agents):
             name = f"{self.job['metadata']['name']}-{i}"
@@ -190,7 +198,7 @@ class Overlay:
             fields = {"metadata.annotations['batch.kubernetes.io/job-completion-index']": str(i)}
             agent_pods.append(pod_from_template(name, jt, self.config, fields,
                                                 {"batch.kubernetes.io/job-completion-index": str(i)}, annotation,
-                                                self.secret_volumes(jt), aliases))
+                                                agent_volumes, aliases))
         self.play(agent_pods, "agents")
         agent_containers = [f"{pod['metadata']['name']}-{pod['spec']['containers'][0]['name']}" for pod in agent_pods]
 
@@ -203,6 +211,11 @@ class Overlay:
             log = self.p.logs(c)
             check(s.get("ExitCode") == 0, f"{c} exited {s.get('ExitCode')}:\n{log[-3000:]}")
             check(re.search(r"\] done: .* steps", log), f"{c} logged no finished run:\n{log[-2000:]}")
+            check("starting with an empty replay memory" in log and re.search(r"replay checkpoint \S+: \d+ bytes", log),
+                  f"{c} did not start empty and end with a replay checkpoint on the claim:\n{log[-2000:]}")
+        saved = sorted(f.name for f in self.p.volume_path(replay_volume).iterdir() if f.suffix == ".replay")
+        check(saved == [f"agent-{i}.replay" for i in range(self.agents)],
+              f"the replay claim holds {saved}, not one checkpoint per agent")
         ps_containers = [f"{pod['metadata']['name']}-{pod['spec']['containers'][0]['name']}" for pod in ps_pods]
         for pod, c in zip(agent_pods, agent_containers):
             index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]

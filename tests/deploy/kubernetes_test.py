@@ -292,6 +292,21 @@ def check_overlay(name: str, docs, flags: dict, t: Checks, renderer: str, cert_n
     mounts = {m["mountPath"]: m["name"] for m in ps.get("volumeMounts", [])}
     t.check(mounts.get(psa.get("checkpoint_dir")) in vct,
             f"{where}: --checkpoint_dir={psa.get('checkpoint_dir')} is not on a persistent volume claim")
+    # The agents keep their replay checkpoints on a claim every agent pod can mount (ReadWriteMany: a Job's pods
+    # cannot have a claim each) and start with --resume, so that a pod restarted or moved continues from its own.
+    agent = job["spec"]["template"]["spec"]["containers"][0]
+    agent_mounts = {m["mountPath"]: m["name"] for m in agent.get("volumeMounts", [])}
+    agent_volumes = {v["name"]: v for v in job["spec"]["template"]["spec"].get("volumes", [])}
+    replay_volume = agent_volumes.get(agent_mounts.get(aga.get("replay_checkpoint_dir")), {})
+    claim_name = replay_volume.get("persistentVolumeClaim", {}).get("claimName")
+    claim = o.get(("PersistentVolumeClaim", claim_name), {})
+    t.check(claim_name and claim, f"{where}: the agents' --replay_checkpoint_dir={aga.get('replay_checkpoint_dir')} "
+                                  "is not on a PersistentVolumeClaim the overlay defines")
+    t.check("ReadWriteMany" in claim.get("spec", {}).get("accessModes", []),
+            f"{where}: the agents' replay claim {claim_name} is not ReadWriteMany, which every agent pod needs")
+    t.check("resume" in aga, f"{where}: the agents run without --resume")
+    grace = job["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+    t.check(grace >= 30, f"{where}: the agents' terminationGracePeriodSeconds {grace} leaves no time to save")
     # The run settings are passed once, to the PS; the agents adopt them on Join (an agent flag that
     # disagreed would stop the agent).
     for flag in RUN_SETTINGS:

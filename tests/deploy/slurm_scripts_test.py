@@ -22,10 +22,12 @@ from deploy_checks import Checks, accepted_flags, die, flag_name  # noqa: E402
 
 
 def array_flags(text: str, name: str):
-    """The --flags of the bash array literals NAME=( ... ) (every one, where branches set it differently)."""
+    """The --flags of the bash array literals NAME=( ... ) (every one, where branches set it differently) and of the
+    one-line additions NAME+=( ... )."""
     found = list(re.finditer(rf"^\s*{name}=\((.*?)^\s*\)", text, re.M | re.S))
     if not found:
         return None
+    found += re.finditer(rf"^\s*{name}\+=\(([^)\n]*)\)", text, re.M)
     return [f for m in found for f in (flag_name(w) for w in m.group(1).split()) if f]
 
 
@@ -209,6 +211,8 @@ def main():
         ("convoy_ps", command_flags(ps_task.read_text(), "convoy_ps"), "convoy_ps in ps_task.sh"),
     ]
     t.check("--resume" in text and "resume" in (uses[0][1] or []), "the batch script does not start the PS with --resume")
+    t.check({"resume", "replay_checkpoint_dir"} <= set(uses[1][1] or []),
+            "agent_task.sh does not start the agents with --replay_checkpoint_dir and --resume")
     # Flags handed through the environment, in the docs and in the cluster test.
     sources = [repo / "docs" / "deploy.md", repo / "tests" / "deploy" / "slurm_test.sh"]
     for src in sources:

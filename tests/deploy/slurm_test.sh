@@ -11,8 +11,9 @@
 #   2. submits it again (embedded simulators, a bearer token in CONVOY_AUTH_TOKEN) on the same run directory and
 #      requeues it while it trains (`scontrol requeue`, the way a preemption stops a job): convoy_ps requires
 #      the token and writes a checkpoint on SIGTERM, both starts resume (--resume) from the newest checkpoint,
-#      and the version only grows; meanwhile a real Prometheus scrapes the server and both agents through the
-#      file_sd targets the job writes, and the job removes them when it ends.
+#      and the version only grows; each agent resumes its replay memory at both starts (its first start in job 1
+#      found none); meanwhile a real Prometheus scrapes the server and both agents through the file_sd targets
+#      the job writes, and the job removes them when it ends.
 # It stops the daemons it started. It needs root; without root it exits 77, which CTest reports as skipped.
 set -uo pipefail
 
@@ -194,7 +195,7 @@ start=$SECONDS
   >"$T/prometheus.out" 2>&1 &
 PROM_PID=$!
 JOB2="$(sbatch --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 --output="$T/job2.out" \
-  --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=600,$TOKEN_ENV" \
+  --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=900,$TOKEN_ENV" \
   "$REPO/deploy/slurm/convoy.sbatch")" || fail "sbatch of job 2 failed"
 for _ in $(seq 240); do
   [ "$(newest_version)" -ge $((V1 + 40)) ] && break
@@ -235,6 +236,19 @@ V2="$(newest_version)"
 V_RESUMED="$(grep 'resumed from' "$RUN/logs/ps.log" | tail -n 1 | grep -o '[0-9]*$')"
 [ "$V_RESUMED" -ge "$V_BEFORE" ] || fail "the requeued start resumed at $V_RESUMED, before the requeue's $V_BEFORE"
 say "job 2: resumed at $V1, requeued at $V_BEFORE, resumed again and ended at $V2"
+# Each agent came back with its replay memory: job 2's first start from job 1's end, its requeued start from what
+# the requeue's SIGTERM saved; --max_steps counts over all three (job 1's 300 steps included).
+for i in 0 1; do
+  log="$RUN/logs/agent-$i.log"
+  grep -q "agent-$i: no replay checkpoint at $RUN/replay/agent-$i.replay" "$log" ||
+    fail "agent $i's first start in job 1 did not start with an empty replay memory"
+  resumed="$(grep -c "agent-$i: resumed from $RUN/replay/agent-$i.replay" "$log")"
+  [ "$resumed" -eq 2 ] || fail "agent $i resumed its replay memory $resumed times; expected job 2's two starts"
+  steps="$(grep "agent-$i: resumed from" "$log" | tail -n 1 | grep -o '[0-9]* steps' | grep -o '[0-9]*')"
+  [ "${steps:-0}" -gt 300 ] || fail "agent $i's requeued start resumed at ${steps:-no} steps, not past job 1's 300"
+  grep -q "\[agent-$i\] done:.* 900 steps" "$log" || fail "agent $i did not end job 2 at 900 steps in all"
+done
+say "job 2: both agents resumed their replay memories at both starts and ended at 900 steps in all"
 wait "$PROM_PID"
 prom_rc=$?
 cat "$T/prometheus.out"
