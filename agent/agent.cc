@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 
@@ -26,6 +27,7 @@
 #include "agent/learning/replay_memory.h"
 #include "common/backoff.h"
 #include "common/exploration.h"
+#include "common/files.h"
 #include "common/gpu_monitor.h"
 #include "common/metrics.h"
 #include "common/model_registry.h"
@@ -341,6 +343,14 @@ absl::Status Agent::Impl::OpenReplay(const ReplayOptions& replay) {
   }
   CONVOY_ASSIGN_OR_RETURN(const std::string path,
                           ReplayCheckpointPath(options_.replay_checkpoint_dir, options_.agent_id));
+  // Made and checked now: a directory that cannot be written would otherwise fail the save at the
+  // end of the run, when what it was to keep is lost.
+  std::error_code made;
+  std::filesystem::create_directories(options_.replay_checkpoint_dir, made);
+  if (made || ::access(options_.replay_checkpoint_dir.c_str(), W_OK | X_OK) != 0) {
+    return ErrnoError(made ? made.value() : errno, "cannot write replay checkpoints to",
+                      options_.replay_checkpoint_dir);
+  }
   if (options_.resume) {
     const absl::Time start = absl::Now();
     std::string annex;

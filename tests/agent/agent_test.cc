@@ -668,6 +668,12 @@ TEST_CASE("Resuming with no checkpoint starts empty; a foreign or torn one is re
   s = refused(o);
   CHECK(s.code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(s.message()), Catch::Matchers::ContainsSubstring(path));
+  // A directory that cannot be made: refused at the start, not when the run's end saves.
+  AgentOptions unwritable = o;
+  unwritable.resume = false;
+  unwritable.replay_checkpoint_dir = path + "/sub";  // Under a file.
+  s = refused(unwritable);
+  CHECK_THAT(std::string(s.message()), Catch::Matchers::ContainsSubstring(path + "/sub"));
   // --resume without a directory, and an id that cannot be a file name.
   AgentOptions nowhere = SmallAgent("");
   nowhere.resume = true;
