@@ -79,6 +79,13 @@ ABSL_FLAG(double, preempt_after_minutes, 0,
           "Preempt every agent this far into each run (SIGTERM, or --preempt_signal) and start it "
           "again for the rest, as a cluster's scheduler would: with --replay_checkpoints it "
           "resumes with its replay memory, without them it starts empty. 0: no preemption.");
+ABSL_FLAG(uint64_t, preempt_after_steps, 0,
+          "Or once the agents have driven this many environment steps each on average (0: not by "
+          "steps).");
+ABSL_FLAG(uint64_t, steps_per_agent, 0,
+          "Each agent stops after this many environment steps in all, restarts included (0: no "
+          "bound; --minutes still ends the run): runs of one length whatever else the machine "
+          "does meanwhile.");
 ABSL_FLAG(std::string, preempt_signal, "TERM", "TERM (the agents save first) or KILL.");
 ABSL_FLAG(
     bool, replay_checkpoints, false,
@@ -220,6 +227,8 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.max_pushes_per_step = absl::GetFlag(FLAGS_max_pushes_per_step);
   options.replay_checkpoints = absl::GetFlag(FLAGS_replay_checkpoints);
   run.preempt_agents_after = absl::Seconds(absl::GetFlag(FLAGS_preempt_after_minutes) * 60);
+  run.preempt_agents_after_steps = absl::GetFlag(FLAGS_preempt_after_steps);
+  options.max_steps_per_agent = absl::GetFlag(FLAGS_steps_per_agent);
   run.preempt_signal = absl::GetFlag(FLAGS_preempt_signal) == "KILL" ? SIGKILL : SIGTERM;
   CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&run.spec));
   run.validate_every = absl::Seconds(absl::GetFlag(FLAGS_eval_every_seconds));

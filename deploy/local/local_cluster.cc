@@ -184,7 +184,9 @@ LocalCluster::~LocalCluster() {
 
 absl::Status LocalCluster::StartAgents() {
   for (int i = 0; i < options_.agents; ++i) {
-    CONVOY_ASSIGN_OR_RETURN(ChildProcess agent, StartAgent(i, options_.max_time, options_.resume));
+    CONVOY_ASSIGN_OR_RETURN(
+        ChildProcess agent,
+        StartAgent(i, options_.max_time, options_.max_steps_per_agent, options_.resume));
     agents_.push_back(std::move(agent));
   }
   progress_.resize(agents_.size());
@@ -192,7 +194,8 @@ absl::Status LocalCluster::StartAgents() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ChildProcess> LocalCluster::StartAgent(int i, absl::Duration max_time, bool resume) {
+absl::StatusOr<ChildProcess> LocalCluster::StartAgent(int i, absl::Duration max_time,
+                                                      uint64_t max_steps, bool resume) {
   const std::string bin = options_.bin_dir.empty() ? ExecutableDirectory() : options_.bin_dir;
   AgentSettings settings = options_;
   if (settings.torch_threads == 0) {
@@ -211,7 +214,7 @@ absl::StatusOr<ChildProcess> LocalCluster::StartAgent(int i, absl::Duration max_
       absl::StrCat("--agent_index=", i),
       absl::StrCat("--seed=", options_.seed + i),
       absl::StrCat("--max_minutes=", absl::ToDoubleMinutes(max_time)),
-      absl::StrCat("--max_steps=", options_.max_steps_per_agent),
+      absl::StrCat("--max_steps=", max_steps),
       "--log_dir=" + log_dir,
       "--machine_progress",
       "--scenario=" + options_.scenario,
@@ -253,8 +256,15 @@ absl::Status LocalCluster::RestartAgents(int signal, absl::Duration timeout,
     }
   }
   for (size_t i = 0; i < agents_.size(); ++i) {
+    // Steps are the run's: a resumed agent counts its own from before, one started empty is given
+    // the rest.
+    uint64_t max_steps = options_.max_steps_per_agent;
+    if (max_steps > 0 && !options_.replay_checkpoints) {
+      max_steps =
+          std::max<uint64_t>(1, max_steps - std::min(max_steps - 1, counted_before_[i].env_steps));
+    }
     CONVOY_ASSIGN_OR_RETURN(agents_[i],
-                            StartAgent(static_cast<int>(i), remaining, /*resume=*/true));
+                            StartAgent(static_cast<int>(i), remaining, max_steps, /*resume=*/true));
     progress_[i] = AgentProgress{};
   }
   return WriteMetricsTargets();

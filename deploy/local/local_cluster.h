@@ -116,8 +116,9 @@ class LocalCluster {
   // Preempts every agent as a cluster's scheduler does: `signal` (SIGTERM: each syncs, saves its
   // replay checkpoint and exits; SIGKILL: nothing more), waits up to `timeout` for each, and starts
   // each again under the same id, with --resume when replay_checkpoints is on (else with an empty
-  // replay memory), to stop by itself after `remaining` (zero: no bound) or the run's
-  // max_steps_per_agent. Totals() keeps counting what an agent started afresh did before. With
+  // replay memory), to stop by itself after `remaining` (zero: no bound) or when it has driven the
+  // run's max_steps_per_agent in all (a resumed agent counts its steps before; one started empty is
+  // given what is left). Totals() keeps counting what an agent started afresh did before. With
   // metrics, the target file is written again. Errors: INTERNAL when an agent cannot be started,
   // UNAVAILABLE when one did not publish its metrics port.
   absl::Status RestartAgents(int signal, absl::Duration timeout, absl::Duration remaining);
@@ -156,8 +157,10 @@ class LocalCluster {
   LocalCluster(LocalClusterOptions options, Credentials credentials);
   absl::Status StartServers(const std::string& bin, const ModelInfo& model);
   absl::Status StartAgents();
-  // Agent i's process, to stop by itself after `max_time` (zero: no bound); --resume with `resume`.
-  absl::StatusOr<ChildProcess> StartAgent(int i, absl::Duration max_time, bool resume);
+  // Agent i's process, to stop by itself after `max_time` (zero: no bound) or `max_steps` of its
+  // own (0: no bound); --resume with `resume`.
+  absl::StatusOr<ChildProcess> StartAgent(int i, absl::Duration max_time, uint64_t max_steps,
+                                          bool resume);
   // With options.metrics: waits for every process's metrics port and writes the target file.
   absl::Status WriteMetricsTargets();
 

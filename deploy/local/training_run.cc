@@ -84,10 +84,7 @@ void TrainingRun::Train(const std::atomic<bool>& stop) {
       }
       next_report += options_.report_every;
     }
-    if (!preempted_ && !interrupted_ && options_.preempt_agents_after > absl::ZeroDuration() &&
-        absl::Now() - start_ >= options_.preempt_agents_after) {
-      Preempt();
-    }
+    if (!preempted_ && !interrupted_ && PreemptionDue()) Preempt();
     if (best_ != nullptr && !interrupted_ && absl::Now() >= next_validation) {
       // Validation runs here, between polls: the agents' output waits in their pipes meanwhile.
       absl::StatusOr<PullResult> now = cluster_->PullWeights(&weights);
@@ -103,6 +100,15 @@ void TrainingRun::Train(const std::atomic<bool>& stop) {
   failed_agents_ = cluster_->WaitForAgents(kAgentExitTimeout);
   // The agents' final PROGRESS lines ("done") may still sit in the pipes.
   for (int i = 0; i < 20 && !AllClosed(*cluster_); ++i) cluster_->Poll(absl::Milliseconds(50));
+}
+
+bool TrainingRun::PreemptionDue() const {
+  const uint64_t steps = options_.preempt_agents_after_steps;
+  return (options_.preempt_agents_after > absl::ZeroDuration() &&
+          absl::Now() - start_ >= options_.preempt_agents_after) ||
+         (steps > 0 &&
+          cluster_->Totals().env_steps >=
+              static_cast<double>(steps) * static_cast<double>(options_.cluster.agents));
 }
 
 void TrainingRun::Preempt() {

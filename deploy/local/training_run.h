@@ -47,6 +47,8 @@ struct TrainingRunOptions {
   // run every agent gets `preempt_signal` and is started again for the rest of the run (with its
   // replay checkpoint when the cluster keeps them). Zero: never.
   absl::Duration preempt_agents_after = absl::ZeroDuration();
+  // Or once the agents have driven this many environment steps each on average (0: never).
+  uint64_t preempt_agents_after_steps = 0;
   int preempt_signal = SIGTERM;
 };
 
@@ -108,6 +110,7 @@ class TrainingRun {
               std::unique_ptr<LocalCluster> cluster, std::unique_ptr<BestPolicy> best);
   // Validates `weights` (server version `version`) and adds the point; logs a failure.
   void Validate(uint64_t version, const std::vector<float>& weights);
+  bool PreemptionDue() const;
   // Restarts every agent (preempt_agents_after), for the rest of the run's time.
   void Preempt();
 
