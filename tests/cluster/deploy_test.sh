@@ -6,7 +6,9 @@
 #      bearer token as a cluster run has them;
 #   2. the heterogeneous layout, -N1 : -N2 (the PS component alone on one node, the agents on two others);
 #   3. job 1's run directory again, requeued while it trains (scontrol requeue): it resumes from the
-#      checkpoint written on SIGTERM and the version carries on;
+#      checkpoint written on SIGTERM and the version carries on, and each agent resumes its replay memory at
+#      both starts; meanwhile a real Prometheus on the PS's node scrapes the server and both agents across the
+#      nodes through the job's file_sd targets;
 #   4. a two-minute run in which one agent's node is partitioned for 20 s silently, then for 20 s with its
 #      link down (see job 4 below for what is checked);
 #   5. CONVOY_PS_SHARDS=2: the PS as two convoy_ps shards on the first node, each agent pushing to both.
@@ -151,6 +153,13 @@ check_run "$RUN2" 300
 V1=$(newest_version "$RUN")
 say "job 3: resumes job 1's run from version $V1; requeued while training"
 start=$SECONDS
+# Meanwhile a real Prometheus on the PS's node scrapes the server and both agents across the nodes, at the
+# addresses the job's file_sd targets give (each node's NodeAddr), rewritten by the requeued start.
+"$CLUSTER" --name="$NAME" exec 0 /usr/bin/python3 "$REPO/tests/deploy/prometheus_harness.py" check \
+  "$RUN/prometheus_targets.json" "$REPO/deploy/monitoring/convoy-alerts.yml" "$T/prometheus" convoy-ps=1 \
+  convoy-agent=2 -- 'convoy_ps_version > 0' 'convoy_ps_agents_connected == 2' 'convoy_agent_train_steps_total > 0' \
+  >"$T/prometheus.out" 2>&1 &
+PROM_PID=$!
 JOB3=$(sbatch --parsable --nodes=3 --ntasks-per-node=1 --cpus-per-task=1 --time=10 --output="$T/job3.out" \
   --export="$(job_env "$RUN" --max_steps=900)" "$REPO/deploy/slurm/convoy.sbatch") || fail "sbatch of job 3 failed"
 for _ in $(seq 240); do
@@ -184,6 +193,19 @@ V3=$(newest_version "$RUN")
 [ "$V3" -gt "$V_RESUMED" ] || fail "after the requeue the version did not grow ($V_RESUMED -> $V3)"
 check_run "$RUN" 900
 say "job 3: checkpoint $V_BEFORE before the requeue, resumed at $V_RESUMED, finished at $V3"
+# Each agent came back with its replay memory, from the shared run directory, at both of job 3's starts.
+for i in 0 1; do
+  resumed=$(grep -c "agent-$i: resumed from $RUN/replay/agent-$i.replay" "$RUN/logs/agent-$i.log")
+  [ "$resumed" -eq 2 ] || fail "agent $i resumed its replay memory $resumed times; expected job 3's two starts"
+done
+wait "$PROM_PID"
+prom_rc=$?
+cat "$T/prometheus.out"
+case "$prom_rc" in
+  0) say "job 3: Prometheus on $NAME-0 scraped the server and both agents on the other nodes" ;;
+  77) say "job 3: not scraped by Prometheus (no prometheus package)" ;;
+  *) fail "job 3: Prometheus did not scrape the run across the nodes (exit $prom_rc)" ;;
+esac
 
 # 4. Partitions in the middle of a run: one agent's node cut off for 20 s silently, healed, then for 20 s with
 # its link down, healed. The PS and the other agent must keep going (the other agent sees the version grow
