@@ -1,58 +1,52 @@
 // convoy_bench_agent_restart: what a replay checkpoint buys an agent that is restarted (preempted,
-// its pod moved): the time from its start to its first minibatch and to a replay memory as full as
-// it had, resumed (--resume) against started empty, on the embedded simulator or an AirSim-protocol
-// one (--sim, e.g. a convoy_sim). The agent trains alone, as the replay and the learner do not care
-// where the weights come from.
+// its pod moved): the time from its process's start to its first minibatch and to a replay memory
+// as full as it had, restarted with --resume against started empty, on the embedded simulator or an
+// AirSim-protocol one (--sim, e.g. a convoy_sim). The agents are convoy_agent processes training
+// alone: the replay and the learner do not care where the weights come from.
 //
 // First an agent fills its replay memory (--replay_memory_size transitions, acting at random with
-// no training, as a long run's memory is full) and saves it when it stops: the checkpoint's size
-// and save time. Then, --repeats times, an agent is created with --resume and one without, each run
-// until its first minibatch: the medians of the times from its start (Agent::Create) to that
-// minibatch, with the transitions it then held. With --refill, the agent started empty also runs
-// on, training at the default replay ratio as a restarted agent would, until its memory holds what
-// the resumed one started with. Prints a table, then RESULT key=value lines. Not a test: the
-// numbers are the machine's.
+// no training, as a long run's memory is full) and saves it as it stops: the checkpoint's size and
+// save time, from its log. Then, --repeats times, an agent is started with --resume and one
+// without, each until its log says it trained its first minibatch (then SIGTERM): the medians of
+// the wall time from the process's start to that line and of the time the agent itself reports from
+// its start, with the transitions it held. With --refill, an agent started empty also drives as
+// many steps as the resumed one held transitions, training at the default replay ratio as a
+// restarted agent would: its wall time. Prints a table, then RESULT key=value lines. Not a test:
+// the numbers are the machine's.
 #include <glog/logging.h>
+#include <signal.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "agent/agent.h"
-#include "agent/environment/scenario_flags.h"
 #include "bench/bench_support.h"
 #include "common/agent_settings.h"
+#include "common/child_process.h"
 #include "common/init.h"
 
-namespace {
-// One object rather than a temporary: GCC 12 takes a temporary's SimTarget::host for uninitialised.
-const convoy::EnvironmentSpec& DefaultSpec() {
-  static const convoy::EnvironmentSpec* const spec = new convoy::EnvironmentSpec();
-  return *spec;
-}
-}  // namespace
-
-ABSL_FLAG(convoy::SimTarget, sim, DefaultSpec().sim,
-          "embedded, or airsim://host:port (a convoy_sim started beforehand).");
+ABSL_FLAG(std::string, sim, "embedded",
+          "The agents' --sim: embedded, or airsim://host:port (a convoy_sim started beforehand).");
 ABSL_FLAG(uint64_t, replay_memory_size, convoy::AgentSettings{}.replay_memory_size,
           "Replay memory capacity, all of it filled before the restarts.");
-ABSL_FLAG(uint64_t, min_replay_size, convoy::AgentSettings{}.min_replay_size,
-          "Transitions an agent started empty collects before its first minibatch.");
 ABSL_FLAG(int, repeats, 3, "Restarts timed each way; the table gives their medians.");
 ABSL_FLAG(bool, refill, false,
-          "Also time the agent started empty until its memory holds what the resumed one started "
-          "with (once; minutes at the default replay size).");
+          "Also time an agent started empty driving as many steps as the resumed one held "
+          "transitions (once; minutes at the default replay size).");
 ABSL_FLAG(std::string, dir, "",
-          "Directory of the checkpoint (default: a fresh one under $TMPDIR, removed after).");
+          "Directory of the checkpoint and logs (default: a fresh one under $TMPDIR, removed "
+          "after).");
+ABSL_FLAG(std::string, bin_dir, "", "Where convoy_agent is (default: beside this program).");
 
 namespace convoy {
 namespace {
@@ -62,50 +56,65 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The agents' options: the scenario flags' (--scenario, as convoy_agent's), the bench's own.
-AgentOptions BaseOptions(const std::string& dir) {
-  AgentOptions o;
-  BENCH_CHECK_OK(ScenarioFromFlags(&o.environment));
-  o.environment.sim = absl::GetFlag(FLAGS_sim);
-  o.replay_memory_size = absl::GetFlag(FLAGS_replay_memory_size);
-  o.min_replay_size = absl::GetFlag(FLAGS_min_replay_size);
-  o.replay_checkpoint_dir = dir;
-  o.report_every = absl::Hours(1);  // No progress lines.
-  return o;
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
-struct Start {
-  double create_seconds = 0;       // Agent::Create: the simulator, the learner, the memory.
-  double first_train_seconds = 0;  // From the start to the first minibatch.
-  uint64_t transitions = 0;        // Held at the first minibatch.
-  double refill_seconds = 0;       // To `refill_to` transitions (0: not asked).
-  double env_steps_per_s = 0;      // While refilling.
+// The first match of `pattern` in the log at `path`, waiting up to `timeout` for it.
+std::optional<std::smatch> WaitForLine(const std::string& path, const std::regex& pattern,
+                                       absl::Duration timeout, std::string* text) {
+  const absl::Time deadline = absl::Now() + timeout;
+  do {
+    *text = ReadAll(path);
+    std::smatch m;
+    if (std::regex_search(*text, m, pattern)) return m;
+    absl::SleepFor(absl::Milliseconds(2));
+  } while (absl::Now() < deadline);
+  return std::nullopt;
+}
+
+std::vector<std::string> AgentArgs(const std::string& replay_dir) {
+  const std::string bin =
+      absl::GetFlag(FLAGS_bin_dir).empty() ? ExecutableDirectory() : absl::GetFlag(FLAGS_bin_dir);
+  std::vector<std::string> args = {
+      bin + "/convoy_agent", "--sim=" + absl::GetFlag(FLAGS_sim),
+      absl::StrCat("--replay_memory_size=", absl::GetFlag(FLAGS_replay_memory_size)),
+      "--report_seconds=3600"};
+  if (!replay_dir.empty()) args.push_back("--replay_checkpoint_dir=" + replay_dir);
+  return args;
+}
+
+struct Restart {
+  double wall_seconds = 0;   // From the process's start to its log's first-minibatch line.
+  double agent_seconds = 0;  // What the agent reports: from its Agent::Create on.
+  uint64_t transitions = 0;  // Held at the first minibatch.
 };
 
-// Runs an agent with `options` until its first minibatch (and, with refill_to, until it holds that
-// many transitions), then stops it.
-Start Run(const AgentOptions& options, uint64_t refill_to) {
-  Start s;
+const std::regex kFirstMinibatch(
+    R"(first minibatch ([0-9.e+-]+) s after the start, with ([0-9]+) transitions)");
+
+// An agent started with `args` until its first minibatch, then stopped.
+Restart TimeFirstMinibatch(std::vector<std::string> args, const std::string& log) {
+  std::filesystem::remove(log);
+  ChildProcess::Options options;
+  options.log_path = log;
   const BenchClock::time_point start = BenchClock::now();
-  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(options);
+  absl::StatusOr<ChildProcess> agent = ChildProcess::Start(args, options);
   BENCH_CHECK_OK(agent.status());
-  s.create_seconds = Since(start);
-  std::atomic<bool> stop{false};
-  absl::Status result;
-  std::thread runner([&] { result = (*agent)->Run(stop); });
-  while ((*agent)->stats().first_train_seconds == 0) absl::SleepFor(absl::Milliseconds(1));
-  const AgentStats first = (*agent)->stats();
-  s.first_train_seconds = first.first_train_seconds;
-  s.transitions = first.replay_size;
-  if (refill_to > 0) {
-    while ((*agent)->stats().replay_size < refill_to) absl::SleepFor(absl::Milliseconds(100));
-    s.refill_seconds = Since(start);
-    s.env_steps_per_s = static_cast<double>((*agent)->stats().env_steps) / s.refill_seconds;
-  }
-  stop = true;
-  runner.join();
-  BENCH_CHECK_OK(result);
-  return s;
+  std::string text;
+  const std::optional<std::smatch> line =
+      WaitForLine(log, kFirstMinibatch, absl::Minutes(30), &text);
+  Restart r;
+  r.wall_seconds = Since(start);
+  CHECK(line.has_value()) << "no first minibatch in " << log << ":\n" << text;
+  r.agent_seconds = std::stod((*line)[1]);
+  r.transitions = std::stoull((*line)[2]);
+  agent->Signal(SIGTERM);
+  CHECK(agent->Wait(absl::Minutes(2)) == 0) << "the agent did not stop cleanly; see " << log;
+  return r;
 }
 
 int Main() {
@@ -118,81 +127,86 @@ int Main() {
     dir = pattern;
   }
   const uint64_t capacity = absl::GetFlag(FLAGS_replay_memory_size);
-  const std::string saved_dir = dir + "/saved", empty_dir = dir + "/empty";
+  const std::string saved = dir + "/saved", empty = dir + "/empty";
 
   // A full memory, saved as the agent stops.
-  AgentOptions fill = BaseOptions(saved_dir);
-  fill.min_replay_size = capacity;  // Random actions, no training, until full.
-  fill.max_steps = capacity + 16;
+  std::vector<std::string> fill = AgentArgs(saved);
+  fill.push_back(absl::StrCat("--min_replay_size=", capacity));  // Random actions until full.
+  fill.push_back(absl::StrCat("--max_steps=", capacity + 16));
   std::fprintf(stderr, "filling %llu transitions on %s\n",
-               static_cast<unsigned long long>(capacity),
-               AbslUnparseFlag(absl::GetFlag(FLAGS_sim)).c_str());
-  absl::StatusOr<std::unique_ptr<Agent>> filler = Agent::Create(fill);
+               static_cast<unsigned long long>(capacity), absl::GetFlag(FLAGS_sim).c_str());
+  ChildProcess::Options fill_options;
+  fill_options.log_path = dir + "/fill.log";
+  absl::StatusOr<ChildProcess> filler = ChildProcess::Start(fill, fill_options);
   BENCH_CHECK_OK(filler.status());
-  std::atomic<bool> never{false};
-  BENCH_CHECK_OK((*filler)->Run(never));
-  const AgentStats filled = (*filler)->stats();
-  filler->reset();
+  CHECK(filler->Wait(absl::Hours(2)) == 0)
+      << "the filling agent failed; see " << dir << "/fill.log";
+  std::string fill_log;
+  const std::optional<std::smatch> written = WaitForLine(
+      dir + "/fill.log", std::regex(R"(replay checkpoint \S+: ([0-9]+) bytes in ([0-9.e+-]+) s)"),
+      absl::ZeroDuration(), &fill_log);
+  CHECK(written.has_value()) << "the filling agent wrote no replay checkpoint:\n" << fill_log;
+  const double checkpoint_mb = std::stod((*written)[1]) / 1e6;
+  const double save_seconds = std::stod((*written)[2]);
 
-  std::vector<double> resumed_create, resumed_first, fresh_create, fresh_first;
-  uint64_t resumed_transitions = 0, fresh_transitions = 0;
+  std::vector<double> resumed_wall, resumed_agent, empty_wall, empty_agent;
+  uint64_t resumed_transitions = 0, empty_transitions = 0;
   for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
-    AgentOptions resumed = BaseOptions(saved_dir);
-    resumed.resume = true;
-    const Start a = Run(resumed, 0);
-    resumed_create.push_back(a.create_seconds);
-    resumed_first.push_back(a.first_train_seconds);
+    std::vector<std::string> resume = AgentArgs(saved);
+    resume.push_back("--resume");
+    const Restart a = TimeFirstMinibatch(resume, dir + "/resumed.log");
+    resumed_wall.push_back(a.wall_seconds);
+    resumed_agent.push_back(a.agent_seconds);
     resumed_transitions = a.transitions;
-    std::filesystem::remove_all(empty_dir);
-    const Start b = Run(BaseOptions(empty_dir), 0);
-    fresh_create.push_back(b.create_seconds);
-    fresh_first.push_back(b.first_train_seconds);
-    fresh_transitions = b.transitions;
+    std::filesystem::remove_all(empty);
+    const Restart b = TimeFirstMinibatch(AgentArgs(empty), dir + "/empty.log");
+    empty_wall.push_back(b.wall_seconds);
+    empty_agent.push_back(b.agent_seconds);
+    empty_transitions = b.transitions;
   }
-  Start refill;
+  double refill_seconds = 0;
   if (absl::GetFlag(FLAGS_refill)) {
-    std::filesystem::remove_all(empty_dir);
-    refill = Run(BaseOptions(empty_dir), filled.replay_size);
+    std::vector<std::string> refill = AgentArgs("");
+    refill.push_back(absl::StrCat("--max_steps=", resumed_transitions));
+    ChildProcess::Options options;
+    options.log_path = dir + "/refill.log";
+    const BenchClock::time_point start = BenchClock::now();
+    absl::StatusOr<ChildProcess> agent = ChildProcess::Start(refill, options);
+    BENCH_CHECK_OK(agent.status());
+    CHECK(agent->Wait(absl::Hours(2)) == 0)
+        << "the refilling agent failed; see " << options.log_path;
+    refill_seconds = Since(start);
   }
 
+  const int repeats = absl::GetFlag(FLAGS_repeats);
   std::printf(
-      "\nAgent restart on %s: replay memory of %llu transitions, checkpoint %.1f MB written "
-      "in %.2f s\n\n",
-      AbslUnparseFlag(absl::GetFlag(FLAGS_sim)).c_str(),
-      static_cast<unsigned long long>(filled.replay_size),
-      static_cast<double>(filled.replay_checkpoint_bytes) / 1e6, filled.replay_checkpoint_seconds);
+      "\nconvoy_agent restarted on %s with a replay memory of %llu transitions: checkpoint "
+      "%.1f MB, written in %.2f s\n\n",
+      absl::GetFlag(FLAGS_sim).c_str(), static_cast<unsigned long long>(resumed_transitions),
+      checkpoint_mb, save_seconds);
   std::printf(
-      "| restart (median of %d) | Agent::Create, s | start to first minibatch, s | "
-      "transitions then | start to %llu transitions, s |\n|---|---:|---:|---:|---:|\n",
-      absl::GetFlag(FLAGS_repeats), static_cast<unsigned long long>(filled.replay_size));
-  std::printf("| resumed (--resume) | %.2f | %.2f | %llu | %.2f |\n", Median(resumed_create),
-              Median(resumed_first), static_cast<unsigned long long>(resumed_transitions),
-              Median(resumed_first));
-  std::printf("| started empty | %.2f | %.2f | %llu | %s |\n", Median(fresh_create),
-              Median(fresh_first), static_cast<unsigned long long>(fresh_transitions),
-              refill.refill_seconds > 0
-                  ? absl::StrFormat("%.1f (%.0f env steps/s)", refill.refill_seconds,
-                                    refill.env_steps_per_s)
-                        .c_str()
-                  : "not run (--refill)");
+      "| restart (median of %d) | process start to first minibatch, s | of it, the agent's "
+      "own start to it, s | transitions then | to drive %llu steps, s |\n"
+      "|---|---:|---:|---:|---:|\n",
+      repeats, static_cast<unsigned long long>(resumed_transitions));
+  std::printf("| resumed (--resume) | %.2f | %.2f | %llu | 0 |\n", Median(resumed_wall),
+              Median(resumed_agent), static_cast<unsigned long long>(resumed_transitions));
+  std::printf(
+      "| started empty | %.2f | %.2f | %llu | %s |\n", Median(empty_wall), Median(empty_agent),
+      static_cast<unsigned long long>(empty_transitions),
+      refill_seconds > 0 ? absl::StrFormat("%.1f", refill_seconds).c_str() : "not run (--refill)");
   std::printf("\nRESULT replay_transitions=%llu checkpoint_megabytes=%.1f save_seconds=%.2f\n",
-              static_cast<unsigned long long>(filled.replay_size),
-              static_cast<double>(filled.replay_checkpoint_bytes) / 1e6,
-              filled.replay_checkpoint_seconds);
+              static_cast<unsigned long long>(resumed_transitions), checkpoint_mb, save_seconds);
   std::printf(
-      "RESULT resumed_create_seconds=%.3f resumed_first_train_seconds=%.3f "
+      "RESULT resumed_first_train_wall_seconds=%.3f resumed_first_train_agent_seconds=%.3f "
       "resumed_transitions_at_first_train=%llu\n",
-      Median(resumed_create), Median(resumed_first),
+      Median(resumed_wall), Median(resumed_agent),
       static_cast<unsigned long long>(resumed_transitions));
   std::printf(
-      "RESULT empty_create_seconds=%.3f empty_first_train_seconds=%.3f "
+      "RESULT empty_first_train_wall_seconds=%.3f empty_first_train_agent_seconds=%.3f "
       "empty_transitions_at_first_train=%llu\n",
-      Median(fresh_create), Median(fresh_first),
-      static_cast<unsigned long long>(fresh_transitions));
-  if (refill.refill_seconds > 0) {
-    std::printf("RESULT empty_refill_seconds=%.1f empty_refill_env_steps_per_s=%.1f\n",
-                refill.refill_seconds, refill.env_steps_per_s);
-  }
+      Median(empty_wall), Median(empty_agent), static_cast<unsigned long long>(empty_transitions));
+  if (refill_seconds > 0) std::printf("RESULT empty_refill_seconds=%.1f\n", refill_seconds);
   if (own_dir) std::filesystem::remove_all(dir);
   return 0;
 }
@@ -202,8 +216,8 @@ int Main() {
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
-                      "convoy_bench_agent_restart: an agent restarted with and without its replay "
-                      "checkpoint.\nUsage: convoy_bench_agent_restart [--sim=airsim://host:port] "
-                      "[--repeats=3] [--refill]");
+                      "convoy_bench_agent_restart: convoy_agent restarted with and without its "
+                      "replay checkpoint.\nUsage: convoy_bench_agent_restart "
+                      "[--sim=airsim://host:port] [--repeats=3] [--refill]");
   return convoy::Main();
 }
