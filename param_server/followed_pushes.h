@@ -66,9 +66,15 @@ class FollowedPushes {
     return newest.session == push.session && newest.sequence >= push.sequence;
   }
 
+  // Drops a wait from both maps.
+  void Forget(absl::flat_hash_map<uint64_t, Wait>::iterator wait)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Wait> waits_ ABSL_GUARDED_BY(mu_);
+  // The ids of each agent's waits (one or two: an agent's pull follows its newest push).
+  absl::flat_hash_map<std::string, std::vector<uint64_t>> by_agent_ ABSL_GUARDED_BY(mu_);
   // The newest decided push of each agent that has had a pull wait or a push decided.
   absl::flat_hash_map<std::string, Newest> newest_ ABSL_GUARDED_BY(mu_);
 };
