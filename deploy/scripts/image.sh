@@ -8,8 +8,10 @@
 #   missing), its build and runtime stages on debian:R and debian:R-slim (R: bookworm by default). Where the
 #   engine has no such image, one is made: debootstrap --variant=minbase from this machine's own apt sources
 #   (as root; the tarball kept under $CONVOY_IMAGE_CACHE, default /var/cache/convoy/image), imported under
-#   both names. With podman this machine's ccache is mounted into the build. Other arguments go to the engine's
-#   build (--build-arg LIBTORCH_URL=... for the gpu image, docs/deploy.md).
+#   both names. With podman this machine's ccache is mounted into the build; docker builds with BuildKit (the
+#   Dockerfile's cache mount keeps the compiler's cache in the daemon's build cache), through the daemon
+#   $DOCKER_HOST names. Other arguments go to the engine's build (--build-arg LIBTORCH_URL=... for the gpu
+#   image, docs/deploy.md).
 cmd_image() {
   local tag=convoy-rl:cpu engine="" release=bookworm args=()
   for a in "$@"; do
@@ -57,6 +59,33 @@ cmd_image() {
     if command -v ccache >/dev/null && ccache_dir="$(ccache -k cache_dir 2>/dev/null)" && [ -n "$ccache_dir" ]; then
       mkdir -p "$ccache_dir"
       build+=(--volume "$ccache_dir:/ccache")
+    fi
+  else
+    # The Dockerfile's RUN --mount (the compiler's cache) needs BuildKit: a classic client (Docker 20.10, Debian
+    # 12's docker.io) asks the daemon's own for it; a client from Docker 23 on only through its buildx plugin,
+    # without which its `docker build` is the legacy builder, which cannot read that file.
+    local client
+    client="$(docker --version | sed -n 's/^Docker version \([0-9]*\).*/\1/p')"
+    if [ "${client:-0}" -ge 23 ] && ! docker buildx version >/dev/null 2>&1; then
+      log "$(command -v docker) ($(docker --version)) has no buildx plugin, so no BuildKit to build with (Debian:"
+      log "apt-get install docker-buildx; or put Debian 12's docker.io client, /usr/bin/docker, first on PATH)"
+      exit 1
+    fi
+    export DOCKER_BUILDKIT=1
+    # A docker build mounts no host directory: this machine's ccache is copied into the Dockerfile's cache mount
+    # instead, by a build of its own whose context is that ccache (BuildKit sends only what changed since the
+    # last copy), so that the image's compile finds what this machine compiled, as podman's does.
+    local ccache_dir
+    if command -v ccache >/dev/null && ccache_dir="$(ccache -k cache_dir 2>/dev/null)" && [ -d "$ccache_dir" ]; then
+      log "docker: copying this machine's ccache ($ccache_dir) into the build's cache mount"
+      docker build -q -f - --network=none -o type=tar,dest=/dev/null "$ccache_dir" >/dev/null <<EOF ||
+FROM debian:$release-slim AS copy
+RUN --mount=type=cache,id=convoy-ccache,target=/var/cache/ccache,sharing=locked --mount=type=bind,target=/host \\
+    cp -a -u /host/. /var/cache/ccache/ && touch /copied
+FROM scratch
+COPY --from=copy /copied /
+EOF
+        log "docker: copying the ccache failed; the build compiles without it"
     fi
   fi
   log "$engine build of $tag (debian:$release; the binaries only)"
