@@ -1,25 +1,27 @@
 #!/usr/bin/env python3
-"""The container image, built and run: convoy_ps, two agents and a convoy_sim, each in its own container on one
-podman network of the test's own.
+"""The container image, built and run: convoy_ps, two agents and a convoy_sim, each in its own container, with
+podman (on a network of the test's own) or docker (on the host's network: a daemon of the test's own, started and
+stopped by the test, makes no bridge or firewall rule).
 
-    container_test.py REPO_ROOT
+    container_test.py REPO_ROOT [--engine=podman|docker]
 
-The image is built by `./convoy image` (the Debian base made from this machine's own apt sources where the tests'
-podman storage has none; tests/deploy/podman_harness.py). Every container runs as the image's user (uid 10001),
-with a read-only root filesystem, every capability dropped and no new privileges; TLS and the bearer token are
-files mounted read-only (mode 0440, group 10001: what a Kubernetes Secret volume with fsGroup gives). Checked:
+The image is built by `./convoy image --engine=ENGINE` (the Debian base made from this machine's own apt sources
+where the tests' storage has none; tests/deploy/podman_harness.py, docker_harness.py: what differs between the
+engines is handled there). Every container runs as the image's user (uid 10001), with a read-only root
+filesystem, every capability dropped and no new privileges; TLS and the bearer token are files mounted
+read-only (mode 0440, group 10001: what a Kubernetes Secret volume with fsGroup gives). Checked:
 
   - each agent joined under its container's hostname (GetStatus, through convoy_status in a container), and the
     parameter server's version advances;
-  - the agent on convoy_sim (the AirSim path between containers, --sim=airsim://<sim container>:41451) drove:
-    its log names that simulator and counts its steps;
-  - SIGTERM to the server's container (podman stop) drains and writes a final checkpoint, whose manifest's
-    SHA-256 sums the test checks itself;
+  - the agent on convoy_sim (the AirSim path between containers, --sim=airsim://<sim container>:41451, with
+    docker airsim://127.0.0.1:<port>) drove: its log names that simulator and counts its steps;
+  - SIGTERM to the server's container (podman stop, docker stop) drains and writes a final checkpoint, whose
+    manifest's SHA-256 sums the test checks itself;
   - a new server container with --resume on the same volume continues from that version;
   - a container without the token is refused (UNAUTHENTICATED) and never joins.
 
-Everything the test made (containers, network, volume, the image tag) is removed, also when it fails. Exit 77
-(CTest: skipped), naming why, where podman or the base image cannot be had.
+Everything the test made (containers, network, volume, the image tag; with docker, its daemon) is removed, also
+when it fails. Exit 77 (CTest: skipped), naming why, where the engine or the base image cannot be had.
 """
 
 import os
@@ -38,53 +40,60 @@ CLIENT_AUTH = [f"--tls_ca={AUTH}/ca.crt", "--tls_server_name=convoy-ps", f"--aut
 
 
 class Run:
-    def __init__(self, repo: Path):
+    def __init__(self, repo: Path, engine: str):
         self.repo = repo
-        self.p = Podman("container")
+        if engine == "docker":
+            from docker_harness import Docker
+            self.p = Docker("container")
+        else:
+            self.p = Podman("container")
         self.prefix = f"convoy-ct-{os.getpid()}"
         self.tag = f"localhost/{self.prefix}:cpu"
         self.tmp = Path(tempfile.mkdtemp(prefix="convoy-container-test-"))
+        # Where the server and the simulator listen, and the address the others reach the server at.
+        self.ps_port, self.sim_port = self.p.port(50051), self.p.port(41451)
+        self.ps = self.p.endpoint("convoy-ps", self.ps_port)
 
     def name(self, what):
         return f"{self.prefix}-{what}"
 
     def hardened(self):
         """The security settings of every container: the image's user, read-only root, no capabilities."""
-        return ["--read-only", "--cap-drop=all", "--security-opt=no-new-privileges", "--user=10001:10001",
-                "--network", self.net]
+        return ["--read-only", "--cap-drop=all", "--security-opt=no-new-privileges", "--user=10001:10001"]
 
     def start(self, what, *args, volumes=(), hostname=None, alias=None):
         name = self.p.made_one("container", self.name(what))
-        opts = ["run", "-d", "--name", name, *self.hardened(), "-v", f"{self.auth}:{AUTH}:ro"]
+        opts = ["run", "-d", "--name", name, *self.hardened(), *self.p.attach(self.net, alias),
+                "-v", f"{self.auth}:{AUTH}:ro"]
         for v in volumes:
             opts += ["-v", v]
-        if hostname:
-            opts += ["--hostname", hostname]
-        if alias:
-            opts += ["--network-alias", alias]
+        # Each its own hostname, the one its agent joins under (docker's host network would give the host's).
+        opts += ["--hostname", hostname or name]
         self.p(*opts, self.tag, *args)
         return name
 
     def status_table(self):
         """convoy_status's one table (shards, then agents), from a container on the network, or None."""
-        r = self.p("run", "--rm", *self.hardened(), "-v", f"{self.auth}:{AUTH}:ro", self.tag,
-                   "/usr/local/bin/convoy_status", "--ps=convoy-ps:50051", *CLIENT_AUTH, check=False, timeout=120)
+        r = self.p("run", "--rm", *self.hardened(), *self.p.attach(self.net), "-v", f"{self.auth}:{AUTH}:ro",
+                   self.tag, "/usr/local/bin/convoy_status", f"--ps={self.ps}", *CLIENT_AUTH, check=False,
+                   timeout=120)
         return r.stdout if r.returncode == 0 else None
 
     def version(self):
         table = self.status_table() or ""
-        m = re.search(r"^0\s+convoy-ps:50051\s+(\d+)\s", table, re.M)
+        m = re.search(rf"^0\s+{re.escape(self.ps)}\s+(\d+)\s", table, re.M)
         return int(m.group(1)) if m else -1
 
     def ps_args(self):
-        return ["/usr/local/bin/convoy_ps", "--port=50051", "--bind=0.0.0.0", f"--tls_cert={AUTH}/tls.crt",
+        return ["/usr/local/bin/convoy_ps", f"--port={self.ps_port}", f"--bind={self.p.bind}",
+                f"--tls_cert={AUTH}/tls.crt",
                 f"--tls_key={AUTH}/tls.key", f"--auth_token_file={AUTH}/auth_token", "--model=compact",
                 f"--checkpoint_dir={CKPT}", "--resume", "--checkpoint_every_updates=20",
                 "--checkpoint_every_seconds=0", "--keep_checkpoints=3", "--batch_size=16", "--apex_num_agents=2",
                 "--shutdown_grace_seconds=10"]
 
     def agent_args(self, index, sim, *extra):
-        return ["/usr/local/bin/convoy_agent", "--ps=convoy-ps:50051", f"--sim={sim}", f"--agent_id=agent-{index}",
+        return ["/usr/local/bin/convoy_agent", f"--ps={self.ps}", f"--sim={sim}", f"--agent_id=agent-{index}",
                 f"--agent_index={index}", f"--seed={index + 1}", *CLIENT_AUTH, "--torch_threads=1", "--min_replay_size=64",
                 "--replay_memory_size=2000", "--report_seconds=2", "--max_minutes=4", *extra]
 
@@ -100,8 +109,9 @@ class Run:
         say("convoy_ps, convoy_sim and two agents, each in a container")
         ps = self.start("ps", *self.ps_args(), volumes=[f"{volume}:{CKPT}"], hostname="convoy-ps", alias="convoy-ps")
         self.p.wait_serving(ps)
-        sim = self.start("sim", "/usr/local/bin/convoy_sim", "--port=41451", "--bind=0.0.0.0", "--seed=2")
-        sim_address = f"airsim://{sim}:41451"
+        sim = self.start("sim", "/usr/local/bin/convoy_sim", f"--port={self.sim_port}", f"--bind={self.p.bind}",
+                         "--seed=2")
+        sim_address = f"airsim://{self.p.endpoint(sim, self.sim_port)}"
         agents = [self.start("agent-0", *self.agent_args(0, "embedded")),
                   self.start("agent-1", *self.agent_args(1, sim_address))]
         hostnames = {f"agent-{i}": self.p.inspect(a)["Config"]["Hostname"] for i, a in enumerate(agents)}
@@ -135,13 +145,13 @@ class Run:
         say(f"agent-1 drove convoy_sim over {sim_address}: {steps[-1]} steps so far")
 
         # A container without the token: refused, never joins.
-        stranger = self.start("stranger", "/usr/local/bin/convoy_agent", "--ps=convoy-ps:50051", "--sim=embedded",
+        stranger = self.start("stranger", "/usr/local/bin/convoy_agent", f"--ps={self.ps}", "--sim=embedded",
                               "--agent_id=stranger", f"--tls_ca={AUTH}/ca.crt", "--tls_server_name=convoy-ps",
                               "--max_minutes=1")
         refused = wait_for("the stranger refused", lambda: re.search(
             r"UNAUTHENTICATED|missing or wrong bearer token", self.p.logs(stranger)) is not None, 90, 2)
         check(refused and "stranger" not in (self.status_table() or ""), "the stranger appears in GetStatus")
-        self.p("rm", "-f", "-t", "2", stranger)
+        self.p.remove(stranger)
         say("a container without the token: refused (UNAUTHENTICATED), not in GetStatus")
 
         # SIGTERM to the server's container: drain, final checkpoint, verified here.
@@ -169,16 +179,17 @@ class Run:
         v_on = wait_for("the resumed run advancing", lambda: (v := self.version()) > v_final and v, 300, 3)
         self.p("stop", "-t", "30", agent)
         say(f"--resume in a new container: version {v_resumed}, then {v_on} with an agent")
-        print(f"RESULT image_megabytes={figures.get('image_megabytes')} "
+        print(f"RESULT engine={self.p.program} image_megabytes={figures.get('image_megabytes')} "
               f"image_build_seconds={figures.get('image_build_seconds')} version_final={v_final} "
               f"version_resumed={v_resumed}")
 
 
 def main():
-    if len(sys.argv) != 2:
+    engines = {"--engine=podman": "podman", "--engine=docker": "docker"}
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in engines):
         print(__doc__)
         return 2
-    run = Run(Path(sys.argv[1]).resolve())
+    run = Run(Path(sys.argv[1]).resolve(), engines.get(sys.argv[2] if len(sys.argv) == 3 else "", "podman"))
     return run.p.run_test(run.main, run.tmp)
 
 
