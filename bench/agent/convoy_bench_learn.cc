@@ -348,6 +348,12 @@ void PrintResults(const RunResult& r) {
   std::printf("RESULT collisions_agents_%d=%d\n", n, last.collisions);
   std::printf("RESULT minutes_to_full_majority_agents_%d=%.2f\n", n, MinutesToFullMajority(r));
   std::printf("RESULT final_driving_score_agents_%d=%.4f\n", n, MeanDrivingScore(last));
+  // The 95% confidence intervals of the last weights' mean return and driving score.
+  const EvalStatistics last_stats = StatisticsOf(last);
+  std::printf("RESULT final_return_ci_agents_%d=%.3f,%.3f\n", n, last_stats.mean_return.low,
+              last_stats.mean_return.high);
+  std::printf("RESULT final_driving_score_ci_agents_%d=%.4f,%.4f\n", n,
+              last_stats.driving_score.low, last_stats.driving_score.high);
   const EvalPoint* reached = FirstAtThreshold(r);
   std::printf("RESULT minutes_to_threshold_agents_%d=%.2f\n", n,
               reached ? reached->wall_seconds / 60 : -1.0);
