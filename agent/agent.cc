@@ -149,8 +149,9 @@ class Agent::Impl {
       stats.replay_checkpoint_failures = saved.failures;
       stats.replay_checkpoint_seconds = saved.last_seconds;
       stats.replay_checkpoint_bytes = saved.last_bytes;
-      if (saved.saves > 0)
+      if (saved.saves > 0) {
         stats.replay_checkpoint_unix_seconds = absl::ToUnixMicros(saved.last_time) / 1e6;
+      }
     }
     return stats;
   }
@@ -198,8 +199,9 @@ class Agent::Impl {
   std::optional<Preprocess> preprocess_;
   std::unique_ptr<DqnLearner> learner_;
   std::unique_ptr<ReplayMemory> replay_;
-  std::unique_ptr<ReplayCheckpointer>
-      checkpointer_;  // Null without a checkpoint dir; before replay_ goes.
+  // Null without a checkpoint dir. Declared after replay_, so that it (and a save in flight) ends
+  // first.
+  std::unique_ptr<ReplayCheckpointer> checkpointer_;
   std::unique_ptr<BatchSampler> sampler_;
   std::vector<std::unique_ptr<ServerTransport>> servers_;  // Empty alone; in shard order.
   std::optional<LearnerModel> synced_model_;
