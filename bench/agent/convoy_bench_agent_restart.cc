@@ -19,10 +19,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,6 +31,7 @@
 #include "bench/bench_support.h"
 #include "common/agent_settings.h"
 #include "common/child_process.h"
+#include "common/files.h"
 #include "common/init.h"
 
 ABSL_FLAG(std::string, sim, "embedded",
@@ -56,19 +55,12 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The first match of `pattern` in the log at `path`, waiting up to `timeout` for it.
 std::optional<std::smatch> WaitForLine(const std::string& path, const std::regex& pattern,
                                        absl::Duration timeout, std::string* text) {
   const absl::Time deadline = absl::Now() + timeout;
   do {
-    *text = ReadAll(path);
+    *text = ReadFileToString(path).value_or("");  // Not there yet: nothing written yet.
     std::smatch m;
     if (std::regex_search(*text, m, pattern)) return m;
     absl::SleepFor(absl::Milliseconds(2));
@@ -118,14 +110,8 @@ Restart TimeFirstMinibatch(std::vector<std::string> args, const std::string& log
 }
 
 int Main() {
-  std::string dir = absl::GetFlag(FLAGS_dir);
-  const bool own_dir = dir.empty();
-  if (own_dir) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/agent-restart-XXXXXX");
-    CHECK(::mkdtemp(pattern.data()) != nullptr) << "mkdtemp " << pattern;
-    dir = pattern;
-  }
+  bool own_dir = false;
+  const std::string dir = BenchDirectory(absl::GetFlag(FLAGS_dir), "agent-restart", &own_dir);
   const uint64_t capacity = absl::GetFlag(FLAGS_replay_memory_size);
   const std::string saved = dir + "/saved", empty = dir + "/empty";
 

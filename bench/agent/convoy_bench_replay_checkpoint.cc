@@ -4,7 +4,6 @@
 // model's input as the agent does) under an exploring driver. Prints a table, then RESULT
 // key=value lines. Not a test: numbers depend on the machine and its disk.
 #include <glog/logging.h>
-#include <stdlib.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -208,14 +207,8 @@ int Main() {
   options.frame_stack = spec->channels / 3;
   options.seed = absl::GetFlag(FLAGS_seed);
 
-  std::string dir = absl::GetFlag(FLAGS_dir);
-  const bool own_dir = dir.empty();
-  if (own_dir) {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(base != nullptr ? base : "/tmp", "/replay-bench-XXXXXX");
-    CHECK(::mkdtemp(pattern.data()) != nullptr) << "cannot make a directory under " << pattern;
-    dir = pattern;
-  }
+  bool own_dir = false;
+  const std::string dir = BenchDirectory(absl::GetFlag(FLAGS_dir), "replay-bench", &own_dir);
   const std::string path = dir + "/replay.ckpt";
 
   std::printf("filling %lu transitions of %dx%dx%d frames (stack %d) from the embedded simulator\n",
