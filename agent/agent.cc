@@ -619,18 +619,18 @@ absl::Status Agent::Impl::TrainOne() {
   // Logged before the sync may hand it to a push: a push log never has more pushed than trained.
   if (observer_ != nullptr) observer_->Trained(options_.agent_id, minibatches_);
   train_rate_->Record(1);
+  // This process's first minibatch: how long its start took to train (what a resume saves).
+  const double first_train_seconds =
+      minibatches_ == 1 ? absl::ToDoubleSeconds(absl::Now() - created_) : 0;
   {
     absl::MutexLock lock(&stats_mu_);
-    if (minibatches_ == 1) {
-      stats_.first_train_seconds = absl::ToDoubleSeconds(absl::Now() - created_);
-    }
+    if (first_train_seconds > 0) stats_.first_train_seconds = first_train_seconds;
     ++stats_.train_steps;
     stats_.last_batch_size = static_cast<uint64_t>(batch->actions.size(0));
   }
-  if (minibatches_ == 1) {
-    LOG(INFO) << options_.agent_id << ": first minibatch "
-              << absl::ToDoubleSeconds(absl::Now() - created_) << " s after the start, with "
-              << replay_->size() << " transitions";
+  if (first_train_seconds > 0) {
+    LOG(INFO) << options_.agent_id << ": first minibatch " << first_train_seconds
+              << " s after the start, with " << replay_->size() << " transitions";
   }
   if (sync_ != nullptr) {
     sync_->Trained();  // Steps locally and syncs as the push mode and the sync's state say.
