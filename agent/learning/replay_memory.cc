@@ -2,9 +2,9 @@
 
 #include <fcntl.h>
 #include <glog/logging.h>
+#include <isa-l/igzip_lib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <utility>
 
@@ -37,7 +38,7 @@ bool IsFinite(double x) { return std::isfinite(x); }
 //   header, raw, kHeaderBytes: "CONVOYRM", u32 format version, then the options a load must match:
 //     u64 capacity, 3 x i32 frame_shape, i32 frame_stack, i32 n_step, f64 gamma, u8 prioritized,
 //     f64 alpha, f64 beta_start, f64 beta_end, u64 beta_anneal_samples, f64 priority_epsilon;
-//   body, one zlib (deflate) stream of:
+//   body, one zlib (deflate) stream (RFC 1950, written and read by ISA-L's igzip) of:
 //     state: u64 next_frame, u64 first_frame (the oldest frame written), u8 in_episode,
 //       u64 oldest_id, u64 next_id, u64 pending, f64 max_priority, u64 sampled, u32 n and n bytes
 //       of the std::mt19937_64 as operator<< writes it, u64 m and m bytes of the caller's annex;
@@ -65,11 +66,13 @@ constexpr size_t kIoBytes = size_t{1} << 20;
 constexpr size_t kSavePieceBytes = size_t{4} << 20;
 // Transitions and depths are encoded this many at a time.
 constexpr size_t kRecordsPerBatch = 4096;
-// Z_BEST_SPEED: on rendered frames it deflates several times faster than the default level for a
-// file a little larger, and a save is what an Add may wait for.
-constexpr int kDeflateLevel = Z_BEST_SPEED;
-// zlib counts in uInt: larger buffers are fed in pieces.
-constexpr size_t kMaxZlibChunk = size_t{1} << 30;
+// ISA-L's level 1: on rendered frames it saves 3.7 times faster than zlib's fastest level for a
+// file 1% larger (docs/benchmarks.md), and a save is what an Add may wait for. Its level buffer is
+// the size ISA-L's own tools use by default.
+constexpr uint32_t kDeflateLevel = 1;
+constexpr size_t kDeflateLevelBufBytes = ISAL_DEF_LVL1_DEFAULT;
+// ISA-L counts in uint32_t: larger buffers are fed in pieces.
+constexpr size_t kMaxDeflateChunk = size_t{1} << 30;
 constexpr mode_t kCheckpointMode = 0644;
 
 // Little-endian encoding and decoding.
@@ -256,40 +259,36 @@ class FdCloser {
 
 }  // namespace
 
-// Writes a checkpoint file: raw header bytes, then the body through deflate, then the SHA-256 of
-// all the bytes written before it. Output is buffered kIoBytes at a time.
+// Writes a checkpoint file: raw header bytes, then the body through ISA-L's deflate (a zlib stream,
+// which zlib's inflate reads as well), then the SHA-256 of all the bytes written before it. Output
+// is buffered kIoBytes at a time.
 class ReplayMemory::CheckpointWriter {
  public:
-  CheckpointWriter(int fd, const std::string& path) : fd_(fd), path_(path), out_(kIoBytes) {}
+  CheckpointWriter(int fd, const std::string& path)
+      : fd_(fd), path_(path), out_(kIoBytes), level_buf_(kDeflateLevelBufBytes) {}
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
-  ~CheckpointWriter() {
-    if (deflating_) deflateEnd(&z_);
-  }
 
   absl::Status WriteHeader(absl::string_view bytes) {
     return Emit(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   }
 
-  absl::Status StartBody() {
-    std::memset(&z_, 0, sizeof(z_));
-    if (deflateInit(&z_, kDeflateLevel) != Z_OK) {
-      return absl::ResourceExhaustedError(absl::StrCat("cannot start deflate for ", path_));
-    }
-    deflating_ = true;
-    return absl::OkStatus();
+  void StartBody() {
+    isal_deflate_init(z_.get());
+    z_->level = kDeflateLevel;
+    z_->level_buf = level_buf_.data();
+    z_->level_buf_size = static_cast<uint32_t>(level_buf_.size());
+    z_->gzip_flag = IGZIP_ZLIB;
   }
 
-  absl::Status Write(const uint8_t* data, size_t n) { return Deflate(data, n, Z_NO_FLUSH); }
+  absl::Status Write(const uint8_t* data, size_t n) { return Deflate(data, n, /*last=*/false); }
   absl::Status Write(const std::string& bytes) {
     return Write(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   }
 
   // Ends the body and appends the digest.
   absl::Status Finish() {
-    CONVOY_RETURN_IF_ERROR(Deflate(nullptr, 0, Z_FINISH));
-    deflateEnd(&z_);
-    deflating_ = false;
+    CONVOY_RETURN_IF_ERROR(Deflate(nullptr, 0, /*last=*/true));
     CONVOY_RETURN_IF_ERROR(FlushOut());
     const std::array<uint8_t, kDigestBytes> digest = hash_.Finish();
     return WriteAll(
@@ -309,22 +308,25 @@ class ReplayMemory::CheckpointWriter {
     return Emit(out_.data(), n);
   }
 
-  absl::Status Deflate(const uint8_t* data, size_t n, int flush) {
+  // Feeds `n` bytes to the stream (ISA-L counts them in uint32_t, so larger ones go in pieces);
+  // with `last`, ends the stream and writes out all of it.
+  absl::Status Deflate(const uint8_t* data, size_t n, bool last) {
     do {
-      const size_t take = std::min(n, kMaxZlibChunk);
-      const int mode = take == n ? flush : Z_NO_FLUSH;
-      z_.next_in = const_cast<Bytef*>(data);
-      z_.avail_in = static_cast<uInt>(take);
+      const size_t take = std::min(n, kMaxDeflateChunk);
+      z_->next_in = const_cast<uint8_t*>(data);
+      z_->avail_in = static_cast<uint32_t>(take);
+      z_->end_of_stream = last && take == n ? 1 : 0;
       while (true) {
-        z_.next_out = out_.data() + used_;
-        z_.avail_out = static_cast<uInt>(out_.size() - used_);
-        const int rc = deflate(&z_, mode);
-        if (rc == Z_STREAM_ERROR) {
+        z_->next_out = out_.data() + used_;
+        z_->avail_out = static_cast<uint32_t>(out_.size() - used_);
+        if (isal_deflate(z_.get()) != COMP_OK) {
           return absl::InternalError(absl::StrCat("deflate failed writing ", path_));
         }
-        used_ = out_.size() - z_.avail_out;
+        used_ = out_.size() - z_->avail_out;
         if (used_ == out_.size()) CONVOY_RETURN_IF_ERROR(FlushOut());
-        if (mode == Z_FINISH ? rc == Z_STREAM_END : z_.avail_in == 0 && z_.avail_out > 0) break;
+        const bool done = z_->end_of_stream ? z_->internal_state.state == ZSTATE_END
+                                            : z_->avail_in == 0 && z_->avail_out > 0;
+        if (done) break;
       }
       data += take;
       n -= take;
@@ -336,42 +338,38 @@ class ReplayMemory::CheckpointWriter {
   const std::string& path_;
   std::vector<uint8_t> out_;
   size_t used_ = 0;
-  z_stream z_;
-  bool deflating_ = false;
+  std::vector<uint8_t> level_buf_;
+  // ISA-L's states hold their own buffers (tens of KB): on the heap, not on a saving thread's
+  // stack.
+  const std::unique_ptr<isal_zstream> z_ = std::make_unique<isal_zstream>();
   Sha256Stream hash_;
 };
 
-// Reads a checkpoint's body: `size` deflated bytes from `offset` on. Errors: DATA_LOSS naming the
-// file when the body does not inflate, ends early or runs on; ErrnoError's code when reading fails.
+// Reads a checkpoint's body: `size` deflated bytes from `offset` on, inflated by ISA-L kIoBytes at
+// a time into a buffer that Read copies out of (a memory's reads are a frame each). Errors:
+// DATA_LOSS naming the file when the body does not inflate, fails its checksum, ends early or runs
+// on; ErrnoError's code when reading fails.
 class ReplayMemory::CheckpointReader {
  public:
   CheckpointReader(int fd, uint64_t offset, uint64_t size, const std::string& path)
-      : fd_(fd), offset_(offset), remaining_(size), path_(path), in_(kIoBytes) {}
+      : fd_(fd), offset_(offset), remaining_(size), path_(path), in_(kIoBytes), out_(kIoBytes) {
+    isal_inflate_init(z_.get());
+    z_->crc_flag = ISAL_ZLIB;
+  }
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
-  ~CheckpointReader() {
-    if (inflating_) inflateEnd(&z_);
-  }
-
-  absl::Status Start() {
-    std::memset(&z_, 0, sizeof(z_));
-    if (inflateInit(&z_) != Z_OK) {
-      return absl::ResourceExhaustedError(absl::StrCat("cannot start inflate for ", path_));
-    }
-    inflating_ = true;
-    return absl::OkStatus();
-  }
 
   // Exactly `n` bytes of the body.
   absl::Status Read(uint8_t* out, size_t n) {
     while (n > 0) {
-      const size_t take = std::min(n, kMaxZlibChunk);
-      z_.next_out = out;
-      z_.avail_out = static_cast<uInt>(take);
-      while (z_.avail_out > 0) {
+      if (next_ == end_) {
         if (ended_) return Corrupt("the body ends early");
-        CONVOY_RETURN_IF_ERROR(Step());
+        CONVOY_RETURN_IF_ERROR(Inflate());
+        continue;
       }
+      const size_t take = std::min(n, end_ - next_);
+      std::memcpy(out, out_.data() + next_, take);
+      next_ += take;
       out += take;
       n -= take;
     }
@@ -380,12 +378,9 @@ class ReplayMemory::CheckpointReader {
 
   // OK when the body ends here and nothing follows it.
   absl::Status ExpectEnd() {
-    uint8_t extra;
-    z_.next_out = &extra;
-    z_.avail_out = 1;
-    while (!ended_ && z_.avail_out > 0) CONVOY_RETURN_IF_ERROR(Step());
-    if (z_.avail_out == 0) return Corrupt("the body runs on past its end");
-    if (z_.avail_in != 0 || remaining_ != 0) return Corrupt("bytes follow the body");
+    while (next_ == end_ && !ended_) CONVOY_RETURN_IF_ERROR(Inflate());
+    if (next_ != end_) return Corrupt("the body runs on past its end");
+    if (z_->avail_in != 0 || remaining_ != 0) return Corrupt("bytes follow the body");
     return absl::OkStatus();
   }
 
@@ -395,31 +390,53 @@ class ReplayMemory::CheckpointReader {
   }
 
  private:
-  // One inflate call into z_.next_out, reading more of the file first when its input is used up.
-  absl::Status Step() {
-    if (z_.avail_in == 0) CONVOY_RETURN_IF_ERROR(Fill());
-    const int rc = inflate(&z_, Z_NO_FLUSH);
-    if (rc == Z_STREAM_END) {
+  // Refills the output buffer with one inflate call, reading more of the file first when the
+  // input is used up.
+  absl::Status Inflate() {
+    if (z_->avail_in == 0 && remaining_ > 0) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, in_.size()));
+      CONVOY_RETURN_IF_ERROR(PreadAll(fd_, in_.data(), n, offset_, path_));
+      offset_ += n;
+      remaining_ -= n;
+      z_->next_in = in_.data();
+      z_->avail_in = static_cast<uint32_t>(n);
+    }
+    z_->next_out = out_.data();
+    z_->avail_out = static_cast<uint32_t>(out_.size());
+    const uint32_t avail_in = z_->avail_in;
+    const int rc = isal_inflate(z_.get());
+    if (rc != ISAL_DECOMP_OK) {
+      return Corrupt(absl::StrCat("the body does not inflate (", InflateError(rc), ")"));
+    }
+    next_ = 0;
+    end_ = out_.size() - z_->avail_out;
+    if (z_->block_state == ISAL_BLOCK_FINISH) {
       ended_ = true;
-    } else if (rc == Z_BUF_ERROR) {
-      // No progress was possible: the input has run out.
-      if (z_.avail_in == 0 && remaining_ == 0) return Corrupt("the body is cut short");
-    } else if (rc != Z_OK) {
-      return Corrupt(absl::StrCat("the body does not inflate (",
-                                  z_.msg != nullptr ? z_.msg : "zlib error", ")"));
+    } else if (end_ == 0 && z_->avail_in == avail_in && remaining_ == 0) {
+      // Neither output nor input moved and there is no more to read: the stream stops short.
+      return Corrupt("the body is cut short");
     }
     return absl::OkStatus();
   }
 
-  absl::Status Fill() {
-    if (remaining_ == 0) return absl::OkStatus();  // inflate may still hold output
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, in_.size()));
-    CONVOY_RETURN_IF_ERROR(PreadAll(fd_, in_.data(), n, offset_, path_));
-    offset_ += n;
-    remaining_ -= n;
-    z_.next_in = in_.data();
-    z_.avail_in = static_cast<uInt>(n);
-    return absl::OkStatus();
+  static const char* InflateError(int rc) {
+    switch (rc) {
+      case ISAL_INVALID_BLOCK:
+        return "an invalid block";
+      case ISAL_INVALID_SYMBOL:
+        return "an invalid symbol";
+      case ISAL_INVALID_LOOKBACK:
+        return "an invalid distance";
+      case ISAL_INVALID_WRAPPER:
+      case ISAL_UNSUPPORTED_METHOD:
+        return "not a zlib stream";
+      case ISAL_INCORRECT_CHECKSUM:
+        return "its Adler-32 does not match";
+      case ISAL_NEED_DICT:
+        return "it asks for a dictionary";
+      default:
+        return "ISA-L inflate error";
+    }
   }
 
   const int fd_;
@@ -427,8 +444,10 @@ class ReplayMemory::CheckpointReader {
   uint64_t remaining_;
   const std::string& path_;
   std::vector<uint8_t> in_;
-  z_stream z_;
-  bool inflating_ = false;
+  std::vector<uint8_t> out_;
+  size_t next_ = 0;  // out_[next_, end_) is inflated and not yet read
+  size_t end_ = 0;
+  const std::unique_ptr<inflate_state> z_ = std::make_unique<inflate_state>();
   bool ended_ = false;
 };
 
@@ -754,7 +773,7 @@ absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file, absl
                                            absl::Notification* snapshot_taken) const {
   CheckpointWriter out(fd, file);
   CONVOY_RETURN_IF_ERROR(out.WriteHeader(EncodeHeader(options_)));
-  CONVOY_RETURN_IF_ERROR(out.StartBody());
+  out.StartBody();
 
   // Everything but the frames is copied at once (some 25 bytes a transition); the frames a piece at
   // a time, oldest first, each piece under the mutex and written outside it. save_floor_ keeps the
@@ -910,7 +929,6 @@ absl::StatusOr<std::unique_ptr<ReplayMemory>> ReplayMemory::LoadFrom(const std::
   CONVOY_RETURN_IF_ERROR(CompareOptions(path, saved, options));
   CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<ReplayMemory> memory, Create(options));
   CheckpointReader in(fd, kHeaderBytes, digested - kHeaderBytes, path);
-  CONVOY_RETURN_IF_ERROR(in.Start());
   std::string saved_annex;
   CONVOY_RETURN_IF_ERROR(memory->ReadCheckpointBody(&in, &saved_annex));
   if (annex != nullptr) *annex = std::move(saved_annex);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepares, on a Debian 12 machine with network access, what bench/agent/cuda_device_run.sh needs on a GPU
 # machine that has a CUDA LibTorch (pip's torch) but none of convoy's other dependencies and no network:
-#   debs/  the Debian 12 packages of Abseil, glog (with gflags and libunwind), Catch2 and OpenSSL's
-#          libcrypto, for the run script to unpack into a prefix (they are Debian's builds, so they work where
+#   debs/  the Debian 12 packages of Abseil, glog (with gflags and libunwind), Catch2, OpenSSL's libcrypto
+#          and ISA-L, for the run script to unpack into a prefix (they are Debian's builds, so they work where
 #          the GPU machine's glibc is as new as Debian 12's and its torch uses the C++11 string ABI);
 #   src/   Abseil's and glog's sources at the same versions, Debian's patches applied, for the run script to
 #          build where the packages do not work (an older glibc, or a torch built with the old string ABI).
@@ -28,7 +28,7 @@ CARRY_LIMIT_BYTES=$((64 * 1024 * 1024))
 # The packages: Abseil and glog with what glog's CMake package needs (gflags, libunwind, and liblzma below
 # libunwind), Catch2 v2 (headers and CMake files), and libcrypto's headers and library (convoy_digest).
 PACKAGES=(libabsl-dev libabsl20220623 libgoogle-glog-dev libgoogle-glog0v6 libgflags-dev libgflags2.2
-  libunwind-dev libunwind8 liblzma5 catch2 libssl-dev libssl3)
+  libunwind-dev libunwind8 liblzma5 catch2 libssl-dev libssl3 libisal-dev libisal2)
 # The source packages built when the binary packages do not work there: glog without gflags and libunwind.
 SOURCE_OF=(libabsl-dev libgoogle-glog-dev)
 

@@ -238,6 +238,7 @@ debian_dependency_args() {
     -DUnwind_INCLUDE_DIR="$DEB_PREFIX/usr/include/$ARCH" -DUnwind_LIBRARY="$DEB_LIB/libunwind.so"
     -DCatch2_DIR="$DEB_PREFIX/usr/lib/cmake/Catch2"
     -DOPENSSL_INCLUDE_DIR="$DEB_PREFIX/usr/include" -DOPENSSL_CRYPTO_LIBRARY="$DEB_LIB/libcrypto.so"
+    -DISAL_INCLUDE_DIR="$DEB_PREFIX/usr/include" -DISAL_LIBRARY="$DEB_LIB/libisal.so"
   )
 }
 
@@ -247,6 +248,7 @@ source_dependency_args() {
     -Dabsl_DIR="$SRC_PREFIX/lib/cmake/absl" -Dglog_DIR="$SRC_PREFIX/lib/cmake/glog"
     -DCatch2_DIR="$DEB_PREFIX/usr/lib/cmake/Catch2"
     -DOPENSSL_INCLUDE_DIR="$DEB_PREFIX/usr/include" -DOPENSSL_CRYPTO_LIBRARY="$CRYPTO_LIBRARY"
+    -DISAL_INCLUDE_DIR="$DEB_PREFIX/usr/include" -DISAL_LIBRARY="$DEB_LIB/libisal.so"
   )
 }
 

@@ -457,6 +457,64 @@ TEST_CASE("A checkpoint whose body does not parse is DATA_LOSS naming the file",
   CHECK(ReplayMemory::LoadFrom(bad, saved.options).ok());
 }
 
+// zlib's own inflate of a whole stream: the stream must end exactly at the end of `body`.
+std::string Inflated(const std::string& body) {
+  z_stream z{};
+  REQUIRE(inflateInit(&z) == Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
+  z.avail_in = static_cast<uInt>(body.size());
+  std::string out;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    char piece[1 << 16];
+    z.next_out = reinterpret_cast<Bytef*>(piece);
+    z.avail_out = sizeof(piece);
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(piece, sizeof(piece) - z.avail_out);
+  }
+  inflateEnd(&z);
+  REQUIRE(rc == Z_STREAM_END);
+  REQUIRE(z.avail_in == 0);
+  return out;
+}
+
+TEST_CASE(
+    "A checkpoint's body is a zlib stream: zlib inflates a saved one, and one zlib deflated loads",
+    "[replay][checkpoint]") {
+  SavedCheckpoint saved;
+  constexpr size_t kHeaderBytes = 89;
+  const std::string header = saved.bytes.substr(0, kHeaderBytes);
+  const std::string body = saved.bytes.substr(kHeaderBytes, saved.bytes.size() - kHeaderBytes - 32);
+  const std::string raw = Inflated(body);
+  // Every frame is in it: more than 400 frames of 3x16x16 pixels.
+  CHECK(raw.size() > 400 * 3 * 16 * 16);
+
+  // The same state deflated by zlib (at its default level, as no save writes it) loads into the
+  // same memory as the file the save wrote.
+  const std::string rewritten = saved.dir.File("zlib.ckpt");
+  MustWrite(rewritten, WithDigest(header, Deflated(raw)));
+  auto original = ReplayMemory::LoadFrom(saved.path, saved.options);
+  auto other = ReplayMemory::LoadFrom(rewritten, saved.options);
+  INFO(other.status());
+  REQUIRE(original.ok());
+  REQUIRE(other.ok());
+  CheckSameNow(original->get(), other->get(), true);
+  ReplayBatch a, b;
+  REQUIRE((*original)->Sample(16, &a).ok());
+  REQUIRE((*other)->Sample(16, &b).ok());
+  CheckSameBatch(a, b);
+
+  // A stream whose Adler-32 trailer does not match what it inflates to is refused, even under a
+  // correct SHA-256: what a writer with a bug would make.
+  std::string bad_sum = Deflated(raw);
+  bad_sum.back() = static_cast<char>(bad_sum.back() ^ 1);
+  MustWrite(rewritten, WithDigest(header, bad_sum));
+  auto refused = ReplayMemory::LoadFrom(rewritten, saved.options);
+  INFO(refused.status());
+  CHECK(refused.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(absl::StrContains(refused.status().message(), "Adler-32"));
+}
+
 TEST_CASE("A checkpoint of another configuration is FAILED_PRECONDITION naming the option",
           "[replay][checkpoint]") {
   SavedCheckpoint saved;
