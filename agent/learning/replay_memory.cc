@@ -60,7 +60,7 @@ constexpr size_t kDigestBytes = 32;
 constexpr uint32_t kMaxRngTextBytes = 1 << 16;
 // An annex is the caller's counters and learner: a length past this is a corrupt one.
 constexpr uint64_t kMaxAnnexBytes = uint64_t{1} << 30;
-// Reads, writes and deflate output go through buffers of this size.
+// Reads, writes, deflate output and inflate output go through buffers of this size.
 constexpr size_t kIoBytes = size_t{1} << 20;
 // A save copies frames under the mutex this many bytes at a time (at least one frame).
 constexpr size_t kSavePieceBytes = size_t{4} << 20;
