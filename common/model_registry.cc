@@ -24,11 +24,13 @@ struct ArchitectureEntry {
 };
 
 // Observation shapes: the cookbook's crop of AirSim's 256x144 scene (rows 76..134, columns 0..254),
-// that crop 4x4 average-pooled, the Nature DQN's 4 stacked 84x84 grayscale frames, a small image
-// for fast tests, and a 100x100 input to a 100M-parameter MLP for scale tests.
+// that crop 4x4 and 2x4 average-pooled, the Nature DQN's 4 stacked 84x84 grayscale frames, a small
+// image for fast tests, and a 100x100 input to a 100M-parameter MLP for scale tests.
 constexpr ArchitectureEntry kArchitectures[] = {
     {"cookbook", Architecture::kCookbook, 3, 59, 255},
     {"compact", Architecture::kCompact, 3, 14, 63},
+    {"compact_tall", Architecture::kCompactTall, 3, 29, 63},
+    {"strided_tall", Architecture::kStridedTall, 3, 29, 63},
     {"nature", Architecture::kNature, 4, 84, 84},
     {"tiny", Architecture::kTiny, 3, 16, 16},
     {"wide", Architecture::kWide, 1, 100, 100},
@@ -56,15 +58,31 @@ QNetworkImpl::QNetworkImpl(const ModelSpec& spec) : spec_(spec) {
       hidden_width = 128;
       break;
     }
-    case Architecture::kCompact: {
-      // The cookbook's crop, 4x4 average-pooled (agent/environment/preprocess.h): the same view of
-      // the road at 1/16 of the pixels, so a CPU trains it in minutes. conv 16/32 3x3 padding 1,
-      // ReLU, max-pool 2: 14x63 -> 3x15.
+    case Architecture::kCompact:
+    case Architecture::kCompactTall: {
+      // The cookbook's crop, average-pooled (agent/environment/preprocess.h): 4x4 for compact, the
+      // same view of the road at 1/16 of the pixels, so a CPU trains it in minutes; 2x4 for
+      // compact_tall, which keeps twice the rows, those where a car far ahead first shows. conv
+      // 16/32 3x3 padding 1, ReLU, max-pool 2: 14x63 -> 3x15, 29x63 -> 7x15.
       features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)),
                                         torch::nn::ReLU(), torch::nn::MaxPool2d(2),
                                         torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
                                         torch::nn::MaxPool2d(2), torch::nn::Flatten());
-      hidden_ = torch::nn::Sequential(torch::nn::Linear(32 * 3 * 15, 128), torch::nn::ReLU());
+      const int64_t pooled = static_cast<int64_t>(spec.height / 4) * (spec.width / 4);
+      hidden_ = torch::nn::Sequential(torch::nn::Linear(32 * pooled, 128), torch::nn::ReLU());
+      hidden_width = 128;
+      break;
+    }
+    case Architecture::kStridedTall: {
+      // compact_tall's input at less than compact's compute: conv 16/32 3x3, stride 2, padding 1,
+      // each followed by ReLU (no pooling): 29x63 -> 15x32 -> 8x16.
+      features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 16, 3, 2, 1)),
+                                        torch::nn::ReLU(), torch::nn::Conv2d(Conv(16, 32, 3, 2, 1)),
+                                        torch::nn::ReLU(), torch::nn::Flatten());
+      const int64_t rows = ((spec.height + 1) / 2 + 1) / 2,
+                    columns = ((spec.width + 1) / 2 + 1) / 2;
+      hidden_ =
+          torch::nn::Sequential(torch::nn::Linear(32 * rows * columns, 128), torch::nn::ReLU());
       hidden_width = 128;
       break;
     }

@@ -2,11 +2,14 @@
 //
 // Names: "cookbook" (the AutonomousDrivingCookbook tutorial's Q-network on a 3x59x255 crop),
 // "compact" (a smaller network on the cookbook crop pooled 4x4 to 3x14x63, the default for training
-// on a CPU), "nature" (the DQN Nature network on 4x84x84 grayscale frames), "tiny" (a small network
-// on 3x16x16 for tests), "wide" (a 100M-parameter MLP for scale tests), each optionally with a
-// dueling head: "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling". Any of them
-// takes K stacked frames of its input as "<name>_stack<K>[_dueling]" (K in 2..8): "compact_stack2"
-// is the compact network on the last two pooled crops, 6 channels, oldest first.
+// on a CPU), "compact_tall" (the same network on the crop pooled 2x4 to 3x29x63: twice the rows,
+// where a car far ahead first appears), "strided_tall" (that input through stride-2 convolutions
+// instead of max-pooling: less compute than "compact"), "nature" (the DQN Nature network on 4x84x84
+// grayscale frames), "tiny" (a small network on 3x16x16 for tests), "wide" (a 100M-parameter MLP
+// for scale tests), each optionally with a dueling head: "cookbook_dueling", "nature_dueling",
+// "tiny_dueling", "wide_dueling". Any of them takes K stacked frames of its input as
+// "<name>_stack<K>[_dueling]" (K in 2..8): "compact_stack2" is the compact network on the last two
+// pooled crops, 6 channels, oldest first.
 #ifndef CONVOY_COMMON_MODEL_REGISTRY_H_
 #define CONVOY_COMMON_MODEL_REGISTRY_H_
 
@@ -23,7 +26,7 @@ inline constexpr int kDefaultNumActions = 5;
 // The network families the registry builds. A model name is parsed into one once, by ResolveModel;
 // code that builds a network switches over every value, so a new family cannot fall into another's
 // branch.
-enum class Architecture { kCookbook, kCompact, kNature, kTiny, kWide };
+enum class Architecture { kCookbook, kCompact, kCompactTall, kStridedTall, kNature, kTiny, kWide };
 
 // What a model is: architecture, head, action count and observation shape.
 struct ModelSpec {

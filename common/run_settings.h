@@ -75,6 +75,12 @@
   X(bool, mirror_augmentation, true, false, true, kClosed, kOptional,                              \
     "Mirror every other sample of each minibatch left to right (image flipped, steering "          \
     "negated).")                                                                                   \
+  /* DrQ's augmentation (Kostrikov et al. 2020), off by default: docs/benchmarks.md measures it.   \
+   */                                                                                              \
+  X(int, random_shift, 0, 0, 8, kClosed, kOptional,                                                \
+    "Shift each sample of a minibatch, its observation and next observation each on its own, by "  \
+    "up to this many pixels of the model's input in each direction, the edge repeated (DrQ; 0: "   \
+    "off).")                                                                                       \
   X(double, learning_rate, 1e-3, 0, ::convoy::kNoRealMax, kOpenMin, kPositive,                     \
     "Learning rate: the parameter server's optimizer's, and an agent's local Adam (alone, "        \
     "deltas, "                                                                                     \

@@ -39,6 +39,20 @@ torch::Tensor ToFloatImages(const torch::Tensor& images) {
 
 }  // namespace
 
+// Two gathers, one along the rows and one along the columns.
+torch::Tensor RandomShift(const torch::Tensor& images, int pad, torch::Generator& generator) {
+  const int64_t n = images.size(0), c = images.size(1), h = images.size(2), w = images.size(3);
+  const torch::TensorOptions index = torch::TensorOptions().dtype(torch::kInt64);
+  const torch::Tensor dy = torch::randint(-pad, pad + 1, {n, 1}, generator, index);
+  const torch::Tensor dx = torch::randint(-pad, pad + 1, {n, 1}, generator, index);
+  const torch::Tensor rows =
+      (torch::arange(h, index).unsqueeze(0) + dy).clamp(0, h - 1).to(images.device());
+  const torch::Tensor cols =
+      (torch::arange(w, index).unsqueeze(0) + dx).clamp(0, w - 1).to(images.device());
+  return images.gather(2, rows.view({n, 1, h, 1}).expand({n, c, h, w}))
+      .gather(3, cols.view({n, 1, 1, w}).expand({n, c, h, w}));
+}
+
 absl::StatusOr<std::unique_ptr<DqnLearner>> DqnLearner::Create(const LearnerOptions& options) {
   if (options.amp && !options.device.is_cuda()) {
     return absl::FailedPreconditionError("--amp needs a CUDA device");
@@ -80,6 +94,9 @@ DqnLearner::DqnLearner(const LearnerOptions& options, ModelInfo model, QNetwork 
   if (!options_.mirror_actions.empty()) {
     mirror_actions_ = torch::tensor(options_.mirror_actions, torch::kInt64).to(options_.device);
   }
+  if (options_.random_shift > 0) {
+    shift_generator_ = at::detail::createCPUGenerator(options_.seed);
+  }
 }
 
 torch::Tensor DqnLearner::ActQ(const uint8_t* observation) {
@@ -104,20 +121,22 @@ TrainStats DqnLearner::Accumulate(const torch::Tensor& observations,
                                   const torch::Tensor& next_observations,
                                   const torch::Tensor& actions, const torch::Tensor& returns,
                                   const torch::Tensor& discounts, const torch::Tensor& weights) {
+  torch::Tensor obs = observations, next = next_observations, taken = actions;
   if (mirror_actions_.defined()) {
     const int64_t n = observations.size(0);
     if (!mirror_rows_.defined() || mirror_rows_.size(0) != n) {
       mirror_rows_ = (torch::arange(n, torch::kInt64) % 2 == 1).to(observations.device());
     }
     const torch::Tensor rows = mirror_rows_.view({n, 1, 1, 1});
-    return AccumulateTransitions(
-        torch::where(rows, observations.flip({3}), observations),
-        torch::where(rows, next_observations.flip({3}), next_observations),
-        torch::where(mirror_rows_, mirror_actions_.index_select(0, actions), actions), returns,
-        discounts, weights);
+    obs = torch::where(rows, obs.flip({3}), obs);
+    next = torch::where(rows, next.flip({3}), next);
+    taken = torch::where(mirror_rows_, mirror_actions_.index_select(0, actions), actions);
   }
-  return AccumulateTransitions(observations, next_observations, actions, returns, discounts,
-                               weights);
+  if (shift_generator_.has_value()) {
+    obs = RandomShift(obs, options_.random_shift, *shift_generator_);
+    next = RandomShift(next, options_.random_shift, *shift_generator_);
+  }
+  return AccumulateTransitions(obs, next, taken, returns, discounts, weights);
 }
 
 TrainStats DqnLearner::AccumulateTransitions(const torch::Tensor& observations,

@@ -13,12 +13,13 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/model_registry.h"
-#include "common/run_defaults.h"
 #include "common/q_network.h"
+#include "common/run_defaults.h"
 
 namespace convoy {
 
@@ -41,6 +42,10 @@ struct LearnerOptions {
   // a mirror, so the mirrored transition is as real as the one driven; a turn learned one way is
   // learned the other way too.
   std::vector<int64_t> mirror_actions;
+  // DrQ's random shift (Kostrikov et al. 2020): 0 for none, else Accumulate shifts each sample's
+  // observation and, on its own, its next observation by up to this many pixels in each direction,
+  // repeating the edge, before the forward passes (after mirroring).
+  int random_shift = 0;
 };
 
 struct TrainStats {
@@ -48,6 +53,11 @@ struct TrainStats {
   double mean_q = 0;
   std::vector<float> td_errors;  // |target - Q|, for prioritized replay.
 };
+
+// DrQ's pad-and-crop: each image of `images` [N, C, H, W] (any dtype, any device) moved by its own
+// (dy, dx), each drawn uniformly from [-pad, pad] by `generator`, the edge repeated where it moved
+// away.
+torch::Tensor RandomShift(const torch::Tensor& images, int pad, torch::Generator& generator);
 
 class DqnLearner {
  public:
@@ -116,6 +126,7 @@ class DqnLearner {
   torch::Tensor act_input_;  // Reused [1, C, H, W] buffer for GreedyAction.
   torch::Tensor mirror_actions_;  // int64 [num_actions] on the device; undefined: no mirroring.
   torch::Tensor mirror_rows_;     // bool [N]: the samples Accumulate mirrors (every other one).
+  std::optional<torch::Generator> shift_generator_;  // Draws the random shifts (seeded).
 };
 
 }  // namespace convoy

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -242,6 +243,69 @@ TEST_CASE("Mirror augmentation learns from every other sample seen in a mirror",
   CHECK(differs > 1e-4);  // The mirrored rows did change the update.
   for (size_t i = 0; i < 6; ++i)
     CHECK(stats_with.td_errors[i] == Approx(stats_mirror.td_errors[i]));
+}
+
+TEST_CASE("A random shift moves each image by its own offset within the pad, the edge repeated",
+          "[learner]") {
+  // Distinct values: image i, channel c, row y, column x holds a value that names them.
+  const int64_t n = 64, c = 2, h = 5, w = 7;
+  const torch::Tensor images =
+      torch::arange(n * c * h * w, torch::kInt64).view({n, c, h, w}).to(torch::kInt32);
+  torch::Generator generator = at::detail::createCPUGenerator(11);
+  const torch::Tensor shifted = RandomShift(images, 2, generator);
+  REQUIRE(shifted.sizes() == images.sizes());
+  REQUIRE(shifted.scalar_type() == torch::kInt32);
+  std::set<std::pair<int64_t, int64_t>> offsets;
+  for (int64_t i = 0; i < n; ++i) {
+    // The offset that explains this image's top-left corner, and then every pixel.
+    bool explained = false;
+    for (int64_t dy = -2; dy <= 2 && !explained; ++dy) {
+      for (int64_t dx = -2; dx <= 2 && !explained; ++dx) {
+        bool all = true;
+        for (int64_t ch = 0; ch < c && all; ++ch) {
+          for (int64_t y = 0; y < h && all; ++y) {
+            for (int64_t x = 0; x < w && all; ++x) {
+              const int64_t sy = std::clamp<int64_t>(y + dy, 0, h - 1);
+              const int64_t sx = std::clamp<int64_t>(x + dx, 0, w - 1);
+              all = shifted[i][ch][y][x].item<int>() == images[i][ch][sy][sx].item<int>();
+            }
+          }
+        }
+        if (all) {
+          explained = true;
+          offsets.insert({dy, dx});
+        }
+      }
+    }
+    INFO("image " << i);
+    CHECK(explained);
+  }
+  CHECK(offsets.size() >= 10);  // Each image draws its own offset, of the 25 there are.
+  torch::Generator again = at::detail::createCPUGenerator(11);
+  CHECK(torch::equal(RandomShift(images, 2, again), shifted));  // Seeded: reproducible.
+  CHECK(torch::equal(RandomShift(images, 0, again), images));   // No pad: no shift.
+}
+
+TEST_CASE("With a random shift the learner trains on shifted samples, without it on the samples",
+          "[learner]") {
+  LearnerOptions plain = TinyOptions();
+  LearnerOptions shifted = plain;
+  shifted.random_shift = 1;
+  auto with = *DqnLearner::Create(shifted);
+  auto without = *DqnLearner::Create(plain);  // The same seed: the same initial weights.
+  auto again = *DqnLearner::Create(plain);
+  const Batch b = RandomBatch(8, 9);
+  std::vector<float> g_with, g_without, g_again;
+  Accumulate(*with, b);
+  REQUIRE(with->TakeMeanGradient(&g_with));
+  Accumulate(*without, b);
+  REQUIRE(without->TakeMeanGradient(&g_without));
+  Accumulate(*again, b);
+  REQUIRE(again->TakeMeanGradient(&g_again));
+  CHECK(g_without == g_again);
+  double differs = 0;
+  for (size_t i = 0; i < g_with.size(); ++i) differs += std::fabs(g_with[i] - g_without[i]);
+  CHECK(differs > 1e-4);
 }
 
 TEST_CASE("A mirror table that is not an involution over the actions is refused", "[learner]") {

@@ -25,7 +25,14 @@ TEST_CASE("Registry pins every model's parameter count", "[models]") {
       {"nature_dueling", 1686693 + (512 + 1)},
       {"tiny", (3 * 8 * 9 + 8) + (8 * 8 * 8 * 32 + 32) + (32 * 5 + 5)},
       // compact: conv 3->16, 16->32 (3x3) on 3x14x63, dense 32*3*15 -> 128, 128 -> 5.
-      {"compact", (3 * 16 * 9 + 16) + (16 * 32 * 9 + 32) + (32 * 3 * 15 * 128 + 128) + (128 * 5 + 5)},
+      {"compact",
+       (3 * 16 * 9 + 16) + (16 * 32 * 9 + 32) + (32 * 3 * 15 * 128 + 128) + (128 * 5 + 5)},
+      // compact_tall: the same layers on 3x29x63, dense 32*7*15 -> 128.
+      {"compact_tall",
+       (3 * 16 * 9 + 16) + (16 * 32 * 9 + 32) + (32 * 7 * 15 * 128 + 128) + (128 * 5 + 5)},
+      // strided_tall: stride-2 convolutions, 29x63 -> 15x32 -> 8x16, dense 32*8*16 -> 128.
+      {"strided_tall",
+       (3 * 16 * 9 + 16) + (16 * 32 * 9 + 32) + (32 * 8 * 16 * 128 + 128) + (128 * 5 + 5)},
   };
   for (const Case& c : cases) {
     absl::StatusOr<ModelInfo> info = DescribeModel(c.name);
@@ -130,7 +137,8 @@ TEST_CASE("Flattening and loading flat weights round-trips exactly", "[models]")
 }
 
 TEST_CASE("Q-networks map a batch of observations to one Q-value per action", "[models]") {
-  for (const char* name : {"cookbook", "compact", "nature_dueling", "tiny"}) {
+  for (const char* name :
+       {"cookbook", "compact", "compact_tall", "strided_tall_dueling", "nature_dueling", "tiny"}) {
     absl::StatusOr<ModelSpec> spec = ResolveModel(name);
     REQUIRE(spec.ok());
     QNetwork net = *BuildQNetwork(*spec, 3);
