@@ -33,6 +33,7 @@
 #include "common/model_registry.h"
 #include "common/progress_record.h"
 #include "common/status_macros.h"
+#include "common/time_split.h"
 #include "common/torch_compat.h"  // After LibTorch: glog's LOG.
 #include "common/weights_file.h"
 
@@ -187,6 +188,13 @@ class Agent::Impl {
   // The agent's state now, for a replay checkpoint's annex: on the acting thread.
   std::string CheckpointAnnex();
   void EndEpisode(const StepResult& last);
+  // Charges the acting thread's time since the previous lap to `phase` (nothing before Run).
+  void Lap(AgentPhase phase) {
+    if (clock_.has_value()) clock_->Lap(phase);
+  }
+  // Where the agent's time went since Run started: the acting thread's phases, the sampler's and
+  // the process's CPU.
+  TimeSplit TimeSplitNow() const;
   void Report(bool final);
   absl::Status OpenLogs();
   void SaveWeights();
@@ -225,6 +233,11 @@ class Agent::Impl {
   MovingAverage recent_returns_{kReturnWindow};
   // Steps per second over the last report_every, for the reports.
   std::optional<RateMeter> env_rate_, train_rate_;
+  // The acting thread's time by phase (Run makes it); the split at the previous report.
+  std::optional<PhaseClock> clock_;
+  TimeSplit reported_split_;
+  double reported_wall_s_ = 0;
+  double process_cpu_at_start_ = 0;  // The process's CPU seconds when Run started.
   double loss_sum_ = 0, q_sum_ = 0;
   int loss_count_ = 0;
   const absl::Time created_;
@@ -288,6 +301,7 @@ absl::Status Agent::Impl::Init() {
   learner.max_grad_norm = options_.learner_max_grad_norm;
   learner.learning_rate = options_.learning_rate;
   learner.amp = options_.amp;
+  learner.random_shift = options_.random_shift;
   if (options_.mirror_augmentation) {
     absl::StatusOr<std::vector<int64_t>> mirror =
         MirrorActions(environment_->env->options().actions);
@@ -461,7 +475,11 @@ absl::Status Agent::Impl::OpenLogs() {
       "intervals",
       {"wall_s", "env_steps", "train_steps", "episodes", "loss", "mean_q", "epsilon",
        "env_steps_per_s", "train_steps_per_s", "push_ms", "pull_ms", "staleness", "ps_version",
-       "sampler_wait_s", "gpu_util_percent", "gpu_memory_mb"},
+       "sampler_wait_s", "gpu_util_percent", "gpu_memory_mb",
+       // The interval's time split (common/time_split.h): shares of the process's CPU-seconds,
+       // the wait's of the wall time, and the cores the process kept busy.
+       "cpu_env", "cpu_preprocess", "cpu_inference", "cpu_replay", "cpu_sampler", "cpu_train",
+       "cpu_sync", "cpu_threads", "cpu_other", "wait_share", "cores_used"},
       "env_steps");
 }
 
@@ -512,7 +530,10 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   const absl::Duration rate_window = std::max(options_.report_every, absl::Milliseconds(1));
   env_rate_.emplace(rate_window, started_);
   train_rate_.emplace(rate_window, started_);
+  clock_.emplace();
+  process_cpu_at_start_ = ProcessCpuSeconds();
   if (absl::Status s = ResetEpisode(); !s.ok()) return s;
+  Lap(AgentPhase::kEnvironment);
   const double train_steps_per_env_step = options_.replay_ratio / options_.batch_size;
   while (!stop.load()) {
     const AgentStats now = stats();
@@ -520,8 +541,11 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     if (options_.max_time > absl::ZeroDuration() && absl::Now() - started_ >= options_.max_time)
       break;
 
+    Lap(AgentPhase::kOther);
     const int action = ChooseAction();
+    Lap(AgentPhase::kInference);
     absl::StatusOr<StepResult> step = environment_->env->Step(action, env_frame_.data());
+    Lap(AgentPhase::kEnvironment);
     if (!step.ok()) {
       if (options_.environment.sim.kind == SimKind::kEmbedded) return step.status();
       LOG(WARNING) << options_.agent_id << ": simulator call failed (" << step.status()
@@ -530,10 +554,12 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
       continue;
     }
     preprocess_->Apply(env_frame_.data(), model_frame_.data());
+    Lap(AgentPhase::kPreprocess);
     // A time limit or a driven route is not a true end: the last transition still bootstraps
     // from its next state.
     const bool terminal = step->done && !IsTruncation(step->reason);
     replay_->Add(action, step->reward, terminal, model_frame_.data());
+    Lap(AgentPhase::kReplay);
     episode_return_ += step->reward;
     ++episode_length_;
     ++episode_steps_at_[static_cast<int>(
@@ -545,16 +571,20 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     env_rate_->Record(1);
     if (step->done) {
       EndEpisode(*step);
+      Lap(AgentPhase::kOther);
       if (absl::Status s = ResetEpisode(); !s.ok()) {
         if (options_.environment.sim.kind == SimKind::kEmbedded) return s;
         if (absl::Status r = ReconnectSimulator(); !r.ok()) return r;
       }
+      Lap(AgentPhase::kEnvironment);
     }
     if (replay_->size() >= std::max<size_t>(options_.min_replay_size, options_.batch_size)) {
       train_credit_ += train_steps_per_env_step;  // The replay ratio's minibatches owed.
       if (absl::Status s = TrainOnCredit(stop, /*drain=*/false); !s.ok()) return s;
     }
+    Lap(AgentPhase::kOther);
     PollSession();
+    Lap(AgentPhase::kSync);
     if (absl::Now() - last_report_ >= options_.report_every) Report(false);
     if (!options_.log_dir.empty() && absl::Now() - last_weights_save_ >= kWeightsEvery) {
       SaveWeights();
@@ -591,27 +621,35 @@ absl::Status Agent::Impl::TrainOnCredit(const std::atomic<bool>& stop, bool drai
   while (train_credit_ >= 1.0 && budget > 0 && !stop.load()) {
     if (sync_ != nullptr && sync_->TrainingWaits()) {
       if (!drain && train_credit_ < ahead) return absl::OkStatus();  // Acting goes on.
+      Lap(AgentPhase::kOther);
       sync_->WaitForAnswer();
+      Lap(AgentPhase::kWait);
       PollSession();
+      Lap(AgentPhase::kSync);
       continue;  // Answered, or now out of step.
     }
     if (absl::Status s = TrainOne(); !s.ok()) return s;
     train_credit_ -= 1.0;
     --budget;
     PollSession();
+    Lap(AgentPhase::kSync);
   }
   return absl::OkStatus();
 }
 
 absl::Status Agent::Impl::TrainOne() {
+  Lap(AgentPhase::kOther);
   absl::StatusOr<TensorBatch> batch = sampler_->Next(kSamplerTimeout);
+  Lap(AgentPhase::kWait);
   if (!batch.ok()) return batch.status();
   const TrainStats stats =
       learner_->Accumulate(batch->observations, batch->next_observations, batch->actions,
                            batch->returns, batch->discounts, batch->weights);
+  Lap(AgentPhase::kTrain);
   if (options_.prioritized) {
     replay_->UpdatePriorities(batch->ids.data(), stats.td_errors.data(), batch->ids.size());
   }
+  Lap(AgentPhase::kReplay);
   loss_sum_ += stats.loss;
   q_sum_ += stats.mean_q;
   ++loss_count_;
@@ -632,12 +670,14 @@ absl::Status Agent::Impl::TrainOne() {
     LOG(INFO) << options_.agent_id << ": first minibatch " << first_train_seconds
               << " s after the start, with " << replay_->size() << " transitions";
   }
+  Lap(AgentPhase::kOther);
   if (sync_ != nullptr) {
     sync_->Trained();  // Steps locally and syncs as the push mode and the sync's state say.
   } else {
     learner_->StepLocal();  // Alone, the local optimizer steps every minibatch.
     if (minibatches_ % options_.batch_update_frequency == 0) SyncAlone();
   }
+  Lap(AgentPhase::kSync);
   return absl::OkStatus();
 }
 
@@ -703,9 +743,21 @@ void Agent::Impl::Report(bool final) {
       gpu_mb = sample->memory_used_bytes / 1048576.0;
     }
   }
+  const TimeSplit split = TimeSplitNow();
+  const double wall_s = absl::ToDoubleSeconds(now - started_);
+  // The interval since the previous report.
+  const TimeSplit interval = split - reported_split_;
+  const double interval_wall = wall_s - reported_wall_s_;
+  reported_split_ = split;
+  reported_wall_s_ = wall_s;
+  auto cpu_share = [&interval](double seconds) {
+    return interval.process_cpu > 0 ? seconds / interval.process_cpu : 0;
+  };
   {
     absl::MutexLock lock(&stats_mu_);
     stats_.epsilon = epsilon_;
+    stats_.time = split;
+    stats_.wall_seconds = wall_s;
   }
   std::string left;
   if (options_.max_time > absl::ZeroDuration()) {
@@ -716,14 +768,14 @@ void Agent::Impl::Report(bool final) {
     left = absl::StrFormat(", %d steps left",
                            options_.max_steps > s.env_steps ? options_.max_steps - s.env_steps : 0);
   }
-  std::fprintf(stderr,
-               "[%s] %s%llu episodes, %llu steps, avg return %.1f, %.0f env steps/s, %.1f train "
-               "steps/s, loss %.4f, eps %.2f%s%s\n",
-               options_.agent_id.c_str(), final ? "done: " : "",
-               static_cast<unsigned long long>(s.episodes),
-               static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps,
-               loss, epsilon_,
-               sync_ != nullptr ? absl::StrCat(", ", sync_->Describe()).c_str() : "", left.c_str());
+  std::fprintf(
+      stderr,
+      "[%s] %s%llu episodes, %llu steps, avg return %.1f, %.0f env steps/s, %.1f train "
+      "steps/s, loss %.4f, eps %.2f%s%s; cpu: %s\n",
+      options_.agent_id.c_str(), final ? "done: " : "", static_cast<unsigned long long>(s.episodes),
+      static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps, loss,
+      epsilon_, sync_ != nullptr ? absl::StrCat(", ", sync_->Describe()).c_str() : "", left.c_str(),
+      FormatTimeShares(interval, interval_wall).c_str());
   if (options_.machine_progress) {
     ProgressRecord progress;
     progress.agent = options_.agent_id;
@@ -737,19 +789,49 @@ void Agent::Impl::Report(bool final) {
     progress.loss = loss;
     progress.version = ps_version;
     progress.connected = sync_ == nullptr || sync_->state() == SyncState::kInStep;
+    progress.wall_s = wall_s;
+    progress.time = split;
     std::printf("%s\n", FormatProgress(progress).c_str());
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {
     absl::Status st = metrics_->Append(
-        "intervals",
-        {absl::ToDoubleSeconds(now - started_), static_cast<double>(s.env_steps),
-         static_cast<double>(s.train_steps), static_cast<double>(s.episodes), loss, mean_q,
-         epsilon_, env_sps, train_sps, exchanges.push_ms, exchanges.pull_ms,
-         static_cast<double>(sync_ != nullptr ? sync_->last_staleness() : 0),
-         static_cast<double>(ps_version), sampler_->learner_wait_seconds(), gpu_util, gpu_mb});
+        "intervals", {absl::ToDoubleSeconds(now - started_),
+                      static_cast<double>(s.env_steps),
+                      static_cast<double>(s.train_steps),
+                      static_cast<double>(s.episodes),
+                      loss,
+                      mean_q,
+                      epsilon_,
+                      env_sps,
+                      train_sps,
+                      exchanges.push_ms,
+                      exchanges.pull_ms,
+                      static_cast<double>(sync_ != nullptr ? sync_->last_staleness() : 0),
+                      static_cast<double>(ps_version),
+                      sampler_->learner_wait_seconds(),
+                      gpu_util,
+                      gpu_mb,
+                      cpu_share(interval[AgentPhase::kEnvironment]),
+                      cpu_share(interval[AgentPhase::kPreprocess]),
+                      cpu_share(interval[AgentPhase::kInference]),
+                      cpu_share(interval[AgentPhase::kReplay]),
+                      cpu_share(interval.sampler_cpu),
+                      cpu_share(interval[AgentPhase::kTrain]),
+                      cpu_share(interval[AgentPhase::kSync]),
+                      cpu_share(interval.other_threads_cpu()),
+                      cpu_share(interval[AgentPhase::kOther]),
+                      interval_wall > 0 ? interval[AgentPhase::kWait] / interval_wall : 0,
+                      interval_wall > 0 ? interval.process_cpu / interval_wall : 0});
     if (!st.ok()) LOG(WARNING) << "metrics: " << st;
   }
+}
+
+TimeSplit Agent::Impl::TimeSplitNow() const {
+  TimeSplit split = clock_.has_value() ? clock_->split() : TimeSplit{};
+  split.sampler_cpu = sampler_ != nullptr ? sampler_->cpu_seconds() : 0;
+  split.process_cpu = ProcessCpuSeconds() - process_cpu_at_start_;
+  return split;
 }
 
 void Agent::Impl::SaveWeights() {

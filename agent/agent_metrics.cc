@@ -99,6 +99,25 @@ void AgentMetrics::AddStats(const AgentStats& s, MetricFamilies& out) const {
   out.Counter("convoy_agent_simulator_outages_total", "Times the simulator connection was lost.",
               d(s.simulator_outages), agent);
   AddReplayCheckpoints(s, out);
+  AddTimeSplit(s, out);
+}
+
+void AgentMetrics::AddTimeSplit(const AgentStats& s, MetricFamilies& out) const {
+  for (int p = 0; p < kAgentPhases; ++p) {
+    const AgentPhase phase = static_cast<AgentPhase>(p);
+    if (phase == AgentPhase::kWait) continue;
+    out.Counter("convoy_agent_cpu_seconds_total",
+                "CPU seconds by where they went (docs/benchmarks.md, \"Where an agent's time "
+                "goes\"): the acting thread's phases, the sampler thread, the other threads.",
+                s.time[phase], {{"agent", agent_id_}, {"phase", AgentPhaseKey(phase)}});
+  }
+  out.Counter("convoy_agent_cpu_seconds_total", "", s.time.sampler_cpu,
+              {{"agent", agent_id_}, {"phase", "sampler"}});
+  out.Counter("convoy_agent_cpu_seconds_total", "", s.time.other_threads_cpu(),
+              {{"agent", agent_id_}, {"phase", "threads"}});
+  out.Counter("convoy_agent_wait_seconds_total",
+              "Wall seconds the acting thread waited on a minibatch or on the server's answer.",
+              s.time[AgentPhase::kWait], {{"agent", agent_id_}});
 }
 
 void AgentMetrics::AddReplayCheckpoints(const AgentStats& s, MetricFamilies& out) const {

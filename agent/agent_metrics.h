@@ -39,6 +39,8 @@ class AgentMetrics : public prometheus::Collectable, public SyncObserver {
 
   // The families of one stats snapshot.
   void AddStats(const AgentStats& stats, MetricFamilies& out) const;
+  // The time split (common/time_split.h) as CPU-second counters by phase.
+  void AddTimeSplit(const AgentStats& s, MetricFamilies& out) const;
   void AddReplayCheckpoints(const AgentStats& s, MetricFamilies& out) const;
 
  private:

@@ -59,6 +59,23 @@ absl::StatusOr<bool> ReadField(absl::string_view key, absl::string_view value,
     read = ReadNumber(key, value, &record->loss);
   } else if (key == "version") {
     read = ReadCount(key, value, &record->version);
+  } else if (key == "wall_s") {
+    read = ReadNumber(key, value, &record->wall_s);
+  } else if (key == "cpu_sampler") {
+    read = ReadNumber(key, value, &record->time.sampler_cpu);
+  } else if (key == "cpu_process") {
+    read = ReadNumber(key, value, &record->time.process_cpu);
+  } else if (key == "wait_s") {
+    read = ReadNumber(key, value, &record->time[AgentPhase::kWait]);
+  } else if (absl::StartsWith(key, "cpu_")) {
+    for (int p = 0; p < kAgentPhases; ++p) {
+      const AgentPhase phase = static_cast<AgentPhase>(p);
+      if (phase != AgentPhase::kWait && key.substr(4) == AgentPhaseKey(phase)) {
+        CONVOY_RETURN_IF_ERROR(ReadNumber(key, value, &record->time[phase]));
+        return true;
+      }
+    }
+    return false;
   } else if (key == "connected") {
     if (value != "0" && value != "1") return Malformed(key, value, "0 or 1");
     record->connected = value == "1";
@@ -84,6 +101,17 @@ std::string FormatProgress(const ProgressRecord& r) {
       .Add("loss", absl::StrFormat("%.5f", r.loss))
       .Add("version", r.version)
       .Add("connected", r.connected ? 1 : 0)
+      .Add("wall_s", absl::StrFormat("%.2f", r.wall_s))
+      .Add("cpu_env", absl::StrFormat("%.3f", r.time[AgentPhase::kEnvironment]))
+      .Add("cpu_preprocess", absl::StrFormat("%.3f", r.time[AgentPhase::kPreprocess]))
+      .Add("cpu_inference", absl::StrFormat("%.3f", r.time[AgentPhase::kInference]))
+      .Add("cpu_replay", absl::StrFormat("%.3f", r.time[AgentPhase::kReplay]))
+      .Add("cpu_train", absl::StrFormat("%.3f", r.time[AgentPhase::kTrain]))
+      .Add("cpu_sync", absl::StrFormat("%.3f", r.time[AgentPhase::kSync]))
+      .Add("wait_s", absl::StrFormat("%.3f", r.time[AgentPhase::kWait]))
+      .Add("cpu_other", absl::StrFormat("%.3f", r.time[AgentPhase::kOther]))
+      .Add("cpu_sampler", absl::StrFormat("%.3f", r.time.sampler_cpu))
+      .Add("cpu_process", absl::StrFormat("%.3f", r.time.process_cpu))
       .Line();
 }
 
@@ -109,7 +137,7 @@ absl::StatusOr<ProgressRecord> ParseProgress(absl::string_view line) {
   }
   std::vector<absl::string_view> missing;
   for (const LogRecordFormat::Key& key : FindLogRecordFormat("progress", "PROGRESS")->keys) {
-    if (seen.find(key.name) == seen.end()) missing.push_back(key.name);
+    if (!key.optional && seen.find(key.name) == seen.end()) missing.push_back(key.name);
   }
   if (!missing.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("PROGRESS line lacks the field",

@@ -3,9 +3,11 @@
 //
 //   PROGRESS agent=agent-0 episodes=12 env_steps=3400 train_steps=800 avg_return=41.250
 //       env_sps=95.0 train_sps=22.50 epsilon=0.412 loss=0.01234 version=790 connected=1
+//       wall_s=60.0 cpu_env=12.1 cpu_preprocess=0.9 cpu_inference=4.2 cpu_replay=1.8 cpu_train=26.0
+//       cpu_sync=1.0 wait_s=0.4 cpu_other=1.1 cpu_sampler=3.5 cpu_process=52.0
 //
-// (on one line), every field present, in this order, separated by single spaces: common/log_records.txt
-// declares it (progress PROGRESS).
+// (on one line), every field present, in this order, separated by single spaces:
+// common/log_records.txt declares it (progress PROGRESS).
 #ifndef CONVOY_COMMON_PROGRESS_RECORD_H_
 #define CONVOY_COMMON_PROGRESS_RECORD_H_
 
@@ -14,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/time_split.h"
 
 namespace convoy {
 
@@ -29,6 +32,10 @@ struct ProgressRecord {
   double loss = 0;
   uint64_t version = 0;    // The parameter server's version the agent last saw.
   bool connected = false;  // Connected and in step with the server (or training alone).
+  // Where its time went since it started (common/time_split.h), cumulative seconds; an older
+  // agent's line without them reads as zeros.
+  double wall_s = 0;
+  TimeSplit time;
 };
 
 // The line, without its newline.

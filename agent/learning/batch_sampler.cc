@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/time_split.h"
 #include "common/torch_compat.h"  // After LibTorch: glog's LOG.
 
 namespace convoy {
@@ -92,6 +93,7 @@ void BatchSampler::Run() {
     }
     ready_.push_back(std::move(batch));
     ++produced_;
+    cpu_seconds_ = ThreadCpuSeconds();
   }
 }
 
@@ -160,6 +162,11 @@ absl::StatusOr<TensorBatch> BatchSampler::Next(absl::Duration timeout) {
 uint64_t BatchSampler::batches_produced() const {
   absl::MutexLock lock(&mu_);
   return produced_;
+}
+
+double BatchSampler::cpu_seconds() const {
+  absl::MutexLock lock(&mu_);
+  return cpu_seconds_;
 }
 
 double BatchSampler::learner_wait_seconds() const {

@@ -59,6 +59,8 @@ class BatchSampler {
 
   uint64_t batches_produced() const ABSL_LOCKS_EXCLUDED(mu_);
   double learner_wait_seconds() const ABSL_LOCKS_EXCLUDED(mu_);  // total time Next() spent waiting
+  // The sampler thread's CPU seconds as of its latest minibatch (sampling, assembling, copying).
+  double cpu_seconds() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Run();
@@ -77,6 +79,7 @@ class BatchSampler {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   uint64_t produced_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration waited_ ABSL_GUARDED_BY(mu_);
+  double cpu_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::mutex join_mu_;  // serialises joins when Stop is called from several threads
   std::thread thread_;  // last: started once everything above is constructed

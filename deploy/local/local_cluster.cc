@@ -253,6 +253,8 @@ absl::Status LocalCluster::RestartAgents(int signal, absl::Duration timeout,
       counted_before_[i].episodes += progress_[i].latest->episodes;
       counted_before_[i].env_steps += progress_[i].latest->env_steps;
       counted_before_[i].train_steps += progress_[i].latest->train_steps;
+      counted_before_[i].time += progress_[i].latest->time;
+      counted_before_[i].wall_s += progress_[i].latest->wall_s;
     }
   }
   for (size_t i = 0; i < agents_.size(); ++i) {
@@ -335,12 +337,16 @@ ClusterTotals LocalCluster::Totals() const {
     t.episodes += static_cast<double>(before.episodes);
     t.env_steps += static_cast<double>(before.env_steps);
     t.train_steps += static_cast<double>(before.train_steps);
+    t.time += before.time;
+    t.wall_seconds += before.wall_s;
     if (!progress_[i].latest.has_value()) continue;
     const ProgressRecord& r = *progress_[i].latest;
     ++t.reporting;
     t.episodes += static_cast<double>(r.episodes);
     t.env_steps += static_cast<double>(r.env_steps);
     t.train_steps += static_cast<double>(r.train_steps);
+    t.time += r.time;
+    t.wall_seconds += r.wall_s;
     t.env_steps_per_s += r.env_sps;
     t.train_steps_per_s += r.train_sps;
     t.avg_return += r.avg_return;

@@ -26,6 +26,7 @@
 #include "common/progress_record.h"
 #include "common/run_defaults.h"
 #include "common/run_settings.h"
+#include "common/time_split.h"
 
 namespace convoy {
 
@@ -89,6 +90,9 @@ struct ClusterTotals {
   double train_steps_per_s = 0;  // Sum of the agents' latest interval rates.
   double avg_return = 0;
   double epsilon = 0;
+  // The agents' time splits (common/time_split.h) and the wall seconds they cover, summed.
+  TimeSplit time;
+  double wall_seconds = 0;
 };
 
 class LocalCluster {

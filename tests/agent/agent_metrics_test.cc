@@ -62,6 +62,11 @@ TEST_CASE("An agent's metrics are its stats when scraped, and its exchanges as t
   stats.replay_checkpoint_unix_seconds = 1.8e9;
   stats.resumed_transitions = 1000;
   stats.first_train_seconds = 1.5;
+  stats.time[AgentPhase::kEnvironment] = 3;
+  stats.time[AgentPhase::kTrain] = 20;
+  stats.time[AgentPhase::kWait] = 0.5;
+  stats.time.sampler_cpu = 2;
+  stats.time.process_cpu = 28;
   metrics.SetStats([&stats] { return stats; });
 
   PushAnswer applied;
@@ -98,6 +103,16 @@ TEST_CASE("An agent's metrics are its stats when scraped, and its exchanges as t
   CHECK(Value(families, "convoy_agent_replay_checkpoint_timestamp_seconds", agent) == 1.8e9);
   CHECK(Value(families, "convoy_agent_resumed_transitions", agent) == 1000);
   CHECK(Value(families, "convoy_agent_first_train_seconds", agent) == 1.5);
+  auto phase = [](const std::string& name) {
+    return std::map<std::string, std::string>{{"agent", "agent-3"}, {"phase", name}};
+  };
+  CHECK(Value(families, "convoy_agent_cpu_seconds_total", phase("env")) == 3);
+  CHECK(Value(families, "convoy_agent_cpu_seconds_total", phase("train")) == 20);
+  CHECK(Value(families, "convoy_agent_cpu_seconds_total", phase("inference")) == 0);
+  CHECK(Value(families, "convoy_agent_cpu_seconds_total", phase("sampler")) == 2);
+  // What the process used beyond the acting thread (23 s) and the sampler (2 s).
+  CHECK(Value(families, "convoy_agent_cpu_seconds_total", phase("threads")) == 3);
+  CHECK(Value(families, "convoy_agent_wait_seconds_total", agent) == 0.5);
   auto of = [](const std::string& result) {
     return std::map<std::string, std::string>{
         {"agent", "agent-3"}, {"shard", "1"}, {"result", result}};

@@ -22,16 +22,64 @@ ProgressRecord Sample() {
   r.loss = 0.01234;
   r.version = 790;
   r.connected = true;
+  r.wall_s = 60;
+  r.time[AgentPhase::kEnvironment] = 12.1;
+  r.time[AgentPhase::kPreprocess] = 0.9;
+  r.time[AgentPhase::kInference] = 4.25;
+  r.time[AgentPhase::kReplay] = 1.8;
+  r.time[AgentPhase::kTrain] = 26;
+  r.time[AgentPhase::kSync] = 1;
+  r.time[AgentPhase::kWait] = 0.4;
+  r.time[AgentPhase::kOther] = 1.1;
+  r.time.sampler_cpu = 3.5;
+  r.time.process_cpu = 52;
   return r;
 }
 
+// The line of an agent from before the time split: what the launchers have always read.
 const char kSampleLine[] =
     "PROGRESS agent=agent-1 episodes=12 env_steps=3400 train_steps=800 avg_return=41.250 "
     "env_sps=95.0 train_sps=22.50 epsilon=0.412 loss=0.01234 version=790 connected=1";
+const char kSplitFields[] =
+    " wall_s=60.00 cpu_env=12.100 cpu_preprocess=0.900 cpu_inference=4.250 cpu_replay=1.800 "
+    "cpu_train=26.000 cpu_sync=1.000 wait_s=0.400 cpu_other=1.100 cpu_sampler=3.500 "
+    "cpu_process=52.000";
 
-TEST_CASE("A PROGRESS record is formatted as the line the launchers have always read",
+TEST_CASE(
+    "A PROGRESS record is formatted as the line the launchers have always read, then its "
+    "time split",
+    "[progress]") {
+  CHECK(FormatProgress(Sample()) == std::string(kSampleLine) + kSplitFields);
+}
+
+TEST_CASE("A PROGRESS line's time split reads back; an older line without it reads as zeros",
           "[progress]") {
-  CHECK(FormatProgress(Sample()) == kSampleLine);
+  absl::StatusOr<ProgressRecord> parsed = ParseProgress(FormatProgress(Sample()));
+  REQUIRE(parsed.ok());
+  const ProgressRecord expected = Sample();
+  CHECK(parsed->wall_s == Approx(60));
+  for (int p = 0; p < kAgentPhases; ++p) {
+    INFO(AgentPhaseKey(static_cast<AgentPhase>(p)));
+    CHECK(parsed->time.phase[p] == Approx(expected.time.phase[p]));
+  }
+  CHECK(parsed->time.sampler_cpu == Approx(3.5));
+  CHECK(parsed->time.process_cpu == Approx(52));
+
+  absl::StatusOr<ProgressRecord> older = ParseProgress(kSampleLine);
+  REQUIRE(older.ok());
+  CHECK(older->env_steps == 3400);
+  CHECK(older->wall_s == 0);
+  CHECK(older->time.process_cpu == 0);
+  CHECK(older->time.acting_cpu() == 0);
+
+  std::string bad = FormatProgress(Sample());
+  bad.replace(bad.find("cpu_train=26.000"), std::string("cpu_train=26.000").size(),
+              "cpu_train=lots");
+  absl::StatusOr<ProgressRecord> malformed = ParseProgress(bad);
+  REQUIRE_FALSE(malformed.ok());
+  CHECK(malformed.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(malformed.status().message()),
+             Catch::Matchers::ContainsSubstring("cpu_train='lots' is not a number"));
 }
 
 TEST_CASE("A PROGRESS line parses back into the record it was formatted from", "[progress]") {
