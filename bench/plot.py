@@ -4,13 +4,16 @@
     plot.py learning_curves.csv -o learning_curves.png --series series \\
         --y "mean_return=mean return" --x "wall_minutes=wall-clock minutes" --x "env_steps=env steps" \\
         --hline random --y_from_zero --title "convoy_bench_learn"
+    plot.py learning_curve.csv -o learning_curve.png --series series --y "driving_score=driving score" \\
+        --band driving_score_ci_low,driving_score_ci_high --x minutes --hline random --hline expert
 
 The CSV has a header row. Rows are grouped into series by the --series column (in the order their names first
 appear; without --series all rows are one series) and drawn as lines of --y against each --x, one panel per --x,
 side by side with a shared y axis, each with its axis labels, a grid and a legend. A series named by --hline is
 drawn as a dashed horizontal line at its (mean) --y value across every panel; its rows need no x values. Rows
 whose x or y cell is empty are left out of that panel. A column is given as NAME or NAME=LABEL; the label
-defaults to the name with underscores as spaces. With --y_from_zero the y axis reaches 0. The output format
+defaults to the name with underscores as spaces. --band LOW,HIGH names two columns of an interval around --y (a
+confidence interval), shaded about each line where both cells are there. With --y_from_zero the y axis reaches 0. The output format
 follows the extension of -o (png, svg, pdf); an SVG keeps its text as text.
 
 Exit status: 0 when drawn; 2 for bad arguments or a CSV that lacks a named column or has a non-numeric cell;
@@ -23,6 +26,8 @@ import sys
 
 EXIT_USAGE = 2
 EXIT_NO_MATPLOTLIB = 3
+# The reference lines' colours, in --hline order: the first grey, as a lone baseline always was.
+HLINE_COLOURS = ["grey", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 
 
 class PlotError(Exception):
@@ -37,6 +42,14 @@ def column(spec):
     return name, label or name.replace("_", " ")
 
 
+def band(spec):
+    """LOW,HIGH as (low, high) column names."""
+    low, comma, high = spec.partition(",")
+    if not comma or not low or not high or "," in high:
+        raise argparse.ArgumentTypeError(f"--band takes LOW,HIGH (two column names), not '{spec}'")
+    return low, high
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", help="input CSV with a header row")
@@ -47,6 +60,7 @@ def parse_args(argv):
     parser.add_argument("--series", help="column whose value names each row's series")
     parser.add_argument("--hline", action="append", default=[],
                         help="series drawn as a horizontal reference line; repeatable")
+    parser.add_argument("--band", type=band, help="LOW,HIGH: columns of an interval around y, shaded")
     parser.add_argument("--title", default="", help="title above the panels")
     parser.add_argument("--y_from_zero", action="store_true", help="the y axis includes 0")
     return parser.parse_args(argv)
@@ -69,6 +83,7 @@ def read_series(path, args):
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             needed = [name for name, _ in args.x] + [args.y[0]] + ([args.series] if args.series else [])
+            needed += list(args.band or ())
             missing = [name for name in needed if name not in header]
             if missing:
                 raise PlotError(f"{path}: no column {', '.join(repr(m) for m in missing)} "
@@ -90,20 +105,30 @@ def draw(args, series, plt):
         for name, rows in series.items():
             if name in args.hline:
                 continue
-            points = []
+            points, band_points = [], []
             for line, row in rows:
                 x, y = number(row[x_name], x_name, line), number(row[y_name], y_name, line)
                 if x is not None and y is not None:
                     points.append((x, y))
+                    if args.band:
+                        low = number(row[args.band[0]], args.band[0], line)
+                        high = number(row[args.band[1]], args.band[1], line)
+                        if low is not None and high is not None:
+                            band_points.append((x, low, high))
             if points:
-                axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3,
-                          label=name or None)
+                drawn = axis.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                                  markersize=3, label=name or None)
+                if band_points:
+                    axis.fill_between([p[0] for p in band_points], [p[1] for p in band_points],
+                                      [p[2] for p in band_points], color=drawn[0].get_color(),
+                                      alpha=0.2, linewidth=0)
         for name in args.hline:
             values = [v for v in (number(row[y_name], y_name, line) for line, row in series.get(name, []))
                       if v is not None]
             if not values:
                 raise PlotError(f"--hline {name}: no row of series '{name}' has a {y_name}")
-            axis.axhline(sum(values) / len(values), linestyle="--", color="grey", label=name)
+            axis.axhline(sum(values) / len(values), linestyle="--",
+                         color=HLINE_COLOURS[args.hline.index(name) % len(HLINE_COLOURS)], label=name)
         axis.set_xlabel(x_label)
         axis.set_title(f"{y_label} against {x_label}")
         axis.grid(True, alpha=0.3)

@@ -38,6 +38,8 @@ struct LinePlot {
   std::string y;
   std::vector<std::string> x;
   std::vector<std::string> hlines;  // Series drawn as a dashed horizontal line at their mean y.
+  // "LOW,HIGH": columns of an interval around y, shaded about each line (empty: none).
+  std::string band;
   bool y_from_zero = false;
   std::string title;
 };
@@ -50,6 +52,7 @@ inline std::vector<std::string> LinePlotCommand(const std::string& python,
   command.insert(command.end(), {"--y", plot.y});
   for (const std::string& x : plot.x) command.insert(command.end(), {"--x", x});
   for (const std::string& h : plot.hlines) command.insert(command.end(), {"--hline", h});
+  if (!plot.band.empty()) command.insert(command.end(), {"--band", plot.band});
   if (plot.y_from_zero) command.push_back("--y_from_zero");
   if (!plot.title.empty()) command.insert(command.end(), {"--title", plot.title});
   return command;

@@ -34,6 +34,9 @@ std::vector<uint64_t> ValidationSeeds(int episodes) {
 }
 
 bool BetterPolicy(const EvalSummary& a, const EvalSummary& b) {
+  if (a.mean_driving_score != b.mean_driving_score) {
+    return a.mean_driving_score > b.mean_driving_score;
+  }
   if (a.full_episodes != b.full_episodes) return a.full_episodes > b.full_episodes;
   return a.mean_return > b.mean_return;
 }
@@ -42,6 +45,7 @@ EvalSummary SummaryOf(std::vector<EpisodeRecord> episodes) {
   EvalSummary summary;
   for (const EpisodeRecord& record : episodes) {
     summary.mean_return += record.total_return;
+    summary.mean_driving_score += DrivingScore(record);
     summary.mean_distance_m += record.distance_m;
     summary.collisions += record.collided ? 1 : 0;
     if (record.completed) {
@@ -52,6 +56,7 @@ EvalSummary SummaryOf(std::vector<EpisodeRecord> episodes) {
   }
   if (!episodes.empty()) {
     summary.mean_return /= episodes.size();
+    summary.mean_driving_score /= episodes.size();
     summary.mean_distance_m /= episodes.size();
   }
   summary.episodes = std::move(episodes);
@@ -175,6 +180,11 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Random(const std::vector<uint64_t>&
 }
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Expert(int episodes, double sight_m) {
+  return Expert(EvaluationSeeds(episodes), sight_m);
+}
+
+absl::StatusOr<EvalSummary> GreedyEvaluator::Expert(const std::vector<uint64_t>& seeds,
+                                                    double sight_m) {
   DrivingEnv& env = *environment_->env;
   const ExpertDriver expert(env.map());
   absl::Status failed;
@@ -186,7 +196,7 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Expert(int episodes, double sight_m
                                                      if (!action.ok()) failed = action.status();
                                                      return action.value_or(0);
                                                    },
-                                                   EvaluationSeeds(episodes)));
+                                                   seeds));
   CONVOY_RETURN_IF_ERROR(failed);
   return summary;
 }
@@ -209,6 +219,8 @@ BestPolicy::BestPolicy(std::unique_ptr<GreedyEvaluator> evaluator, std::vector<u
       layout_(std::move(layout)) {}
 
 absl::StatusOr<EvalSummary> BestPolicy::RandomBaseline() { return evaluator_->Random(seeds_); }
+
+absl::StatusOr<EvalSummary> BestPolicy::ExpertBaseline() { return evaluator_->Expert(seeds_); }
 
 absl::StatusOr<bool> BestPolicy::Consider(uint64_t version, const std::vector<float>& weights) {
   CONVOY_ASSIGN_OR_RETURN(EvalSummary summary, evaluator_->Greedy(weights, seeds_));
@@ -263,6 +275,18 @@ std::vector<std::string> BestPolicy::candidate_names() const {
   if (latest_.has_value()) names.push_back(NameOf(latest_->version, false));
   if (average_.has_value()) names.push_back(NameOf(average_->version, true));
   return names;
+}
+
+std::optional<BestPolicy::Validated> BestPolicy::best_validated() const {
+  const Candidate* best = nullptr;
+  for (const Candidate& c : leaders_) {
+    if (best == nullptr || BetterPolicy(c.summary, best->summary)) best = &c;
+  }
+  if (latest_.has_value() && (best == nullptr || BetterPolicy(latest_->summary, best->summary))) {
+    best = &*latest_;
+  }
+  if (best == nullptr) return std::nullopt;
+  return Validated{best->version, &best->weights, &best->summary};
 }
 
 absl::StatusOr<bool> BestPolicy::Settle(int extra_episodes) {

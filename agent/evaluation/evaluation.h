@@ -40,6 +40,9 @@ struct EvalSummary {
   std::string scenario;  // The scenario the episodes ran (EnvironmentSpec::scenario), when known.
   std::vector<EpisodeRecord> episodes;
   double mean_return = 0;
+  // The mean of CARLA's driving score over the episodes (eval_statistics.h, DrivingScore): what
+  // the evaluation reports and what a run's choice of policy ranks first.
+  double mean_driving_score = 0;
   double mean_distance_m = 0;
   int collisions = 0;
   int full_episodes =
@@ -75,7 +78,8 @@ std::vector<uint64_t> ValidationSeeds(int episodes);
 // The summary of these episodes: their means, counts and end places (EpisodeRecord::end_place).
 EvalSummary SummaryOf(std::vector<EpisodeRecord> episodes);
 
-// Whether `a` drives better than `b`: more full episodes, then (on a tie) a higher mean return.
+// Whether `a` drives better than `b`: a higher mean driving score, then (on a tie) more full
+// episodes, then a higher mean return.
 bool BetterPolicy(const EvalSummary& a, const EvalSummary& b);
 
 // Runs one episode per seed. `frame_stack` frames of `preprocess`'s output make one observation.
@@ -111,6 +115,9 @@ class GreedyEvaluator {
   // The scripted expert (simulator_bridge/expert_driver.h) on the same seeds: the other baseline.
   // `sight_m`: how near a stalled car must be for the expert to know it (ExpertDriver::Act).
   absl::StatusOr<EvalSummary> Expert(int episodes,
+                                     double sight_m = std::numeric_limits<double>::infinity());
+  // The same on the given seeds.
+  absl::StatusOr<EvalSummary> Expert(const std::vector<uint64_t>& seeds,
                                      double sight_m = std::numeric_limits<double>::infinity());
 
   DrivingEnv& env() { return *environment_->env; }
@@ -170,6 +177,8 @@ class BestPolicy {
   // The random policy (GreedyEvaluator::Random) on the validation seeds Consider drives: the line a
   // run's validations are read against. Errors: the evaluation's.
   absl::StatusOr<EvalSummary> RandomBaseline();
+  // The scripted expert on the same seeds: the other line.
+  absl::StatusOr<EvalSummary> ExpertBaseline();
 
   bool has_best() const { return has_best_; }
   uint64_t version() const { return version_; }
@@ -184,6 +193,16 @@ class BestPolicy {
   std::vector<std::string> candidate_names() const;
   // "v12", or "the average as of v40".
   static std::string NameOf(uint64_t version, bool averaged);
+
+  // The best of the validated versions (the averaged network aside) on all their validation
+  // episodes, whether or not it is the best: what a hand-over that chose the last weights or the
+  // averaged network is compared with. Null before the first Consider.
+  struct Validated {
+    uint64_t version = 0;
+    const std::vector<float>* weights = nullptr;
+    const EvalSummary* summary = nullptr;
+  };
+  std::optional<Validated> best_validated() const;
 
  private:
   struct Candidate {

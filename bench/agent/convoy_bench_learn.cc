@@ -50,8 +50,9 @@
 ABSL_FLAG(std::string, agents, "1,2,4", "Agent counts to measure, comma-separated, one run each.");
 ABSL_FLAG(double, minutes, 8, "Training time per configuration.");
 ABSL_FLAG(double, eval_every_seconds, 60, "Wall-clock seconds between evaluations during a run.");
-ABSL_FLAG(int, eval_episodes, 10,
-          "Episodes per evaluation during a run (the first of the fixed seeds).");
+ABSL_FLAG(int, eval_episodes, 20,
+          "Episodes per evaluation during a run (the first of the fixed seeds); each point of the "
+          "curves carries its 95% interval.");
 ABSL_FLAG(int, final_eval_episodes, 20, "Episodes of the evaluation at the end of each run.");
 ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
 ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
@@ -390,19 +391,22 @@ std::string SeriesName(int agents) {
   return absl::StrCat(agents, agents == 1 ? " agent" : " agents");
 }
 
-// One row per evaluation: the series (agent count, or "random" for the baseline, which has no
-// time or steps), when it ran and what it measured.
+// One row per evaluation: the series (agent count, or "random" and "expert" for the baselines,
+// which have no time or steps), when it ran and what it measured, its driving score with the 95%
+// interval last.
 absl::Status WriteCsv(const std::string& path, const std::vector<RunResult>& runs,
-                      const EvalSummary& random) {
+                      const EvalSummary& random, const EvalSummary& expert) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   std::fprintf(f,
                "series,agents,wall_minutes,env_steps,train_steps,version,mean_return,"
-               "mean_distance_m,full_episodes,episodes,collisions,driving_score\n");
+               "mean_distance_m,full_episodes,episodes,collisions,driving_score,"
+               "driving_score_ci_low,driving_score_ci_high\n");
   auto summary = [](const EvalSummary& s) {
-    return absl::StrFormat("%.3f,%.2f,%d,%d,%d,%.4f", s.mean_return, s.mean_distance_m,
+    const Interval score = StatisticsOf(s).driving_score;
+    return absl::StrFormat("%.3f,%.2f,%d,%d,%d,%.4f,%.4f,%.4f", s.mean_return, s.mean_distance_m,
                            s.full_episodes, static_cast<int>(s.episodes.size()), s.collisions,
-                           MeanDrivingScore(s));
+                           score.estimate, score.low, score.high);
   };
   for (const RunResult& r : runs) {
     for (const EvalPoint& p : r.points) {
@@ -412,6 +416,7 @@ absl::Status WriteCsv(const std::string& path, const std::vector<RunResult>& run
     }
   }
   std::fprintf(f, "random,0,,,,,%s\n", summary(random).c_str());
+  std::fprintf(f, "expert,0,,,,,%s\n", summary(expert).c_str());
   if (std::fclose(f) != 0) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
@@ -423,10 +428,11 @@ std::vector<std::string> PlotCommand(const std::string& csv, const std::string& 
   figure.output = plot;
   figure.series = "series";
   figure.y = "driving_score=driving score";
+  figure.band = "driving_score_ci_low,driving_score_ci_high";
   figure.x = {"wall_minutes=wall-clock minutes", "env_steps=env steps, all agents"};
-  figure.hlines = {"random"};
+  figure.hlines = {"random", "expert"};
   figure.y_from_zero = true;
-  figure.title = "convoy_bench_learn: evaluation driving score";
+  figure.title = "convoy_bench_learn: evaluation driving score (95% CI)";
   return LinePlotCommand(absl::GetFlag(FLAGS_python), absl::GetFlag(FLAGS_plot_script), figure);
 }
 
@@ -480,6 +486,11 @@ int Run() {
   }
   std::fprintf(stderr, "convoy_bench_learn: random policy on %d seeds: return %.1f, full %d/%d\n",
                final_episodes, random->mean_return, random->full_episodes, final_episodes);
+  absl::StatusOr<EvalSummary> expert = (*evaluator)->Expert(final_episodes);
+  if (!expert.ok()) {
+    LOG(ERROR) << "scripted expert: " << expert.status();
+    return 1;
+  }
 
   std::string name = absl::GetFlag(FLAGS_name);
   if (name.empty())
@@ -517,6 +528,8 @@ int Run() {
   std::printf("RESULT random_return=%.3f\n", random->mean_return);
   std::printf("RESULT random_distance_m=%.2f\n", random->mean_distance_m);
   std::printf("RESULT random_full_episodes=%d\n", random->full_episodes);
+  std::printf("RESULT random_driving_score=%.4f\n", MeanDrivingScore(*random));
+  std::printf("RESULT expert_driving_score=%.4f\n", MeanDrivingScore(*expert));
   std::printf("RESULT eval_episodes=%d\n", final_episodes);
   const std::string plot = absl::GetFlag(FLAGS_plot);
   std::string csv = absl::GetFlag(FLAGS_csv);
@@ -527,7 +540,7 @@ int Run() {
         dot != std::string::npos && (slash == std::string::npos || dot > slash);
     csv = absl::StrCat(has_extension ? plot.substr(0, dot) : plot, ".csv");
   }
-  if (absl::Status s = WriteCsv(csv, runs, *random); !s.ok()) {
+  if (absl::Status s = WriteCsv(csv, runs, *random, *expert); !s.ok()) {
     LOG(ERROR) << "curves: " << s;
     return 1;
   }

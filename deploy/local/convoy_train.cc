@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "agent/environment/scenario_flags.h"
 #include "agent/evaluation/episode_video.h"
+#include "agent/evaluation/eval_statistics.h"
 #include "agent/evaluation/evaluation.h"
 #include "agent/evaluation/map_image.h"
 #include "common/agent_settings.h"
@@ -39,6 +40,7 @@
 #include "common/model_registry.h"
 #include "common/shell_line.h"
 #include "common/status_macros.h"
+#include "common/time_split.h"
 #include "common/weights_file.h"
 #include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
@@ -84,8 +86,9 @@ ABSL_FLAG(
     double, validate_every_seconds, 60,
     "Seconds between validations of the server's weights, which keep the best policy of the run "
     "(0: hand over the last weights).");
-ABSL_FLAG(int, validation_episodes, 10,
-          "Episodes per validation, on seeds disjoint from the final evaluation's.");
+ABSL_FLAG(int, validation_episodes, 20,
+          "Episodes per validation, on seeds disjoint from the final evaluation's: each point of "
+          "the learning curve, with its 95% interval.");
 ABSL_FLAG(
     int, final_validation_episodes, 20,
     "When the agents have stopped, the 3 best validated versions and the last are driven over this "
@@ -109,19 +112,29 @@ void PrintMerged(const ClusterTotals& totals, size_t agents, absl::Duration elap
       totals.epsilon, static_cast<unsigned long long>(ps_version), absl::ToDoubleMinutes(left));
 }
 
-// A row per validation (series "validation") and one for the random policy on the same seeds
-// (series "random", which has no time, steps or version): what plot.py draws.
+// A row per validation (series "validation"): its driving score with the 95% interval, the field's
+// metric, beside its mean return and completed episodes; then the random policy's and the scripted
+// expert's rows on the same seeds (series "random" and "expert", which have no time, steps or
+// version). What plot.py draws.
 absl::Status WriteCurveCsv(const std::string& path, const std::vector<ValidationPoint>& points,
-                           const EvalSummary& random) {
-  std::string csv = "series,minutes,env_steps,version,mean_return,full_episodes,episodes\n";
+                           const EvalSummary& random, const EvalSummary& expert) {
+  std::string csv =
+      "series,minutes,env_steps,version,driving_score,driving_score_ci_low,driving_score_ci_high,"
+      "mean_return,full_episodes,episodes\n";
+  auto row = [&csv](const char* series, const std::string& when, const EvalSummary& summary) {
+    const Interval score = StatisticsOf(summary).driving_score;
+    absl::StrAppendFormat(&csv, "%s,%s,%.4f,%.4f,%.4f,%.3f,%d,%d\n", series, when, score.estimate,
+                          score.low, score.high, summary.mean_return, summary.full_episodes,
+                          static_cast<int>(summary.episodes.size()));
+  };
   for (const ValidationPoint& p : points) {
-    absl::StrAppendFormat(&csv, "validation,%.3f,%.0f,%llu,%.3f,%d,%d\n", p.wall_seconds / 60,
-                          p.env_steps, static_cast<unsigned long long>(p.version),
-                          p.summary.mean_return, p.summary.full_episodes,
-                          static_cast<int>(p.summary.episodes.size()));
+    row("validation",
+        absl::StrFormat("%.3f,%.0f,%llu", p.wall_seconds / 60, p.env_steps,
+                        static_cast<unsigned long long>(p.version)),
+        p.summary);
   }
-  absl::StrAppendFormat(&csv, "random,,,,%.3f,%d,%d\n", random.mean_return, random.full_episodes,
-                        static_cast<int>(random.episodes.size()));
+  row("random", ",,", random);
+  row("expert", ",,", expert);
   std::ofstream out(path, std::ios::trunc);
   out << csv;
   out.close();
@@ -130,43 +143,49 @@ absl::Status WriteCurveCsv(const std::string& path, const std::vector<Validation
 }
 
 // Leaves the learning curve in the run directory: learning_curve.csv, and learning_curve.png drawn
-// from it by bench/plot.py the way convoy_bench_learn draws its curves. Returns the line that says
-// where it is. Without matplotlib (or plot.py) the CSV stays and the line says why the picture is
-// missing; a missing picture never fails the run.
+// from it by bench/plot.py the way convoy_bench_learn draws its curves: the validations' driving
+// score with its interval against minutes, the random policy and the expert as lines. Returns the
+// lines that say where it is. Without matplotlib (or plot.py) the CSV stays and the line says why
+// the picture is missing; a missing picture never fails the run.
 std::string LeaveLearningCurve(const std::string& run, const std::string& name,
                                const std::vector<ValidationPoint>& points, BestPolicy& best) {
   absl::StatusOr<EvalSummary> random = best.RandomBaseline();
   if (!random.ok()) return absl::StrCat("learning curve: not written: ", random.status().message());
-  std::fprintf(stderr,
-               "convoy_train: the random policy on the %zu validation seeds: %d full, return "
-               "%.1f\n",
-               random->episodes.size(), random->full_episodes, random->mean_return);
+  absl::StatusOr<EvalSummary> expert = best.ExpertBaseline();
+  if (!expert.ok()) return absl::StrCat("learning curve: not written: ", expert.status().message());
+  const std::string baselines = absl::StrFormat(
+      "on the %zu validation seeds, driving score: the random policy %.3f, the scripted expert "
+      "%.3f\n",
+      random->episodes.size(), StatisticsOf(*random).driving_score.estimate,
+      StatisticsOf(*expert).driving_score.estimate);
   const std::string csv = run + "/learning_curve.csv";
-  if (absl::Status s = WriteCurveCsv(csv, points, *random); !s.ok()) {
-    return absl::StrCat("learning curve: not written: ", s.message());
+  if (absl::Status s = WriteCurveCsv(csv, points, *random, *expert); !s.ok()) {
+    return absl::StrCat(baselines, "learning curve: not written: ", s.message());
   }
   absl::StatusOr<std::string> script = FindPlotScript(CONVOY_PLOT_SCRIPT);
   if (!script.ok()) {
-    return absl::StrCat("learning curve: ", csv, "; not drawn: ", script.status().message());
+    return absl::StrCat(baselines, "learning curve: ", csv,
+                        "; not drawn: ", script.status().message());
   }
   LinePlot figure;
   figure.csv = csv;
   figure.output = run + "/learning_curve.png";
   figure.series = "series";
-  figure.y = "mean_return=mean return";
+  figure.y = "driving_score=driving score";
+  figure.band = "driving_score_ci_low,driving_score_ci_high";
   figure.x = {"minutes=minutes since the agents started"};
-  figure.hlines = {"random"};
+  figure.hlines = {"random", "expert"};
   figure.y_from_zero = true;
-  figure.title = absl::StrCat("convoy_train ", name, ": validation return");
+  figure.title = absl::StrCat("convoy_train ", name, ": validation driving score (95% CI)");
   const std::vector<std::string> command = LinePlotCommand(kPlotPython, *script, figure);
   // plot.py's own message would be a second line saying the same: the one returned says it all.
   if (absl::Status s = DrawLinePlot(command, "/dev/null"); !s.ok()) {
     return absl::StrCat(
-        "learning curve: ", csv, "; not drawn (", s.message(),
+        baselines, "learning curve: ", csv, "; not drawn (", s.message(),
         s.code() == absl::StatusCode::kFailedPrecondition ? "; Debian: python3-matplotlib" : "",
         "), draw it with: ", ShellLine(command));
   }
-  return absl::StrCat("learning curve: ", figure.output, " (its data: ", csv, ")");
+  return absl::StrCat(baselines, "learning curve: ", figure.output, " (its data: ", csv, ")");
 }
 
 CONVOY_LAUNCHER_SETTINGS_FROM_FLAGS()
@@ -201,30 +220,48 @@ struct Launch {
   std::unique_ptr<TrainingRun> training;
 };
 
-// What convoy_train prints while the run trains.
+// What convoy_train prints while the run trains: the merged progress line every report, and once a
+// minute where the agents' CPU-seconds went over that minute (common/time_split.h).
 class Printer final : public TrainingRunObserver {
  public:
   explicit Printer(absl::Duration total) : total_(total) {}
   void OnProgress(const ClusterTotals& totals, size_t agents, absl::Duration elapsed,
                   uint64_t ps_version) override {
     PrintMerged(totals, agents, elapsed, total_, ps_version);
+    last_ = totals;
+    if (elapsed - split_printed_at_ < kSplitEvery) return;
+    const TimeSplit minute = totals.time - split_printed_.time;
+    const double wall = totals.wall_seconds - split_printed_.wall_seconds;
+    split_printed_ = totals;
+    split_printed_at_ = elapsed;
+    // An agent restarted in the minute (its counters began again) leaves no sound difference.
+    if (wall <= 0 || minute.process_cpu <= 0) return;
+    std::fprintf(stderr, "[%5.1f min] agents' CPU: %.2f cores: %s\n",
+                 absl::ToDoubleMinutes(elapsed), minute.process_cpu * agents / wall,
+                 FormatTimeShares(minute, wall).c_str());
   }
+  // The agents' totals at the latest report.
+  const ClusterTotals& last() const { return last_; }
   void OnValidation(const ValidationPoint& point, const BestPolicy& best) override {
     std::fprintf(stderr,
-                 "convoy_train: validation of v%llu: %d/%zu full, return %.1f%s (best v%llu: %d "
-                 "full, return %.1f)\n",
-                 static_cast<unsigned long long>(point.version), point.summary.full_episodes,
-                 point.summary.episodes.size(), point.summary.mean_return,
-                 point.best_yet ? ", the best yet" : "",
-                 static_cast<unsigned long long>(best.version()), best.summary().full_episodes,
-                 best.summary().mean_return);
+                 "convoy_train: validation of v%llu: driving score %.3f, %d/%zu full, return "
+                 "%.1f%s (best v%llu: %.3f, %d full)\n",
+                 static_cast<unsigned long long>(point.version), point.summary.mean_driving_score,
+                 point.summary.full_episodes, point.summary.episodes.size(),
+                 point.summary.mean_return, point.best_yet ? ", the best yet" : "",
+                 static_cast<unsigned long long>(best.version()), best.summary().mean_driving_score,
+                 best.summary().full_episodes);
   }
   void OnStopping() override {
     std::fprintf(stderr, "convoy_train: stopping every process cleanly\n");
   }
 
  private:
+  static constexpr absl::Duration kSplitEvery = absl::Minutes(1);
   const absl::Duration total_;
+  ClusterTotals last_;
+  ClusterTotals split_printed_;
+  absl::Duration split_printed_at_;
 };
 
 // The run's directory and model, announced; or the exit code.
@@ -335,6 +372,40 @@ EvaluatePolicy EvaluateAgainstRandom(const Launch& t, EvalSummary* random, EvalS
   };
 }
 
+// One line per candidate of the hand-over on the evaluation seeds (its driving score with the 95%
+// interval), then their RESULT lines: candidate_<last|average|validated>_driving_score and its
+// _ci_low, _ci_high and _version.
+std::string CandidateLines(const HandOverResult& handed, const RunEnd& end) {
+  struct Row {
+    const char* key;
+    std::string name;
+    const std::optional<EvalSummary>* summary;
+    uint64_t version;
+  };
+  const std::optional<EvalSummary> last = handed.last;
+  const std::vector<Row> rows = {
+      {"last", "the last weights", &last, end.last_version},
+      {"average", "the averaged network", &handed.average, end.average_version.value_or(0)},
+      {"validated", "the best validated", &handed.validated, handed.validated_version.value_or(0)},
+  };
+  std::string lines = "the candidates on the evaluation seeds (driving score, 95% CI):\n";
+  std::string results;
+  for (const Row& row : rows) {
+    if (!row.summary->has_value()) continue;
+    const Interval score = StatisticsOf(**row.summary).driving_score;
+    absl::StrAppendFormat(&lines, "  %-22s %-8s %.3f [%.3f, %.3f]\n", row.name,
+                          absl::StrCat("v", row.version), score.estimate, score.low, score.high);
+    absl::StrAppendFormat(&results,
+                          "RESULT candidate_%s_driving_score=%.4f\n"
+                          "RESULT candidate_%s_driving_score_ci_low=%.4f\n"
+                          "RESULT candidate_%s_driving_score_ci_high=%.4f\n"
+                          "RESULT candidate_%s_version=%llu\n",
+                          row.key, score.estimate, row.key, score.low, row.key, score.high, row.key,
+                          static_cast<unsigned long long>(row.version));
+  }
+  return lines + results;
+}
+
 // The table and RESULT lines of the hand-over, as evaluation.txt has them too.
 std::string ResultTable(const HandOverResult& handed, const RunEnd& end, const EvalSummary& random,
                         const EvalSummary& expert) {
@@ -354,7 +425,7 @@ std::string ResultTable(const HandOverResult& handed, const RunEnd& end, const E
                           static_cast<unsigned long long>(*end.average_version),
                           handed.average->mean_return, handed.average->full_episodes);
   }
-  return table;
+  return table + CandidateLines(handed, end);
 }
 
 // The best and the worst evaluation episode of the handed-over policy as videos in the run's
@@ -441,12 +512,25 @@ int Run() {
   std::fprintf(stderr, "convoy_train: convoy_ps stopped (%s); checkpoints in %s/checkpoints\n",
                t.training->ps_exit_code() == 0 ? "final checkpoint written" : "see convoy_ps.log",
                t.run.c_str());
+  // Where the agents' CPU-seconds went over the whole run, as its last progress reports had it.
+  const ClusterTotals& totals = printer.last();
+  // Beside them on the same cores: this process, which validated the server's weights.
+  const double validation_cpu = ProcessCpuSeconds();
+  const std::string split = absl::StrCat(
+      FormatTimeSplitTable(totals.time, totals.wall_seconds, totals.env_steps, totals.train_steps),
+      absl::StrFormat("beside them, convoy_train's %d validations: %.1f CPU-s\n"
+                      "RESULT validation_cpu_seconds=%.2f\n",
+                      static_cast<int>(t.training->curve().size()), validation_cpu,
+                      validation_cpu));
+  std::printf("where the agents' CPU-seconds went (%.0f env steps, %.0f train steps):\n%s",
+              totals.env_steps, totals.train_steps, split.c_str());
   if (!end.ok()) {
     LOG(ERROR) << "cannot fetch the trained weights: " << end.status();
     return 1;
   }
   if (t.training->interrupted()) return 130;
   if (!HandOverAndReport(t, *std::move(end))) return 1;
+  std::ofstream(t.run + "/evaluation.txt", std::ios::app) << split;
   if (BestPolicy* best = t.training->best(); best != nullptr) {
     std::printf("%s\n", LeaveLearningCurve(t.run, t.name, t.training->curve(), *best).c_str());
   } else {
@@ -459,6 +543,9 @@ int Run() {
 }  // namespace convoy
 
 int main(int argc, char** argv) {
+  // Line by line: what it prints on stdout and stderr then reaches a shared pipe or file whole and
+  // in the order it was printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   convoy::InitProcess(
       argc, argv,
       "convoy_train: trains on this machine: convoy_ps + N agents, then evaluates.\n"

@@ -20,9 +20,10 @@ void ValidateAverage(BestPolicy& best, const RunEnd& end, const HandOverOptions&
     return;
   }
   if (options.log_prefix.empty()) return;
-  std::fprintf(stderr, "%svalidation of %s: %d/%zu full, return %.1f%s\n",
+  std::fprintf(stderr, "%svalidation of %s: driving score %.3f, %d/%zu full, return %.1f%s\n",
                options.log_prefix.c_str(), BestPolicy::NameOf(*end.average_version, true).c_str(),
-               best.last().full_episodes, best.last().episodes.size(), best.last().mean_return,
+               best.last().mean_driving_score, best.last().full_episodes,
+               best.last().episodes.size(), best.last().mean_return,
                *better ? ", the best yet" : "");
 }
 
@@ -37,11 +38,13 @@ void Settle(BestPolicy& best, const HandOverOptions& options) {
   }
   if (names.size() <= 1 || options.log_prefix.empty()) return;
   const std::string chosen = BestPolicy::NameOf(best.version(), best.averaged());
-  std::fprintf(
-      stderr, "%sfinal validation of %s on %d more seeds: %s, %d/%zu full, return %.1f%s\n",
-      options.log_prefix.c_str(), absl::StrJoin(names, ", ").c_str(), options.settle_episodes,
-      chosen.c_str(), best.summary().full_episodes, best.summary().episodes.size(),
-      best.summary().mean_return, chosen != before ? " (chosen anew)" : "");
+  std::fprintf(stderr,
+               "%sfinal validation of %s on %d more seeds: %s, driving score %.3f, %d/%zu full, "
+               "return %.1f%s\n",
+               options.log_prefix.c_str(), absl::StrJoin(names, ", ").c_str(),
+               options.settle_episodes, chosen.c_str(), best.summary().mean_driving_score,
+               best.summary().full_episodes, best.summary().episodes.size(),
+               best.summary().mean_return, chosen != before ? " (chosen anew)" : "");
 }
 
 }  // namespace
@@ -83,9 +86,30 @@ absl::StatusOr<HandOverResult> HandOver(BestPolicy* best, RunEnd end,
   if (end.average_version.has_value() && !result.choice.averaged()) {
     CONVOY_ASSIGN_OR_RETURN(result.average, evaluate(HandOverCandidate::kAverage, end.averaged));
   }
+  // The best validated version: its weights are evaluated unless they are the choice's or the
+  // last ones.
+  BestPolicy::Validated top{};
+  bool has_validated = false;
+  if (best != nullptr) {
+    if (const std::optional<BestPolicy::Validated> v = best->best_validated(); v.has_value()) {
+      top = *v;
+      has_validated = true;
+    }
+  }
+  const bool validated_chosen = has_validated &&
+                                result.choice.candidate == HandOverCandidate::kValidated &&
+                                top.version == result.choice.version;
+  const bool validated_is_last = has_validated && top.version == end.last_version;
+  if (has_validated) result.validated_version = top.version;
+  if (has_validated && !validated_chosen && !validated_is_last) {
+    CONVOY_ASSIGN_OR_RETURN(result.validated,
+                            evaluate(HandOverCandidate::kValidated, *top.weights));
+  }
   CONVOY_ASSIGN_OR_RETURN(result.handed_over, evaluate(result.choice.candidate, result.weights));
   if (!result.choice.chose_earlier()) result.last = result.handed_over;
   if (result.choice.averaged()) result.average = result.handed_over;
+  if (validated_chosen) result.validated = result.handed_over;
+  if (validated_is_last) result.validated = result.last;
   return result;
 }
 

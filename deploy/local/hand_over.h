@@ -77,12 +77,18 @@ struct HandOverResult {
   EvalSummary last;            // The last weights there (the same as handed_over when chosen).
   // The averaged network there, when the run has one (the same as handed_over when chosen).
   std::optional<EvalSummary> average;
+  // The best validated version there (BestPolicy::best_validated), with its version: the same as
+  // handed_over when chosen, as last when it is the last weights; none without validations.
+  std::optional<uint64_t> validated_version;
+  std::optional<EvalSummary> validated;
 };
 
 // Validates the average (when it competes) and settles `best`, whose failures are logged and leave
-// the choice to the validations before them; then chooses and evaluates: the last weights when they
-// are not the choice, the averaged network when it is not the choice, then the choice, in that
-// order. `best` is null when the run validated nothing. Errors: `evaluate`'s.
+// the choice to the validations before them; then chooses and evaluates every candidate, so that
+// the choice can be judged against those it was chosen among: the last weights when they are not
+// the choice, the averaged network when it is not the choice, the best validated version when it is
+// neither the choice nor the last weights, then the choice, in that order. `best` is null when the
+// run validated nothing. Errors: `evaluate`'s.
 absl::StatusOr<HandOverResult> HandOver(BestPolicy* best, RunEnd end,
                                         const HandOverOptions& options,
                                         const EvaluatePolicy& evaluate);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "agent/evaluation/eval_statistics.h"
 #include "agent/evaluation/eval_trace.h"
 #include "common/files.h"
 #include "common/model_registry.h"
@@ -29,17 +30,38 @@ TEST_CASE("Validation seeds are fixed and disjoint from the evaluation seeds", "
   CHECK(all.size() == 100);
 }
 
-TEST_CASE("BetterPolicy ranks full episodes first and then the mean return", "[evaluation]") {
+TEST_CASE("BetterPolicy ranks the driving score first, then full episodes, then the mean return",
+          "[evaluation]") {
   EvalSummary a, b;
+  a.mean_driving_score = 0.7;
   a.full_episodes = 3;
   a.mean_return = 100;
-  b.full_episodes = 2;
-  b.mean_return = 200;
-  CHECK(BetterPolicy(a, b));
+  b.mean_driving_score = 0.6;
+  b.full_episodes = 5;
+  b.mean_return = 300;
+  CHECK(BetterPolicy(a, b));  // More episodes completed do not outrank a better driving score.
   CHECK_FALSE(BetterPolicy(b, a));
-  b.full_episodes = 3;
+  b.mean_driving_score = 0.7;
   CHECK(BetterPolicy(b, a));
+  b.full_episodes = 3;
+  CHECK_FALSE(BetterPolicy(a, b));
+  b.mean_return = 50;
+  CHECK(BetterPolicy(a, b));
   CHECK_FALSE(BetterPolicy(a, a));  // A tie keeps the earlier one.
+}
+
+TEST_CASE("A summary's mean driving score is the mean of its episodes' driving scores",
+          "[evaluation]") {
+  EpisodeRecord done, crashed;
+  done.completed = true;
+  done.route_completion = 1;
+  crashed.collided = true;
+  crashed.collided_with = "stalled_car_3";
+  crashed.reason = TerminationReason::kCollision;
+  crashed.route_completion = 0.5;
+  const EvalSummary summary = SummaryOf({done, crashed});
+  CHECK(summary.mean_driving_score == Approx((DrivingScore(done) + DrivingScore(crashed)) / 2));
+  CHECK(summary.mean_driving_score < 0.9);  // The crash's half route, and its penalty.
 }
 
 TEST_CASE("BestPolicy keeps the weights that validate best and writes them", "[evaluation]") {

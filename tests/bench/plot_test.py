@@ -86,6 +86,31 @@ def main():
         check(bad.returncode == 2, f"a missing column exited {bad.returncode}, not 2")
         check("'no_such_column'" in bad.stderr, f"a missing column is not named: {bad.stderr!r}")
 
+        # An interval around the line, shaded: one filled polygon per series that has one; none without --band.
+        band_csv = os.path.join(tmp, "band.csv")
+        with open(band_csv, "w") as f:
+            f.write("series,minutes,score,low,high\nvalidation,1,0.4,0.3,0.5\nvalidation,2,0.6,0.5,0.7\n"
+                    "random,,0.02,0.01,0.03\nexpert,,0.96,0.93,0.99\n")
+        band_args = ["--series", "series", "--y", "score=driving score", "--x", "minutes", "--hline", "random",
+                     "--hline", "expert"]
+        banded_svg = os.path.join(tmp, "band.svg")
+        drawn = run(script, band_csv, banded_svg, band_args + ["--band", "low,high"])
+        check(drawn.returncode == 0, f"plot.py --band exited {drawn.returncode}: {drawn.stderr}")
+        svg = open(banded_svg).read() if os.path.exists(banded_svg) else ""
+        check("PolyCollection" in svg, "--band drew no shaded interval")
+        for text in ["driving score", "random", "expert", "validation"]:
+            check(f">{text}<" in svg, f"the banded SVG has no text '{text}'")
+        plain_svg = os.path.join(tmp, "plain.svg")
+        drawn = run(script, band_csv, plain_svg, band_args)
+        plain = open(plain_svg).read() if os.path.exists(plain_svg) else ""
+        check(drawn.returncode == 0 and "PolyCollection" not in plain, "without --band an interval was shaded")
+        bad = run(script, band_csv, os.path.join(tmp, "bad.png"), band_args + ["--band", "low"])
+        check(bad.returncode == 2 and "LOW,HIGH" in bad.stderr,
+              f"--band without two columns is not refused: {bad.returncode} {bad.stderr!r}")
+        bad = run(script, band_csv, os.path.join(tmp, "bad.png"), band_args + ["--band", "low,no_high"])
+        check(bad.returncode == 2 and "'no_high'" in bad.stderr,
+              f"--band naming a missing column is not refused: {bad.returncode} {bad.stderr!r}")
+
         with open(csv_path, "a") as f:
             f.write("1 agent,1,3.0,lots,8.0\n")
         bad = run(script, csv_path, os.path.join(tmp, "bad.png"), ARGS)

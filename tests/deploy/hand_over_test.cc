@@ -1,10 +1,15 @@
-// The hand-over's choice and its evaluations, without training: the validations' outcome is given,
-// and the evaluation is a fake that records what it was asked to drive.
+// The hand-over's choice and its evaluations, without training: the validations' outcome is given
+// (or, for the candidates, driven by a BestPolicy on short episodes of untrained networks), and the
+// evaluation is a fake that records what it was asked to drive.
 #include "deploy/local/hand_over.h"
 
+#include <algorithm>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "agent/evaluation/evaluation.h"
+#include "common/model_registry.h"
 #include "tests/catch.h"
 
 namespace convoy {
@@ -88,6 +93,48 @@ TEST_CASE("A run without an averaged network evaluates only what it hands over",
   CHECK(asked == std::vector<HandOverCandidate>{HandOverCandidate::kLast});
   CHECK_FALSE(handed->average.has_value());
   CHECK(handed->choice.version == 7);
+}
+
+TEST_CASE(
+    "Every candidate is evaluated once: the best validated too, unless it is the choice or "
+    "the last weights",
+    "[hand_over]") {
+  EnvironmentSpec spec;
+  spec.env.max_epoch_runtime_sec = 5;  // Short validations of freshly drawn networks.
+  for (uint64_t last : {2, 3}) {
+    absl::StatusOr<std::unique_ptr<BestPolicy>> best = BestPolicy::Create("compact", spec, 2, "");
+    REQUIRE(best.ok());
+    std::vector<float> last_weights;
+    for (uint64_t version = 1; version <= last; ++version) {
+      last_weights = *InitialFlatWeights("compact", kDefaultNumActions, version);
+      REQUIRE((*best)->Consider(version, last_weights).ok());
+    }
+    const std::optional<BestPolicy::Validated> top = (*best)->best_validated();
+    REQUIRE(top.has_value());
+    RunEnd end;
+    end.last_version = last;
+    end.last_weights = last_weights;
+    end.average_version = last;
+    end.averaged = *InitialFlatWeights("compact", kDefaultNumActions, 9);
+    std::vector<HandOverCandidate> asked;
+    absl::StatusOr<HandOverResult> handed =
+        HandOver(best->get(), end, HandOverOptions{}, Recording(&asked));
+    REQUIRE(handed.ok());
+    INFO("last v" << last << ", best validated v" << top->version << ", chosen "
+                  << static_cast<int>(handed->choice.candidate));
+    // Each of the three candidates is there, and none was driven twice.
+    REQUIRE(handed->validated.has_value());
+    REQUIRE(handed->average.has_value());
+    CHECK(handed->validated_version == top->version);
+    CHECK(asked.size() == 3u - (top->version == last ? 1 : 0));
+    CHECK(std::count(asked.begin(), asked.end(), HandOverCandidate::kValidated) ==
+          (top->version == last ? 0 : 1));
+    // The evaluation stands for the weights: each candidate's first weight is its mean return.
+    CHECK(handed->validated->mean_return == (*top->weights)[0]);
+    CHECK(handed->last.mean_return == last_weights[0]);
+    CHECK(handed->average->mean_return == end.averaged[0]);
+    CHECK(handed->handed_over.mean_return == handed->weights[0]);
+  }
 }
 
 TEST_CASE("A failed evaluation fails the hand-over with its error", "[hand_over]") {

@@ -624,18 +624,47 @@ TEST_CASE("A short convoy_train run leaves its learning curve in the run directo
 
     const std::string curve = ReadWholeFile(csv);
     INFO(curve);
-    REQUIRE(absl::StartsWith(
-        curve, "series,minutes,env_steps,version,mean_return,full_episodes,episodes\n"));
-    // A row per validation, minutes rising, each of one episode; then the random policy's on the
-    // same seed.
-    const std::regex row("\\nvalidation,([0-9.]+),[0-9]+,[0-9]+,[-0-9.]+,[01],1(?=\\n)");
+    REQUIRE(absl::StartsWith(curve,
+                             "series,minutes,env_steps,version,driving_score,driving_score_ci_low,"
+                             "driving_score_ci_high,mean_return,full_episodes,episodes\n"));
+    // A row per validation, minutes rising, each of one episode (its interval the point); then the
+    // random policy's and the expert's on the same seed.
+    const std::regex row(
+        "\\nvalidation,([0-9.]+),[0-9]+,[0-9]+,([0-9.]+),([0-9.]+),([0-9.]+),[-0-9.]+,[01],1(?="
+        "\\n)");
     std::vector<double> minutes;
     for (std::sregex_iterator it(curve.begin(), curve.end(), row), end; it != end; ++it) {
       minutes.push_back(std::stod((*it)[1]));
+      const double score = std::stod((*it)[2]);
+      CHECK(score >= 0);
+      CHECK(score <= 1);
+      CHECK(std::stod((*it)[3]) == score);
+      CHECK(std::stod((*it)[4]) == score);
     }
     CHECK(minutes.size() >= 2);
     CHECK(std::is_sorted(minutes.begin(), minutes.end()));
-    CHECK(std::regex_search(curve, std::regex("\\nrandom,,,,[-0-9.]+,[01],1\\n$")));
+    CHECK(std::regex_search(curve,
+                            std::regex("\\nrandom,,,,[0-9.]+,[0-9.]+,[0-9.]+,[-0-9.]+,[01],1\\n"
+                                       "expert,,,,[0-9.]+,[0-9.]+,[0-9.]+,[-0-9.]+,[01],1\\n$")));
+
+    // The end of the run reaches the shared log whole and in order: the agents' time split, the
+    // evaluation and its candidates, the map, then the baselines and the curve, each line by
+    // itself.
+    std::vector<size_t> at;
+    for (const std::string& line : std::vector<std::string>
+         {"\nwhere the agents' CPU-seconds went (", "\n| train step ", "\nRESULT cpu_share_train=",
+          "\nconvoy_train: evaluating the greedy policy of ", "\nRESULT driving_score=",
+          "\nthe candidates on the evaluation seeds (driving score, 95% CI):\n  the last weights ",
+          "\nRESULT candidate_last_driving_score=",
+          "\nmap of the greedy episodes: " + run + "/evaluation_map.png\n",
+          "\non the 1 validation seeds, driving score: the random policy ", "\nlearning curve: "}) {
+      INFO(line);
+      at.push_back(out.find(line));
+      CHECK(at.back() != std::string::npos);
+    }
+    CHECK(std::is_sorted(at.begin(), at.end()));
+    // Once a minute at most, where the agents' CPU went: this run is shorter.
+    CHECK_THAT(out, !Catch::Matchers::ContainsSubstring("agents' CPU: "));
 
     if (!MatplotlibImportable(dir)) {
       CHECK_THAT(out, Catch::Matchers::ContainsSubstring("not drawn (matplotlib is not installed"));
