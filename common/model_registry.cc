@@ -74,8 +74,10 @@ QNetworkImpl::QNetworkImpl(const ModelSpec& spec) : spec_(spec) {
       break;
     }
     case Architecture::kStridedTall: {
-      // compact_tall's input at less than compact's compute: conv 16/32 3x3, stride 2, padding 1,
-      // each followed by ReLU (no pooling): 29x63 -> 15x32 -> 8x16.
+      // compact_tall's input at fewer multiply-adds than compact's (1.3 million a sample against
+      // 1.6; its train step still took twice compact's time on Debian 12's LibTorch, per
+      // docs/benchmarks.md): conv 16/32 3x3, stride 2, padding 1, each followed by ReLU (no
+      // pooling): 29x63 -> 15x32 -> 8x16.
       features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 16, 3, 2, 1)),
                                         torch::nn::ReLU(), torch::nn::Conv2d(Conv(16, 32, 3, 2, 1)),
                                         torch::nn::ReLU(), torch::nn::Flatten());

@@ -4,10 +4,11 @@
 // "compact" (a smaller network on the cookbook crop pooled 4x4 to 3x14x63, the default for training
 // on a CPU), "compact_tall" (the same network on the crop pooled 2x4 to 3x29x63: twice the rows,
 // where a car far ahead first appears), "strided_tall" (that input through stride-2 convolutions
-// instead of max-pooling: less compute than "compact"), "nature" (the DQN Nature network on 4x84x84
-// grayscale frames), "tiny" (a small network on 3x16x16 for tests), "wide" (a 100M-parameter MLP
-// for scale tests), each optionally with a dueling head: "cookbook_dueling", "nature_dueling",
-// "tiny_dueling", "wide_dueling". Any of them takes K stacked frames of its input as
+// instead of max-pooling: fewer multiply-adds than "compact", though not less time on every CPU),
+// "nature" (the DQN Nature network on 4x84x84 grayscale frames), "tiny" (a small network on 3x16x16
+// for tests), "wide" (a 100M-parameter MLP for scale tests), each optionally with a dueling head:
+// "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling". Any of them takes K stacked
+// frames of its input as
 // "<name>_stack<K>[_dueling]" (K in 2..8): "compact_stack2" is the compact network on the last two
 // pooled crops, 6 channels, oldest first.
 #ifndef CONVOY_COMMON_MODEL_REGISTRY_H_

@@ -171,12 +171,12 @@ std::string LeaveLearningCurve(const std::string& run, const std::string& name,
   figure.csv = csv;
   figure.output = run + "/learning_curve.png";
   figure.series = "series";
-  figure.y = "driving_score=driving score";
+  figure.y = "driving_score=driving score (95% CI)";
   figure.band = "driving_score_ci_low,driving_score_ci_high";
-  figure.x = {"minutes=minutes since the agents started"};
+  figure.x = {"minutes=minutes of training"};
   figure.hlines = {"random", "expert"};
   figure.y_from_zero = true;
-  figure.title = absl::StrCat("convoy_train ", name, ": validation driving score (95% CI)");
+  figure.title = absl::StrCat("convoy_train ", name, ": validations");
   const std::vector<std::string> command = LinePlotCommand(kPlotPython, *script, figure);
   // plot.py's own message would be a second line saying the same: the one returned says it all.
   if (absl::Status s = DrawLinePlot(command, "/dev/null"); !s.ok()) {
