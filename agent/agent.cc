@@ -757,7 +757,6 @@ void Agent::Impl::Report(bool final) {
     absl::MutexLock lock(&stats_mu_);
     stats_.epsilon = epsilon_;
     stats_.time = split;
-    stats_.wall_seconds = wall_s;
   }
   std::string left;
   if (options_.max_time > absl::ZeroDuration()) {

@@ -36,10 +36,8 @@ struct AgentStats {
   double replay_checkpoint_unix_seconds = 0;
   uint64_t resumed_transitions = 0;  // Loaded from a replay checkpoint at the start (--resume).
   double first_train_seconds = 0;    // From the agent's start to its first minibatch; 0: not yet.
-  // Where its time went since Run started (common/time_split.h), as of the latest report, and the
-  // wall seconds that covers.
+  // Where its time went since Run started (common/time_split.h), as of the latest report.
   TimeSplit time;
-  double wall_seconds = 0;
 };
 
 }  // namespace convoy

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace convoy {
 namespace {
@@ -69,38 +70,17 @@ TimeSplit TimeSplit::operator-(const TimeSplit& other) const {
   return d;
 }
 
-std::string FormatTimeShares(const TimeSplit& split, double wall) {
-  // Shares of what the process used; when the clocks disagree by a little (they are read at
-  // different moments), of the larger of the process's and the parts' sum.
-  const double cpu = std::max(split.process_cpu, split.acting_cpu() + split.sampler_cpu);
-  if (cpu <= 0) return "";
-  auto share = [cpu](double seconds) { return 100.0 * std::max(0.0, seconds) / cpu; };
-  std::string out;
-  for (AgentPhase p : {AgentPhase::kEnvironment, AgentPhase::kPreprocess, AgentPhase::kInference,
-                       AgentPhase::kReplay}) {
-    absl::StrAppendFormat(&out, "%s %.0f%% ", AgentPhaseKey(p), share(split[p]));
-  }
-  absl::StrAppendFormat(&out, "sampler %.0f%% ", share(split.sampler_cpu));
-  for (AgentPhase p : {AgentPhase::kTrain, AgentPhase::kSync}) {
-    absl::StrAppendFormat(&out, "%s %.0f%% ", AgentPhaseKey(p), share(split[p]));
-  }
-  absl::StrAppendFormat(&out, "threads %.0f%% other %.0f%%", share(split.other_threads_cpu()),
-                        share(split[AgentPhase::kOther]));
-  if (wall > 0) {
-    absl::StrAppendFormat(&out, " | wait %.0f%% of wall", 100.0 * split[AgentPhase::kWait] / wall);
-  }
-  return out;
-}
+namespace {
 
-std::string FormatTimeSplitTable(const TimeSplit& split, double wall, double env_steps,
-                                 double train_steps) {
-  const double cpu = std::max(split.process_cpu, split.acting_cpu() + split.sampler_cpu);
-  struct Part {
-    const char* key;
-    const char* what;
-    double seconds;
-  };
-  const std::vector<Part> parts = {
+// The parts a split is shown in, in the order both formats give them.
+struct Part {
+  const char* key;
+  const char* what;
+  double seconds;
+};
+
+std::vector<Part> PartsOf(const TimeSplit& split) {
+  return {
       {"env", "environment step", split[AgentPhase::kEnvironment]},
       {"preprocess", "preprocessing", split[AgentPhase::kPreprocess]},
       {"inference", "inference (acting)", split[AgentPhase::kInference]},
@@ -111,13 +91,41 @@ std::string FormatTimeSplitTable(const TimeSplit& split, double wall, double env
       {"threads", "other threads (push, pull, gRPC)", split.other_threads_cpu()},
       {"other", "the loop's rest", split[AgentPhase::kOther]},
   };
+}
+
+// What the shares are of: the process's CPU, or the parts' sum when the clocks, read at different
+// moments, put it a little higher.
+double TotalCpu(const TimeSplit& split) {
+  return std::max(split.process_cpu, split.acting_cpu() + split.sampler_cpu);
+}
+
+}  // namespace
+
+std::string FormatTimeShares(const TimeSplit& split, double wall) {
+  const double cpu = TotalCpu(split);
+  if (cpu <= 0) return "";
+  std::vector<std::string> shares;
+  for (const Part& part : PartsOf(split)) {
+    shares.push_back(
+        absl::StrFormat("%s %.0f%%", part.key, 100.0 * std::max(0.0, part.seconds) / cpu));
+  }
+  std::string out = absl::StrJoin(shares, " ");
+  if (wall > 0) {
+    absl::StrAppendFormat(&out, " | wait %.0f%% of wall", 100.0 * split[AgentPhase::kWait] / wall);
+  }
+  return out;
+}
+
+std::string FormatTimeSplitTable(const TimeSplit& split, double wall, double env_steps,
+                                 double train_steps) {
+  const double cpu = TotalCpu(split);
   std::string table =
       absl::StrFormat("| %-34s | %10s | %6s | %14s |\n", "where the agents' CPU went", "CPU-s",
                       "share", "ms / env step");
   absl::StrAppendFormat(&table, "|%s|%s|%s|%s|\n", std::string(36, '-'), std::string(12, '-'),
                         std::string(8, '-'), std::string(16, '-'));
   std::string results;
-  for (const Part& part : parts) {
+  for (const Part& part : PartsOf(split)) {
     const double share = cpu > 0 ? std::max(0.0, part.seconds) / cpu : 0;
     absl::StrAppendFormat(&table, "| %-34s | %10.1f | %5.1f%% | %14.3f |\n", part.what,
                           part.seconds, 100 * share,

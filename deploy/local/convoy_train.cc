@@ -379,20 +379,21 @@ std::string CandidateLines(const HandOverResult& handed, const RunEnd& end) {
   struct Row {
     const char* key;
     std::string name;
-    const std::optional<EvalSummary>* summary;
+    const EvalSummary* summary;  // Null: the run has no such candidate.
     uint64_t version;
   };
-  const std::optional<EvalSummary> last = handed.last;
+  auto of = [](const std::optional<EvalSummary>& s) { return s.has_value() ? &*s : nullptr; };
   const std::vector<Row> rows = {
-      {"last", "the last weights", &last, end.last_version},
-      {"average", "the averaged network", &handed.average, end.average_version.value_or(0)},
-      {"validated", "the best validated", &handed.validated, handed.validated_version.value_or(0)},
+      {"last", "the last weights", &handed.last, end.last_version},
+      {"average", "the averaged network", of(handed.average), end.average_version.value_or(0)},
+      {"validated", "the best validated", of(handed.validated),
+       handed.validated_version.value_or(0)},
   };
   std::string lines = "the candidates on the evaluation seeds (driving score, 95% CI):\n";
   std::string results;
   for (const Row& row : rows) {
-    if (!row.summary->has_value()) continue;
-    const Interval score = StatisticsOf(**row.summary).driving_score;
+    if (row.summary == nullptr) continue;
+    const Interval score = StatisticsOf(*row.summary).driving_score;
     absl::StrAppendFormat(&lines, "  %-22s %-8s %.3f [%.3f, %.3f]\n", row.name,
                           absl::StrCat("v", row.version), score.estimate, score.low, score.high);
     absl::StrAppendFormat(&results,
