@@ -4,10 +4,11 @@
     prometheus_harness.py check TARGETS_FILE RULES_FILE WORK_DIR JOB=COUNT... -- EXPR...
 
 `check` (for the shell tests, tests/deploy/slurm_test.sh) starts a Prometheus that scrapes the file_sd file
-TARGETS_FILE every second with RULES_FILE loaded, waits (up to 120 s) until each JOB has had COUNT targets scraped
-up (a job's processes may come and go, as a requeued Slurm job's do), then until each EXPR returns data, and stops
-it; exit 0, or 1 naming what did not happen. Exit 77 where
-prometheus is not installed (Debian: prometheus).
+TARGETS_FILE every second with RULES_FILE loaded, prints "prometheus: ready" once its API answers (so a caller can
+start what it watches only then: a short job may otherwise end before Prometheus is up), waits (up to 120 s) until
+each JOB has had COUNT targets scraped up (a job's processes may come and go, as a requeued Slurm job's do), then
+until each EXPR returns data, and stops it; exit 0, or 1 naming what did not happen. Exit 77 where prometheus is
+not installed (Debian: prometheus).
 """
 
 import json
@@ -144,7 +145,16 @@ def main():
         counts = {job: list(seen.values()).count(job) for job in expected}
         return all(counts[job] >= n for job, n in expected.items())
 
+    def ready():
+        try:
+            prom.get("targets")
+            return True
+        except OSError:
+            return False
+
     try:
+        wait_for("Prometheus answering its API", ready, 60, 0.2)
+        say("ready")
         wait_for(f"targets {expected} each scraped", all_seen, 120, 0.2)
         say("scraped: " + ", ".join(f"{job} {url}" for url, job in sorted(seen.items())))
         for expr in exprs:

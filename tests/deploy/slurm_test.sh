@@ -188,17 +188,24 @@ say "job 2: resumes from version $V1, with a bearer token; requeued while traini
 start=$SECONDS
 # While it runs, a real Prometheus scrapes it through the file_sd file the batch script writes (rewritten by the
 # requeued start): the server and both agents scraped, the server's version and the agents' train steps counted
-# (tests/deploy/prometheus_harness.py).
+# (tests/deploy/prometheus_harness.py). The job's two starts last about 10 s each, so the job is submitted only once
+# Prometheus answers, and requeued only once the check is through (or has given up): on a loaded machine
+# Prometheus's own start took longer than the whole job.
 /usr/bin/python3 "$REPO/tests/deploy/prometheus_harness.py" check "$RUN/prometheus_targets.json" \
   "$REPO/deploy/monitoring/convoy-alerts.yml" "$T/prometheus" convoy-ps=1 convoy-agent=2 -- \
   'convoy_ps_version > 0' 'convoy_ps_agents_connected == 2' 'convoy_agent_train_steps_total > 0' \
   >"$T/prometheus.out" 2>&1 &
 PROM_PID=$!
+for _ in $(seq 120); do
+  grep -q '^prometheus: ready$' "$T/prometheus.out" && break
+  kill -0 "$PROM_PID" 2>/dev/null || break
+  sleep 0.5
+done
 JOB2="$(sbatch --parsable --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 --output="$T/job2.out" \
   --export="$COMMON_ENV,CONVOY_PS_FLAGS=$PS_FLAGS,CONVOY_AGENT_FLAGS=$AGENT_FLAGS --max_steps=900,$TOKEN_ENV" \
   "$REPO/deploy/slurm/convoy.sbatch")" || fail "sbatch of job 2 failed"
 for _ in $(seq 240); do
-  [ "$(newest_version)" -ge $((V1 + 40)) ] && break
+  [ "$(newest_version)" -ge $((V1 + 40)) ] && ! kill -0 "$PROM_PID" 2>/dev/null && break
   sleep 0.5
 done
 V_BEFORE="$(newest_version)"
