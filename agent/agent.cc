@@ -674,7 +674,12 @@ absl::Status Agent::Impl::TrainOne() {
   if (sync_ != nullptr) {
     sync_->Trained();  // Steps locally and syncs as the push mode and the sync's state say.
   } else {
-    learner_->StepLocal();  // Alone, the local optimizer steps every minibatch.
+    // Alone, the local optimizer steps every minibatch, at the rate the run's schedule gives after
+    // the minibatches trained before this one (as the server's does).
+    learner_->SetLearningRateScale(LearningRateScale(minibatches_ - 1,
+                                                     options_.learning_rate_decay_minibatches,
+                                                     options_.final_learning_rate_scale));
+    learner_->StepLocal();
     if (minibatches_ % options_.batch_update_frequency == 0) SyncAlone();
   }
   Lap(AgentPhase::kSync);

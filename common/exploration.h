@@ -1,9 +1,10 @@
-// The exploration schedule (epsilon) and the target-network refresh rule: the parameter server runs
-// both for a run with agents, an agent training alone runs the same ones locally. Neither depends
-// on gRPC or LibTorch.
+// The exploration schedule (epsilon), the target-network refresh rule and the learning rate's
+// schedule: the parameter server runs them for a run with agents, an agent training alone runs the
+// same ones locally. None depends on gRPC or LibTorch.
 #ifndef CONVOY_COMMON_EXPLORATION_H_
 #define CONVOY_COMMON_EXPLORATION_H_
 
+#include <cmath>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -75,6 +76,20 @@ class ExplorationSchedule {
 inline bool TargetRefreshDue(uint64_t minibatches, uint64_t minibatches_at_target,
                              uint64_t target_update_frequency) {
   return minibatches - minibatches_at_target >= target_update_frequency;
+}
+
+// The learning rate's schedule, as a factor of the run's learning_rate for the optimizer step taken
+// after `minibatches` applied minibatches: 1 while `decay_minibatches` is 0 (a constant rate);
+// else half a cosine from 1 down to `final_scale` over the first `decay_minibatches`, and
+// `final_scale` from then on (SGDR's shape without its restarts, Loshchilov and Hutter 2017).
+// The applied minibatches are checkpointed with the run, so a resumed run continues the schedule.
+inline double LearningRateScale(uint64_t minibatches, uint64_t decay_minibatches,
+                                double final_scale) {
+  if (decay_minibatches == 0) return 1.0;
+  if (minibatches >= decay_minibatches) return final_scale;
+  constexpr double kPi = 3.14159265358979323846;
+  const double progress = static_cast<double>(minibatches) / static_cast<double>(decay_minibatches);
+  return final_scale + (1.0 - final_scale) * 0.5 * (1.0 + std::cos(kPi * progress));
 }
 
 }  // namespace convoy

@@ -85,6 +85,14 @@
     "Learning rate: the parameter server's optimizer's, and an agent's local Adam (alone, "        \
     "deltas, "                                                                                     \
     "or while the server is away).")                                                               \
+  /* The learning rate's fall (common/exploration.h, LearningRateScale), off by default:      */   \
+  /* docs/benchmarks.md measures it.                                                          */   \
+  X(uint64_t, learning_rate_decay_minibatches, 0, 0, ::convoy::kNoUintMax, kClosed, kOptional,     \
+    "Applied minibatches over which the learning rate falls along half a cosine to "               \
+    "final_learning_rate_scale times itself, where it stays (0: a constant rate).")                \
+  X(double, final_learning_rate_scale, 0.1, 0, 1, kClosed, kOptional,                              \
+    "The share of the learning rate left once learning_rate_decay_minibatches have been "          \
+    "applied.")                                                                                    \
   /* The epsilon schedule of the cookbook: global, from 1 down to the floor. */                    \
   X(double, min_epsilon, 0.1, 0, 1, kClosed, kAlways, "Epsilon floor.")                            \
   X(double, per_iter_epsilon_reduction, 0.003, 0, 1, kClosed, kAlways,                             \

@@ -382,9 +382,14 @@ int Run() {
                     : "")
             << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
             << " bytes fp32; optimizer " << OptimizerName(options.optimizer.kind) << " lr "
-            << options.learning_rate << ", steps of up to " << options.max_pushes_per_step
-            << " pushes on " << ApplyThreads() << " threads, "
-            << PushBuffersFor(service, options.max_pushes_per_step) << " push buffers ("
+            << options.learning_rate
+            << (options.learning_rate_decay_minibatches > 0
+                    ? absl::StrCat(" falling to ", options.final_learning_rate_scale, "x over ",
+                                   options.learning_rate_decay_minibatches, " minibatches")
+                    : "")
+            << ", steps of up to " << options.max_pushes_per_step << " pushes on " << ApplyThreads()
+            << " threads, " << PushBuffersFor(service, options.max_pushes_per_step)
+            << " push buffers ("
             << PushBuffersFor(service, options.max_pushes_per_step) * model.parameter_count *
                    sizeof(float) / (1 << 20)
             << " MiB); version " << version << "; on " << bound

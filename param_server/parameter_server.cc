@@ -92,6 +92,12 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   if (options.max_pushes_per_step < 1) {
     return absl::InvalidArgumentError("max_pushes_per_step must be at least 1");
   }
+  if (options.learning_rate_decay_minibatches > 0 && options.optimizer.kind == Optimizer::kDelta) {
+    // The delta rule adds what the agents' own optimizers computed: it has no rate to schedule.
+    return absl::InvalidArgumentError(
+        "--learning_rate_decay_minibatches needs a server optimizer (adam, adamw, rmsprop, sgd); "
+        "--optimizer=delta applies the agents' deltas as they are");
+  }
   if (options.average_horizon > 0 && options.average_every <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("average_every must be positive when averaging is on");
   }
@@ -447,6 +453,10 @@ void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
 
     if (!inputs.empty()) {
       const absl::Time step_start = absl::Now();
+      const double scheduled = LearningRateScale(counters_.applied_minibatches(),
+                                                 options_.learning_rate_decay_minibatches,
+                                                 options_.final_learning_rate_scale);
+      for (StepInput& input : inputs) input.lr_scale *= scheduled;
       optimizer_->Step(inputs);
       step.incarnation = incarnation_;
       step.version = base + 1;

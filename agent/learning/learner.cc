@@ -243,6 +243,12 @@ bool DqnLearner::StepLocal(std::vector<float>* mean_gradient) {
   return ok;
 }
 
+void DqnLearner::SetLearningRateScale(double scale) {
+  for (torch::optim::OptimizerParamGroup& group : optimizer_->param_groups()) {
+    group.options().set_lr(options_.learning_rate * scale);
+  }
+}
+
 void DqnLearner::SetWeights(const std::vector<float>& flat) {
   const absl::Status loaded = LoadFlatParameters(flat.data(), flat.size(), *online_);
   CHECK(loaded.ok()) << loaded;  // Sizes come from the same model: a mismatch is a bug.

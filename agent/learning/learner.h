@@ -85,6 +85,9 @@ class DqnLearner {
   // `mean_gradient`, also copies the gradient it applied there (as TakeMeanGradient would give it).
   // Returns false when AMP found an overflow and nothing was applied.
   bool StepLocal(std::vector<float>* mean_gradient = nullptr);
+  // The local Adam's rate from now on: `scale` times LearnerOptions::learning_rate (the run's
+  // schedule, common/exploration.h's LearningRateScale).
+  void SetLearningRateScale(double scale);
 
   void SetWeights(const std::vector<float>& flat);
   void SetTargetWeights(const std::vector<float>& flat);

@@ -308,6 +308,30 @@ TEST_CASE("With a random shift the learner trains on shifted samples, without it
   CHECK(differs > 1e-4);
 }
 
+TEST_CASE("The local Adam steps at the learning rate times the schedule's scale", "[learner]") {
+  auto full = *DqnLearner::Create(TinyOptions());
+  auto half = *DqnLearner::Create(TinyOptions());  // The same seed: the same initial weights.
+  std::vector<float> before, after_full, after_half;
+  full->GetWeights(&before);
+  const Batch b = RandomBatch(8, 5);
+  Accumulate(*full, b);
+  REQUIRE(full->StepLocal());
+  half->SetLearningRateScale(0.5);
+  Accumulate(*half, b);
+  REQUIRE(half->StepLocal());
+  full->GetWeights(&after_full);
+  half->GetWeights(&after_half);
+  // Adam's first step moves each parameter with a gradient by the rate (m / sqrt(v) = +-1).
+  int compared = 0;
+  for (size_t i = 0; i < before.size(); ++i) {
+    const double step_full = after_full[i] - before[i], step_half = after_half[i] - before[i];
+    if (std::fabs(step_full) < 1e-6) continue;
+    ++compared;
+    CHECK(step_half == Approx(0.5 * step_full).epsilon(1e-3));
+  }
+  CHECK(compared > 100);
+}
+
 TEST_CASE("A mirror table that is not an involution over the actions is refused", "[learner]") {
   LearnerOptions o = TinyOptions();
   o.mirror_actions = {4, 3, 2, 1};

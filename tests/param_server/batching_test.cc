@@ -362,5 +362,37 @@ TEST_CASE("Concurrent pushes combined into steps keep exact counts and whole sna
   CHECK(drained == kTotal);
 }
 
+TEST_CASE("Each step's learning rate is the schedule's at the minibatches applied before it",
+          "[batching][learning_rate]") {
+  ParameterServerOptions o = SgdOptions(1);
+  o.learning_rate_decay_minibatches = 4;
+  o.final_learning_rate_scale = 0.25;
+  std::unique_ptr<ParameterServer> server = *ParameterServer::Create(o);
+  // Pushes of 2 minibatches of gradient 1: the steps start at 0, 2, 4 and 6 applied minibatches,
+  // where the rate's share is 1, (1 + 0.25) / 2 + 0.75 * cos(pi / 2) / 2 = 0.625, then 0.25.
+  const double expected_steps[] = {0.5, 0.3125, 0.125, 0.125};
+  for (double expected : expected_steps) {
+    const std::vector<float> before = server->Snapshot(v1::NETWORK_ONLINE)->values;
+    std::vector<float> g = Filled(*server, 1.0f);
+    REQUIRE(server->Apply("a", server->version(), 2, g).accepted);
+    const std::vector<float> after = server->Snapshot(v1::NETWORK_ONLINE)->values;
+    INFO("step " << server->version());
+    CHECK(before[0] - after[0] == Approx(expected).epsilon(1e-5));
+    CHECK(before.back() - after.back() == Approx(expected).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("A learning-rate schedule with the delta rule is refused, naming both",
+          "[batching][learning_rate]") {
+  ParameterServerOptions o = SgdOptions(1);
+  o.optimizer.kind = Optimizer::kDelta;
+  o.learning_rate_decay_minibatches = 100;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(o);
+  REQUIRE(server.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(server.status().message()),
+             Catch::Matchers::ContainsSubstring("--learning_rate_decay_minibatches") &&
+                 Catch::Matchers::ContainsSubstring("--optimizer=delta"));
+}
+
 }  // namespace
 }  // namespace convoy

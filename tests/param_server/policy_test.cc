@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "common/exploration.h"
 #include "param_server/staleness_policy.h"
 #include "tests/catch.h"
@@ -82,6 +84,24 @@ TEST_CASE(
   CHECK(TargetRefreshDue(9, 4, 4));
   CHECK_FALSE(TargetRefreshDue(7, 4, 4));
   CHECK(TargetRefreshDue(1, 0, 1));
+}
+
+TEST_CASE("The learning rate falls along half a cosine to its final share and stays there",
+          "[exploration][learning_rate]") {
+  CHECK(LearningRateScale(0, 0, 0.1) == 1.0);  // Off: a constant rate.
+  CHECK(LearningRateScale(1000000, 0, 0.1) == 1.0);
+  CHECK(LearningRateScale(0, 100, 0.1) == 1.0);
+  CHECK(LearningRateScale(50, 100, 0.1) == Approx(0.55));  // Halfway: the mean of both ends.
+  CHECK(LearningRateScale(25, 100, 0.0) == Approx(0.5 + 0.5 * std::cos(0.25 * std::acos(-1.0))));
+  CHECK(LearningRateScale(100, 100, 0.1) == 0.1);
+  CHECK(LearningRateScale(5000, 100, 0.1) == 0.1);
+  double previous = 1.0;
+  for (uint64_t m = 1; m <= 100; ++m) {
+    const double scale = LearningRateScale(m, 100, 0.25);
+    CHECK(scale < previous);
+    CHECK(scale >= 0.25);
+    previous = scale;
+  }
 }
 
 TEST_CASE("Bad exploration options are refused", "[exploration]") {
