@@ -300,10 +300,8 @@ absl::StatusOr<bool> BestPolicy::Settle(int extra_episodes) {
   const std::vector<uint64_t> more(all.begin() + seeds_.size(), all.end());
   Candidate* chosen = nullptr;
   for (Candidate* c : candidates) {
-    CONVOY_ASSIGN_OR_RETURN(EvalSummary extra, evaluator_->Greedy(c->weights, more));
-    std::vector<EpisodeRecord> episodes = std::move(c->summary.episodes);
-    for (EpisodeRecord& e : extra.episodes) episodes.push_back(std::move(e));
-    c->summary = SummaryOf(std::move(episodes));
+    // On the new seeds alone: the versions kept are those the first seeds flattered most.
+    CONVOY_ASSIGN_OR_RETURN(c->summary, evaluator_->Greedy(c->weights, more));
     if (chosen == nullptr || BetterPolicy(c->summary, chosen->summary)) chosen = c;
   }
   const bool changed = chosen->version != version_ || chosen->averaged != averaged_;

@@ -147,8 +147,8 @@ class GreedyEvaluator {
 // roughly, and the best of a run's validations is the one most flattered by them. So BestPolicy
 // also keeps the runners-up (the kCandidates best versions) and the latest version considered, and
 // Settle() — run when the agents have stopped and no longer need the cores — drives each of them
-// over more validation seeds and chooses again, on all of each one's validation episodes. Not
-// thread-safe.
+// over more validation seeds and chooses again on those alone: on all of each one's episodes, the
+// versions kept for their first ones would still be favoured by them. Not thread-safe.
 class BestPolicy {
  public:
   // Errors: GreedyEvaluator::Create's.
@@ -166,11 +166,11 @@ class BestPolicy {
   absl::StatusOr<bool> ConsiderAverage(uint64_t version, const std::vector<float>& weights);
 
   // Drives every kept candidate (the kCandidates best so far, the latest considered and the
-  // averaged network) over the
-  // next `extra_episodes` ValidationSeeds (after the `episodes` Consider uses) and makes the best
-  // of them on all their validation episodes the best. Returns whether the best changed; summary()
-  // then covers episodes + extra_episodes. A no-op (false) with fewer than two candidates or no
-  // extra episodes. Errors: the evaluation's, or the weights file's (the best is still updated).
+  // averaged network) over the next `extra_episodes` ValidationSeeds (after the `episodes`
+  // Consider uses) and makes the best of them on those episodes alone the best. Returns whether
+  // the best changed; every candidate's summary (summary(), best_validated()) then covers the
+  // extra_episodes only. A no-op (false) with fewer than two candidates or no extra episodes.
+  // Errors: the evaluation's, or the weights file's (the best is still updated).
   absl::StatusOr<bool> Settle(int extra_episodes);
   static constexpr int kCandidates = 3;
 

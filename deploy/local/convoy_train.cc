@@ -90,10 +90,11 @@ ABSL_FLAG(int, validation_episodes, 20,
           "Episodes per validation, on seeds disjoint from the final evaluation's: each point of "
           "the learning curve, with its 95% interval.");
 ABSL_FLAG(
-    int, final_validation_episodes, 20,
-    "When the agents have stopped, the 3 best validated versions and the last are driven over this "
-    "many more validation seeds, and the run hands over the best of them on all their validation "
-    "episodes (0: the validations during the run decide).");
+    int, final_validation_episodes, 50,
+    "When the agents have stopped, the 3 best validated versions, the last and the averaged "
+    "network are driven over this many more validation seeds, and the run hands over the best of "
+    "them on those seeds alone, which flatter none of them (0: the validations during the run "
+    "decide).");
 
 namespace convoy {
 namespace {
