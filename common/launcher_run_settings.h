@@ -5,12 +5,15 @@
 #define CONVOY_COMMON_LAUNCHER_RUN_SETTINGS_H_
 
 #include "common/agent_settings.h"
+#include "common/run_defaults.h"
 #include "common/run_settings.h"
 
 // A launcher's flag of a setting (convoy_train, convoy_bench_learn), passed on to convoy_ps: the
-// name and type convoy_ps's flag has.
+// name and type convoy_ps's flag has, and a run on one machine's default
+// (run_defaults::kLocalRunSettings).
 #define CONVOY_LAUNCHER_RUN_SETTING_FLAG(type, name, def, min, max, ends, presence, help) \
-  ABSL_FLAG(type, name, def, help " Passed to convoy_ps, which hands it to the agents.");
+  ABSL_FLAG(type, name, ::convoy::run_defaults::kLocalRunSettings.name,                   \
+            help " Passed to convoy_ps, which hands it to the agents.");
 
 // A launcher's flag of an agent's own setting (common/agent_settings.h), passed on to each agent:
 // the name and type convoy_agent's flag has.

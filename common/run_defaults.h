@@ -1,6 +1,7 @@
 // The defaults of the settings of a run that are not rows of common/run_settings.h's table: the
 // models (the server's and an agent's differ) and the averaged network's horizon (the server's
-// alone); and, for code that needs one default alone, the table's.
+// alone); the run settings of a run on one machine; and, for code that needs one default alone,
+// the table's.
 #ifndef CONVOY_COMMON_RUN_DEFAULTS_H_
 #define CONVOY_COMMON_RUN_DEFAULTS_H_
 
@@ -11,8 +12,24 @@
 namespace convoy::run_defaults {
 
 inline constexpr char kServerModel[] = "cookbook";  // convoy_ps: the cookbook's network.
-inline constexpr char kLocalModel[] =
-    "compact";  // An agent alone, and convoy_train: fast on a CPU.
+// An agent alone, convoy_train and convoy_eval: fast on a CPU. The dueling head held the online
+// weights steadier than `compact`'s plain one (docs/benchmarks.md, "Toward the expert").
+inline constexpr char kLocalModel[] = "compact_dueling";
+// The run settings of a run on one machine, which convoy_train and convoy_bench_learn start
+// convoy_ps with (their flags and LocalClusterOptions default to them): the table's, but for three
+// measured together with kLocalModel at 10 minutes, 2 agents on 2 cores (docs/benchmarks.md,
+// "Toward the expert, round two": 0.786 and 0.734 on the evaluation seeds against the table's
+// 0.52-0.64): a server step on every minibatch's gradient (four times the table's steps for the
+// same samples), a target network taken every 1,200 minibatches, and an epsilon floor of 0.01.
+// The table keeps convoy_ps's own for clusters, where a push and a pull per minibatch of every
+// agent would make the server the bottleneck (docs/deploy.md, "Sizing").
+inline constexpr RunSettings kLocalRunSettings = [] {
+  RunSettings local;
+  local.batch_update_frequency = 1;
+  local.target_update_frequency = 1200;
+  local.min_epsilon = 0.01;
+  return local;
+}();
 // The run settings a server hands to agents are declared in common/run_settings.h; these names read
 // their defaults from that table for the code that needs one alone.
 inline constexpr int kBatchSize = RunSettings{}.batch_size;

@@ -31,10 +31,13 @@
 namespace convoy {
 
 // The defaults are convoy_train's. RunSettings: the run settings of the table
-// (common/run_settings.h), passed once, to convoy_ps, whose RunConfig the agents adopt on Join.
+// (common/run_settings.h), a run on one machine's defaults (run_defaults::kLocalRunSettings),
+// passed once, to convoy_ps, whose RunConfig the agents adopt on Join.
 // AgentSettings: each agent's own (common/agent_settings.h), passed to every agent; torch_threads 0
 // gives each agent this machine's cores / agents.
 struct LocalClusterOptions : RunSettings, AgentSettings {
+  LocalClusterOptions() : RunSettings(run_defaults::kLocalRunSettings) {}
+
   std::string
       bin_dir;  // Where convoy_ps and convoy_agent are; empty: beside the running executable.
   // Logs (convoy_ps.log, agent-<i>/ with each agent's CSVs and TensorBoard events), checkpoints/,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/agent_settings.h"
+#include "common/run_defaults.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "tests/catch.h"
 
@@ -38,11 +40,18 @@ TEST_CASE("README names every run setting of the table as a convoy_ps flag", "[r
   }
 }
 
+// One default as docs/deploy.md's table of knobs gives it: convoy_ps's (an agent's), and
+// convoy_train's where it differs, "4 (convoy_train: 1)".
+struct DocumentedDefault {
+  std::string value;
+  std::optional<std::string> local;
+};
+
 // docs/deploy.md's table of knobs, as "--name" -> the default its row gives for it. A row names
 // one or more flags in its first cell ("`--a`, `--b`") and their defaults, in the same order, in
 // its third ("1, 2"); a row whose defaults do not split one per flag gives each the whole cell.
-std::map<std::string, std::string> DocumentedDefaults(const std::string& doc) {
-  std::map<std::string, std::string> defaults;
+std::map<std::string, DocumentedDefault> DocumentedDefaults(const std::string& doc) {
+  std::map<std::string, DocumentedDefault> defaults;
   for (absl::string_view line : absl::StrSplit(doc, '\n')) {
     if (!absl::ConsumePrefix(&line, "| `--")) continue;
     const std::vector<absl::string_view> cells = absl::StrSplit(line, " | ");
@@ -53,30 +62,49 @@ std::map<std::string, std::string> DocumentedDefaults(const std::string& doc) {
         flags.emplace_back(flag);
       }
     }
-    const std::vector<std::string> values = absl::StrSplit(cells[2], ", ");
+    const std::vector<absl::string_view> values = absl::StrSplit(cells[2], ", ");
     for (size_t i = 0; i < flags.size(); ++i) {
-      defaults[flags[i]] = values.size() == flags.size() ? values[i] : std::string(cells[2]);
+      absl::string_view value = values.size() == flags.size() ? values[i] : cells[2];
+      DocumentedDefault& documented = defaults[flags[i]];
+      const std::vector<absl::string_view> local =
+          absl::StrSplit(value, absl::MaxSplits(" (convoy_train: ", 1));
+      documented.value = std::string(local[0]);
+      if (absl::string_view rest = local.size() == 2 ? local[1] : "";
+          absl::ConsumeSuffix(&rest, ")")) {
+        documented.local = std::string(rest);
+      }
     }
   }
   return defaults;
 }
 
-// docs/deploy.md's table of knobs gives each setting of both tables with its default: checked
-// against the tables, so that a new row cannot be left out of it or documented with another
-// default.
+// docs/deploy.md's table of knobs gives each setting of both tables with its default, and
+// convoy_train's where it differs: checked against the tables and run_defaults::kLocalRunSettings,
+// so that a new row cannot be left out of it or documented with another default.
 TEST_CASE("docs/deploy.md gives every setting of both tables with the table's default",
           "[run_settings]") {
-  const std::map<std::string, std::string> documented =
+  const std::map<std::string, DocumentedDefault> documented =
       DocumentedDefaults(ReadSourceFile("docs/deploy.md"));
   REQUIRE(documented.size() > 10);
   std::vector<std::pair<std::string, std::string>> settings = RunSettingValues(RunSettings{});
+  const std::vector<std::pair<std::string, std::string>> local =
+      RunSettingValues(run_defaults::kLocalRunSettings);
   for (auto& value : AgentSettingValues(AgentSettings{})) settings.push_back(std::move(value));
-  for (const auto& [flag, value] : settings) {
+  int local_differs = 0;
+  for (size_t i = 0; i < settings.size(); ++i) {
+    const auto& [flag, value] = settings[i];
     INFO("--" << flag);
     const auto row = documented.find(flag);
     REQUIRE(row != documented.end());
-    CHECK(row->second == value);
+    CHECK(row->second.value == value);
+    // The run settings come first, in the same order in both lists.
+    const std::optional<std::string> local_value = i < local.size() && local[i].second != value
+                                                       ? std::optional(local[i].second)
+                                                       : std::nullopt;
+    CHECK(row->second.local == local_value);
+    if (local_value.has_value()) ++local_differs;
   }
+  CHECK(local_differs == 3);  // batch_update_frequency, target_update_frequency, min_epsilon.
 }
 
 TEST_CASE("A launcher passes each agent every setting of the agent's own table", "[run_settings]") {

@@ -56,6 +56,11 @@ TEST_CASE("Every struct that carries a run setting defaults it as the settings t
   CHECK(server.average_horizon == run_defaults::kAverageHorizon);
   CHECK(agent.model == run_defaults::kLocalModel);
   CHECK(launcher.model == run_defaults::kLocalModel);
+  // A launcher's run is one machine's: the table's settings but for those kLocalRunSettings
+  // changes, which reach convoy_ps as its flags.
+  CHECK(RunSettingArgs(launcher) == RunSettingArgs(run_defaults::kLocalRunSettings));
+  CHECK(launcher.batch_update_frequency == 1);
+  CHECK(RunSettingArgs(server) == RunSettingArgs(table));
 }
 
 }  // namespace
