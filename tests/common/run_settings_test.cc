@@ -87,20 +87,19 @@ TEST_CASE("docs/deploy.md gives every setting of both tables with the table's de
       DocumentedDefaults(ReadSourceFile("docs/deploy.md"));
   REQUIRE(documented.size() > 10);
   std::vector<std::pair<std::string, std::string>> settings = RunSettingValues(RunSettings{});
-  const std::vector<std::pair<std::string, std::string>> local =
+  const std::vector<std::pair<std::string, std::string>> local_values =
       RunSettingValues(run_defaults::kLocalRunSettings);
+  const std::map<std::string, std::string> local(local_values.begin(), local_values.end());
   for (auto& value : AgentSettingValues(AgentSettings{})) settings.push_back(std::move(value));
   int local_differs = 0;
-  for (size_t i = 0; i < settings.size(); ++i) {
-    const auto& [flag, value] = settings[i];
+  for (const auto& [flag, value] : settings) {
     INFO("--" << flag);
     const auto row = documented.find(flag);
     REQUIRE(row != documented.end());
     CHECK(row->second.value == value);
-    // The run settings come first, in the same order in both lists.
-    const std::optional<std::string> local_value = i < local.size() && local[i].second != value
-                                                       ? std::optional(local[i].second)
-                                                       : std::nullopt;
+    const auto mine = local.find(flag);
+    const std::optional<std::string> local_value =
+        mine != local.end() && mine->second != value ? std::optional(mine->second) : std::nullopt;
     CHECK(row->second.local == local_value);
     if (local_value.has_value()) ++local_differs;
   }
