@@ -516,18 +516,25 @@ def main():
     t.check({"ConfigMap", "Service", "StatefulSet", "Job"} <= base_kinds, "base lacks a resource kind")
     t.check("Secret" not in base_kinds, "base renders a Secret; the auth Secret is created by hand")
 
-    # The base's run settings are the default training run's (convoy_train's defaults): a change that moves a
-    # default moves the ConfigMap with it. The deployment's own sizes (agents, replay memory) are its own.
-    train_defaults = flag_defaults(bindir / "convoy_train")
+    # The base's run settings are a cluster's: convoy_ps's defaults (the settings table's), not convoy_train's own
+    # for one machine (common/run_defaults.h), and the model is the one convoy.sbatch runs, so the two cluster
+    # deployments start the same run. A change that moves a cluster default moves the ConfigMap with it. The
+    # deployment's own sizes (agents, replay memory) are its own.
+    cluster_defaults = flag_defaults(bindir / "convoy_ps")
+    sbatch_model = re.search(r'^MODEL="\$\{CONVOY_MODEL:-([A-Za-z0-9_]+)\}"$',
+                             (repo / "deploy" / "slurm" / "convoy.sbatch").read_text(), re.M)
+    t.check(sbatch_model is not None, "deploy/slurm/convoy.sbatch sets no MODEL default to compare with")
+    if sbatch_model:
+        cluster_defaults["model"] = sbatch_model.group(1)
     cm_data = next((d.get("data", {}) for d in base if d["kind"] == "ConfigMap"), {})
     for flag in RUN_SETTINGS + ("average_horizon",):
         key = flag.upper()
-        if key in cm_data and flag in train_defaults:
-            t.check(same_value(cm_data[key], train_defaults[flag]),
-                    f"base ConfigMap {key}={cm_data[key]!r}, but convoy_train's default --{flag} is "
-                    f"{train_defaults[flag]!r}")
-    t.check(sum(f.upper() in cm_data and f in train_defaults for f in RUN_SETTINGS) >= 8,
-            "the base ConfigMap and convoy_train share fewer than 8 run settings; the default check compares little")
+        if key in cm_data and flag in cluster_defaults:
+            t.check(same_value(cm_data[key], cluster_defaults[flag]),
+                    f"base ConfigMap {key}={cm_data[key]!r}, but a cluster's default --{flag} is "
+                    f"{cluster_defaults[flag]!r} (convoy_ps; the model convoy.sbatch's)")
+    t.check(sum(f.upper() in cm_data and f in cluster_defaults for f in RUN_SETTINGS) >= 8,
+            "the base ConfigMap and convoy_ps share fewer than 8 run settings; the default check compares little")
 
     for name in OVERLAYS:
         directory = root / "overlays" / name
