@@ -19,9 +19,9 @@ inline constexpr char kServerModel[] = "cookbook";  // convoy_ps: the cookbook's
 inline constexpr char kLocalModel[] = "compact_stack2_dueling";
 // The run settings of a run on one machine, which convoy_train and convoy_bench_learn start
 // convoy_ps with (their flags and LocalClusterOptions default to them): the table's, but for three
-// measured together with kLocalModel at 10 minutes, 2 agents on 2 cores (docs/benchmarks.md,
+// measured together with `compact_dueling` at 10 minutes, 2 agents on 2 cores (docs/benchmarks.md,
 // "Toward the expert, round two": 0.786 and 0.734 on the evaluation seeds against the table's
-// 0.52-0.64): a server step on every minibatch's gradient (four times the table's steps for the
+// 0.52-0.64; with kLocalModel's two frames 0.857 and 0.848): a server step on every minibatch's gradient (four times the table's steps for the
 // same samples), a target network taken every 1,200 minibatches, and an epsilon floor of 0.01.
 // The table keeps convoy_ps's own for clusters, where a push and a pull per minibatch of every
 // agent would make the server the bottleneck (docs/deploy.md, "Sizing").
