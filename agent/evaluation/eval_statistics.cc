@@ -20,15 +20,18 @@ constexpr double kZ95 = 1.959963984540054;  // The standard normal's 97.5th perc
 constexpr int kBootstrapResamples = 2000;
 constexpr uint64_t kBootstrapSeed = 20261204;
 
-}  // namespace
-
-Interval WilsonInterval(int successes, int trials) {
-  const double n = trials;
-  const double p = successes / n;
+// Wilson's score interval of a rate `p` observed over `n` trials.
+Interval Wilson(double p, double n) {
   const double z2 = kZ95 * kZ95;
   const double centre = (p + z2 / (2 * n)) / (1 + z2 / n);
   const double half = kZ95 / (1 + z2 / n) * std::sqrt(p * (1 - p) / n + z2 / (4 * n * n));
   return {p, std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+}  // namespace
+
+Interval WilsonInterval(int successes, int trials) {
+  return Wilson(static_cast<double>(successes) / trials, trials);
 }
 
 Interval MeanInterval(const std::vector<double>& values) {
@@ -41,6 +44,16 @@ Interval MeanInterval(const std::vector<double>& values) {
   const double standard_error = std::sqrt(squares / (n - 1) / n);
   const double t = boost::math::quantile(boost::math::students_t(n - 1), 0.975);
   return {mean, mean - t * standard_error, mean + t * standard_error};
+}
+
+Interval BoundedMeanInterval(const std::vector<double>& values) {
+  Interval interval = MeanInterval(values);
+  if (values.size() < 2) return interval;
+  const auto [lowest, highest] = std::minmax_element(values.begin(), values.end());
+  if (*lowest == *highest) return Wilson(interval.estimate, static_cast<double>(values.size()));
+  interval.low = std::clamp(interval.low, 0.0, 1.0);
+  interval.high = std::clamp(interval.high, 0.0, 1.0);
+  return interval;
 }
 
 namespace {
@@ -138,8 +151,8 @@ EvalStatistics StatisticsOf(const EvalSummary& summary) {
   }
   stats.mean_return = MeanInterval(returns);
   stats.mean_distance_m = MeanInterval(distances);
-  stats.route_completion = MeanInterval(completions);
-  stats.driving_score = MeanInterval(scores);
+  stats.route_completion = BoundedMeanInterval(completions);
+  stats.driving_score = BoundedMeanInterval(scores);
   stats.infractions = stats.episodes - counts[static_cast<int>(EpisodeOutcome::kCompleted)];
   const double metres = std::accumulate(distances.begin(), distances.end(), 0.0);
   // None: the metres driven, a lower bound.

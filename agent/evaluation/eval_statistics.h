@@ -3,9 +3,10 @@
 // held-out seeds; CARLA's CoRL2017 benchmark's distance between infractions).
 //
 // Rates carry Wilson score intervals (sound at 0 and at n of n, where the normal approximation
-// collapses to a point); means carry Student's t intervals; metres per infraction, a ratio of two
-// sums, carries a percentile bootstrap interval over the episodes with a fixed seed, so the same
-// episodes always give the same interval.
+// collapses to a point); means carry Student's t intervals, those of scores in [0, 1] kept within
+// [0, 1] and, where every episode scored the same, Wilson's instead; metres per infraction, a ratio
+// of two sums, carries a percentile bootstrap interval over the episodes with a fixed seed, so the
+// same episodes always give the same interval.
 #ifndef CONVOY_AGENT_EVALUATION_EVAL_STATISTICS_H_
 #define CONVOY_AGENT_EVALUATION_EVAL_STATISTICS_H_
 
@@ -30,6 +31,13 @@ Interval WilsonInterval(int successes, int trials);
 // The mean of `values` with Student's t interval at 95%; with fewer than two values the interval
 // is the point.
 Interval MeanInterval(const std::vector<double>& values);
+
+// The mean of `values`, each in [0, 1] (a route completion, a driving score), with Student's t
+// interval cut to [0, 1]. Where every value is the same, t's interval is the point (100 perfect
+// episodes would claim a true mean of exactly 1); there it is the Wilson interval of the mean as a
+// rate over the values' count, which is sound for any variable in [0, 1] (its variance is at most
+// m(1 - m)) and gives 100 of 100 the interval [0.963, 1].
+Interval BoundedMeanInterval(const std::vector<double>& values);
 
 // How an episode ended. A collision is told apart by what the car hit.
 enum class EpisodeOutcome {

@@ -51,6 +51,31 @@ TEST_CASE("A mean's interval is Student's t", "[evaluation]") {
   CHECK((one.estimate == 7 && one.low == 7 && one.high == 7));
 }
 
+TEST_CASE("A score's interval stays in [0, 1] and is not a point at a perfect run",
+          "[evaluation]") {
+  // 100 perfect episodes: t's interval would be the point 1; Wilson's for 100 of 100.
+  const Interval perfect = BoundedMeanInterval(std::vector<double>(100, 1.0));
+  CHECK(perfect.estimate == 1.0);
+  CHECK(perfect.low == Approx(0.9630).margin(1e-4));
+  CHECK(perfect.high == 1.0);
+  const Interval none = BoundedMeanInterval(std::vector<double>(100, 0.0));
+  CHECK(none.low == Approx(0.0).margin(1e-12));
+  CHECK(none.high == Approx(1.0 - 0.9630).margin(1e-4));
+  // 99 perfect and one at 0.5: Student's t, whose high end (1.005) is cut to 1.
+  std::vector<double> nearly(99, 1.0);
+  nearly.push_back(0.5);
+  const Interval cut = BoundedMeanInterval(nearly);
+  const Interval t = MeanInterval(nearly);
+  CHECK(cut.estimate == Approx(0.995));
+  CHECK(t.high > 1.0);
+  CHECK(cut.high == 1.0);
+  CHECK(cut.low == Approx(t.low));
+  // Inside (0, 1) with spread, it is Student's t unchanged.
+  const Interval middle = BoundedMeanInterval({0.2, 0.4, 0.6, 0.8});
+  const Interval middle_t = MeanInterval({0.2, 0.4, 0.6, 0.8});
+  CHECK((middle.low == middle_t.low && middle.high == middle_t.high));
+}
+
 TEST_CASE("An episode's outcome says what the car hit", "[evaluation]") {
   CHECK(OutcomeOf(Episode(TerminationReason::kTimeLimit, 1, 1)) == EpisodeOutcome::kCompleted);
   CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "Curb")) ==
