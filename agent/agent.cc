@@ -241,6 +241,7 @@ class Agent::Impl {
   double loss_sum_ = 0, q_sum_ = 0;
   int loss_count_ = 0;
   const absl::Time created_;
+  absl::Time first_minibatch_at_ = absl::InfinitePast();  // This start's first minibatch.
   absl::Time started_;
   absl::Time last_report_;
   absl::Time last_weights_save_;
@@ -258,6 +259,11 @@ absl::Status Agent::Impl::Init() {
   if (options_.resume && options_.replay_checkpoint_dir.empty()) {
     return absl::InvalidArgumentError(
         "--resume continues from a replay checkpoint: it needs --replay_checkpoint_dir");
+  }
+  if (options_.learning_rate_decay_minibatches > 0 && options_.learning_rate_decay_minutes > 0) {
+    return absl::InvalidArgumentError(
+        "--learning_rate_decay_minibatches and --learning_rate_decay_minutes both schedule the "
+        "learning rate's fall: give one");
   }
   CONVOY_ASSIGN_OR_RETURN(device_, ResolveDevice(options_.device));
   if (options_.torch_threads > 0) torch::set_num_threads(options_.torch_threads);
@@ -654,6 +660,7 @@ absl::Status Agent::Impl::TrainOne() {
   q_sum_ += stats.mean_q;
   ++loss_count_;
   ++minibatches_;
+  if (first_minibatch_at_ == absl::InfinitePast()) first_minibatch_at_ = absl::Now();
   // Logged before the sync may hand it to a push: a push log never has more pushed than trained.
   if (observer_ != nullptr) observer_->Trained(options_.agent_id, minibatches_);
   train_rate_->Record(1);
@@ -675,10 +682,15 @@ absl::Status Agent::Impl::TrainOne() {
     sync_->Trained();  // Steps locally and syncs as the push mode and the sync's state say.
   } else {
     // Alone, the local optimizer steps every minibatch, at the rate the run's schedule gives after
-    // the minibatches trained before this one (as the server's does).
-    learner_->SetLearningRateScale(LearningRateScale(minibatches_ - 1,
-                                                     options_.learning_rate_decay_minibatches,
-                                                     options_.final_learning_rate_scale));
+    // the minibatches trained before this one (as the server's does); the fall over minutes runs
+    // on this start's clock from its first minibatch.
+    learner_->SetLearningRateScale(
+        options_.learning_rate_decay_minutes > 0
+            ? LearningRateScaleOverTime(absl::Now() - first_minibatch_at_,
+                                        absl::Minutes(options_.learning_rate_decay_minutes),
+                                        options_.final_learning_rate_scale)
+            : LearningRateScale(minibatches_ - 1, options_.learning_rate_decay_minibatches,
+                                options_.final_learning_rate_scale));
     learner_->StepLocal();
     if (minibatches_ % options_.batch_update_frequency == 0) SyncAlone();
   }

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "common/run_defaults.h"
 
 namespace convoy {
@@ -78,18 +79,34 @@ inline bool TargetRefreshDue(uint64_t minibatches, uint64_t minibatches_at_targe
   return minibatches - minibatches_at_target >= target_update_frequency;
 }
 
+// Half a cosine from 1 down to `final_scale` at `progress` (0 at its start, 1 at its end), and
+// `final_scale` from then on (SGDR's shape without its restarts, Loshchilov and Hutter 2017).
+inline double CosineScale(double progress, double final_scale) {
+  if (progress >= 1.0) return final_scale;
+  if (progress <= 0.0) return 1.0;
+  constexpr double kPi = 3.14159265358979323846;
+  return final_scale + (1.0 - final_scale) * 0.5 * (1.0 + std::cos(kPi * progress));
+}
+
 // The learning rate's schedule, as a factor of the run's learning_rate for the optimizer step taken
 // after `minibatches` applied minibatches: 1 while `decay_minibatches` is 0 (a constant rate);
-// else half a cosine from 1 down to `final_scale` over the first `decay_minibatches`, and
-// `final_scale` from then on (SGDR's shape without its restarts, Loshchilov and Hutter 2017).
+// else CosineScale over the first `decay_minibatches`.
 // The applied minibatches are checkpointed with the run, so a resumed run continues the schedule.
 inline double LearningRateScale(uint64_t minibatches, uint64_t decay_minibatches,
                                 double final_scale) {
   if (decay_minibatches == 0) return 1.0;
-  if (minibatches >= decay_minibatches) return final_scale;
-  constexpr double kPi = 3.14159265358979323846;
-  const double progress = static_cast<double>(minibatches) / static_cast<double>(decay_minibatches);
-  return final_scale + (1.0 - final_scale) * 0.5 * (1.0 + std::cos(kPi * progress));
+  return CosineScale(static_cast<double>(minibatches) / static_cast<double>(decay_minibatches),
+                     final_scale);
+}
+
+// The same fall over a run's wall-clock training (learning_rate_decay_minutes): `trained` is the
+// training clock now, `horizon` where the fall ends on it (the clock at a start's beginning plus
+// the setting's minutes, so that the rate reaches `final_scale` as a wall-clock-bounded start
+// ends); 1 while `horizon` is zero.
+inline double LearningRateScaleOverTime(absl::Duration trained, absl::Duration horizon,
+                                        double final_scale) {
+  if (horizon <= absl::ZeroDuration()) return 1.0;
+  return CosineScale(absl::FDivDuration(trained, horizon), final_scale);
 }
 
 }  // namespace convoy

@@ -1,7 +1,10 @@
 // ApplyCounters: what the server's optimizer steps did, as a part of the server (server_part.h):
 // pushes applied and their minibatches (checkpointed, so a resumed run counts on), the steps taken
 // and how many pushes each drained batch held, the pushes decided against by policy (checkpointed
-// with the rest of the rejections), repeats, and the rate of applied pushes.
+// with the rest of the rejections), repeats, the rate of applied pushes, and the run's training
+// clock (checkpointed): the wall-clock time between its applied steps, each gap counted up to
+// kTrainingClockGap, so that a pause (no agent pushing, a server restarting) does not count as
+// training. The learning rate's fall over minutes runs on it.
 //
 // Not thread-safe: the server holds it under its writer lock (ABSL_GUARDED_BY), and its parts'
 // calls require that lock.
@@ -39,6 +42,10 @@ class ApplyCounters : public ServerPart {
 
   uint64_t applied_minibatches() const { return applied_minibatches_; }
   uint64_t updates_applied() const { return updates_applied_; }
+  // The training clock as of the last applied step.
+  absl::Duration training_time() const { return training_time_; }
+  // The longest gap between two applied steps the training clock counts whole.
+  static constexpr absl::Duration kTrainingClockGap = absl::Seconds(5);
 
   // Fills the counts into `status` (pushes per second as of `now`, which must not go backwards).
   void AddTo(v1::StatusResponse& status, absl::Time now) const;
@@ -48,7 +55,9 @@ class ApplyCounters : public ServerPart {
   uint64_t applied_minibatches_ = 0;
   uint64_t steps_ = 0;
   uint64_t repeated_pushes_ = 0;
-  std::map<uint32_t, uint64_t> drained_;  // Pushes in a drained batch -> batches.
+  absl::Duration training_time_;
+  absl::Time last_step_ = absl::InfinitePast();  // This start's last applied step.
+  std::map<uint32_t, uint64_t> drained_;         // Pushes in a drained batch -> batches.
   std::map<v1::RejectReason, uint64_t> rejections_;
   // Applied pushes; mutable because reading the rate drops the events that left its window.
   mutable RateMeter rate_;

@@ -387,6 +387,10 @@ int Run() {
                     ? absl::StrCat(" falling to ", options.final_learning_rate_scale, "x over ",
                                    options.learning_rate_decay_minibatches, " minibatches")
                     : "")
+            << (options.learning_rate_decay_minutes > 0
+                    ? absl::StrCat(" falling to ", options.final_learning_rate_scale, "x over ",
+                                   options.learning_rate_decay_minutes, " minutes of training")
+                    : "")
             << ", steps of up to " << options.max_pushes_per_step << " pushes on " << ApplyThreads()
             << " threads, " << PushBuffersFor(service, options.max_pushes_per_step)
             << " push buffers ("

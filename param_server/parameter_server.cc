@@ -92,11 +92,22 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
   if (options.max_pushes_per_step < 1) {
     return absl::InvalidArgumentError("max_pushes_per_step must be at least 1");
   }
-  if (options.learning_rate_decay_minibatches > 0 && options.optimizer.kind == Optimizer::kDelta) {
-    // The delta rule adds what the agents' own optimizers computed: it has no rate to schedule.
+  if (options.learning_rate_decay_minibatches > 0 && options.learning_rate_decay_minutes > 0) {
     return absl::InvalidArgumentError(
-        "--learning_rate_decay_minibatches needs a server optimizer (adam, adamw, rmsprop, sgd); "
-        "--optimizer=delta applies the agents' deltas as they are");
+        absl::StrCat("--learning_rate_decay_minibatches=", options.learning_rate_decay_minibatches,
+                     " and --learning_rate_decay_minutes=", options.learning_rate_decay_minutes,
+                     " both schedule the learning rate's fall: give one (0 turns the other off)"));
+  }
+  for (const auto& [flag, on] :
+       {std::pair{"--learning_rate_decay_minibatches", options.learning_rate_decay_minibatches > 0},
+        std::pair{"--learning_rate_decay_minutes", options.learning_rate_decay_minutes > 0}}) {
+    if (on && options.optimizer.kind == Optimizer::kDelta) {
+      // The delta rule adds what the agents' own optimizers computed: it has no rate to schedule.
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag,
+                       " needs a server optimizer (adam, adamw, rmsprop, sgd); "
+                       "--optimizer=delta applies the agents' deltas as they are"));
+    }
   }
   if (options.average_horizon > 0 && options.average_every <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("average_every must be positive when averaging is on");
@@ -228,6 +239,12 @@ absl::Status ParameterServer::Initialise() {
       applied_minibatches = counters_.applied_minibatches();
     } else {
       target_.Start(mu_, initial_snapshot);
+    }
+    // The fall over minutes ends that many minutes of training after this start, wherever the
+    // run's clock stands.
+    if (options_.learning_rate_decay_minutes > 0) {
+      decay_horizon_ =
+          counters_.training_time() + absl::Minutes(options_.learning_rate_decay_minutes);
     }
   }
   if (resumed) {
@@ -453,15 +470,14 @@ void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
 
     if (!inputs.empty()) {
       const absl::Time step_start = absl::Now();
-      const double scheduled = LearningRateScale(counters_.applied_minibatches(),
-                                                 options_.learning_rate_decay_minibatches,
-                                                 options_.final_learning_rate_scale);
+      const double scheduled = ScheduledLearningRateScale();
       for (StepInput& input : inputs) input.lr_scale *= scheduled;
       optimizer_->Step(inputs);
       step.incarnation = incarnation_;
       step.version = base + 1;
       step.applied_minibatches = counters_.applied_minibatches() + step.minibatches;
       store_->Publish(step.version);
+      step.at = step_start;
       step.step_time = absl::Now() - step_start;
       step.published = store_->Snapshot();
       for (ServerPart* part : parts_) part->Applied(mu_, step);
@@ -590,6 +606,7 @@ v1::StatusResponse ParameterServer::Status() const {
     status.set_version(store_->version());
     status.set_epsilon(exploration_.global_epsilon());
     counters_.AddTo(status, now);
+    status.set_learning_rate_scale(ScheduledLearningRateScale());
   }
   status.set_target_version(target_.version());
   for (size_t reason = 0; reason < refused_.size(); ++reason) {
@@ -662,6 +679,16 @@ void ParameterServer::StartPeriodicTasks() {
     }
   }
   if (checkpointer_ != nullptr) checkpoint_trigger_.Start([this] { PeriodicCheckpoint(); });
+}
+
+double ParameterServer::ScheduledLearningRateScale() const {
+  if (options_.learning_rate_decay_minutes > 0) {
+    return LearningRateScaleOverTime(counters_.training_time(), decay_horizon_,
+                                     options_.final_learning_rate_scale);
+  }
+  return LearningRateScale(counters_.applied_minibatches(),
+                           options_.learning_rate_decay_minibatches,
+                           options_.final_learning_rate_scale);
 }
 
 void ParameterServer::PeriodicCheckpoint() {

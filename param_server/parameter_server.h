@@ -63,7 +63,7 @@ struct ParameterServerOptions : RunSettings {
   uint64_t checkpoint_every_updates = 0;                // 0: off.
   absl::Duration checkpoint_every = absl::Seconds(60);  // 0: off.
   OptimizerSettings optimizer;  // Its learning rate: the run setting learning_rate.
-  int64_t max_staleness = -1;  // < 0: accept any.
+  int64_t max_staleness = -1;   // < 0: accept any.
   bool staleness_lr_scaling = false;
   // The averaged network (NETWORK_AVERAGE, weight_average.h): an exponential average of the online
   // weights over this many applied minibatches (0: none), folded every average_every off the apply
@@ -206,6 +206,8 @@ class ParameterServer {
   void ApplyBatch(std::vector<QueuedPush>& batch) ABSL_LOCKS_EXCLUDED(mu_);
   // The periodic checkpoint, when one of checkpoint_trigger_'s triggers is due.
   void PeriodicCheckpoint();
+  // The learning rate's share the run's schedule gives the next step (common/exploration.h).
+  double ScheduledLearningRateScale() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ParameterServerOptions options_;
   const ModelInfo full_model_;
@@ -228,6 +230,8 @@ class ParameterServer {
   ServerExploration exploration_ ABSL_GUARDED_BY(mu_);
   PushDeduplicator dedup_ ABSL_GUARDED_BY(mu_);
   ApplyCounters counters_ ABSL_GUARDED_BY(mu_);
+  // Where the fall over minutes ends on the training clock; set once by Initialise.
+  absl::Duration decay_horizon_ ABSL_GUARDED_BY(mu_);
   // Its snapshot and version are readable without mu_ (target_network.h).
   TargetNetwork target_;
   // Runs PeriodicCheckpoint when --checkpoint_every or --checkpoint_every_updates is due; a part

@@ -49,6 +49,7 @@ struct AppliedStep {
   std::vector<AppliedPush> pushes;
   uint64_t minibatches = 0;          // The pushes' minibatches.
   uint64_t applied_minibatches = 0;  // The run's, this step's included.
+  absl::Time at;                     // When the step began.
   absl::Duration step_time;          // The optimizer step and the publish of its weights.
   // The weights the step published (version `version`).
   std::shared_ptr<const WeightSnapshot> published;

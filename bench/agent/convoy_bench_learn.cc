@@ -119,7 +119,7 @@ struct RunResult {
   std::vector<EvalPoint> points;  // The last one is the final evaluation.
   EvalPoint best;  // The best validated weights (maybe the last), on the final evaluation's seeds.
   std::optional<EvalPoint> average;  // The averaged network at the end, on the same seeds.
-  double training_seconds = 0;  // Agents started to the last agent stopped.
+  double training_seconds = 0;       // Agents started to the last agent stopped.
   double env_steps = 0, train_steps = 0;
   double eval_seconds = 0;  // Spent evaluating during the run (competing with training).
   int failed_agents = 0;
@@ -223,6 +223,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
   options.max_time = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
   static_cast<RunSettings&>(options) = RunSettingsFromFlags();
+  FallOverRunMinutes(options, absl::GetFlag(FLAGS_minutes));
   static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.max_pushes_per_step = absl::GetFlag(FLAGS_max_pushes_per_step);

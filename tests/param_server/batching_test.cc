@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "param_server/parameter_server.h"
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
@@ -380,6 +381,49 @@ TEST_CASE("Each step's learning rate is the schedule's at the minibatches applie
     CHECK(before[0] - after[0] == Approx(expected).epsilon(1e-5));
     CHECK(before.back() - after.back() == Approx(expected).epsilon(1e-5));
   }
+}
+
+TEST_CASE("The fall over minutes follows the training clock between applied steps",
+          "[batching][learning_rate]") {
+  ParameterServerOptions o = SgdOptions(1);
+  o.learning_rate_decay_minutes = 0.005;  // 300 ms of training.
+  o.final_learning_rate_scale = 0.25;
+  std::unique_ptr<ParameterServer> server = *ParameterServer::Create(o);
+  auto step = [&] {
+    const float before = server->Snapshot(v1::NETWORK_ONLINE)->values[0];
+    std::vector<float> g = Filled(*server, 1.0f);
+    REQUIRE(server->Apply("a", server->version(), 1, g).accepted);
+    return before - server->Snapshot(v1::NETWORK_ONLINE)->values[0];
+  };
+  // The clock starts at the first step; the second is taken at its reading then, 0.
+  CHECK(step() == Approx(0.5).epsilon(1e-5));
+  CHECK(server->Status().learning_rate_scale() == 1.0);
+  absl::SleepFor(absl::Milliseconds(400));
+  CHECK(step() == Approx(0.5).epsilon(1e-5));
+  // 400 ms of training: past the 300 ms of the fall.
+  const v1::StatusResponse status = server->Status();
+  CHECK(status.training_seconds() >= 0.4);
+  CHECK(status.training_seconds() < 5.0);
+  CHECK(status.learning_rate_scale() == 0.25);
+  CHECK(step() == Approx(0.125).epsilon(1e-5));
+}
+
+TEST_CASE("Both falls at once are refused, naming both", "[batching][learning_rate]") {
+  ParameterServerOptions o = SgdOptions(1);
+  o.learning_rate_decay_minibatches = 100;
+  o.learning_rate_decay_minutes = 10;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Create(o);
+  REQUIRE(server.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(server.status().message()),
+             Catch::Matchers::ContainsSubstring("--learning_rate_decay_minibatches=100") &&
+                 Catch::Matchers::ContainsSubstring("--learning_rate_decay_minutes=10"));
+  o.learning_rate_decay_minibatches = 0;
+  o.optimizer.kind = Optimizer::kDelta;
+  server = ParameterServer::Create(o);
+  REQUIRE(server.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(
+      std::string(server.status().message()),
+      Catch::Matchers::ContainsSubstring("--learning_rate_decay_minutes needs a server optimizer"));
 }
 
 TEST_CASE("A learning-rate schedule with the delta rule is refused, naming both",

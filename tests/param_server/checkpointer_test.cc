@@ -4,6 +4,8 @@
 #include <fstream>
 #include <map>
 
+#include "common/exploration.h"
+#include "param_server/apply_counters.h"
 #include "param_server/parameter_server.h"
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
@@ -84,6 +86,59 @@ TEST_CASE("A checkpoint restores weights, target, optimizer state and counters",
   CHECK(status.applied_minibatches() == 5);
   CHECK(status.rejections().at("REJECT_REASON_NON_FINITE") == 1);
   CHECK(status.epsilon() == Approx(1.0 - 5 * 0.003));
+}
+
+TEST_CASE("The training clock is checkpointed; a resumed start's fall over minutes ends after it",
+          "[checkpoint][learning_rate]") {
+  const std::string dir = MakeTempDir("ckpt");
+  ParameterServerOptions o = TinyOptions(dir);
+  o.learning_rate_decay_minutes = 0.005;  // 300 ms.
+  o.final_learning_rate_scale = 0.25;
+  double trained = 0;
+  {
+    auto server = *ParameterServer::Create(o);
+    PushN(*server, 1);
+    absl::SleepFor(absl::Milliseconds(400));
+    PushN(*server, 1);
+    const v1::StatusResponse status = server->Status();
+    trained = status.training_seconds();
+    REQUIRE(trained >= 0.4);
+    CHECK(status.learning_rate_scale() == 0.25);  // The first start's fall is over.
+    REQUIRE(server->Checkpoint().ok());
+  }
+  o.resume = true;
+  auto resumed = *ParameterServer::Create(o);
+  const v1::StatusResponse status = resumed->Status();
+  // Milliseconds in the manifest.
+  CHECK(status.training_seconds() == Approx(trained).margin(1e-3));
+  // This start's fall ends 300 ms after the clock's reading at the start.
+  CHECK(status.learning_rate_scale() ==
+        Approx(CosineScale(trained / (trained + 0.3), 0.25)).margin(1e-3));
+  CHECK(status.learning_rate_scale() > 0.25);
+}
+
+TEST_CASE("The training clock counts the gaps between applied steps up to a cap", "[checkpoint]") {
+  ApplyCounters counters(absl::Seconds(10), absl::UnixEpoch());
+  absl::Mutex mu;
+  absl::MutexLock lock(&mu);
+  AppliedStep step;
+  step.minibatches = 1;
+  for (int seconds : {100, 101, 103, 200, 201}) {  // A pause of 97 s counts as the cap.
+    step.at = absl::UnixEpoch() + absl::Seconds(seconds);
+    counters.Applied(mu, step);
+  }
+  CHECK(counters.training_time() == absl::Seconds(1 + 2 + 1) + ApplyCounters::kTrainingClockGap);
+  CheckpointData data;
+  REQUIRE(counters.SaveTo(mu, data).ok());
+  CHECK(data.manifest.training_ms() == absl::ToInt64Milliseconds(counters.training_time()));
+  // A restored clock goes on from the checkpoint's, and the first step after it adds no gap.
+  ApplyCounters restored(absl::Seconds(10), absl::UnixEpoch());
+  LoadedCheckpoint loaded;
+  loaded.manifest = data.manifest;
+  REQUIRE(restored.Restore(mu, loaded).ok());
+  step.at = absl::UnixEpoch() + absl::Seconds(5000);
+  restored.Applied(mu, step);
+  CHECK(restored.training_time() == counters.training_time());
 }
 
 TEST_CASE("A resumed server continues the same version and weight sequence", "[checkpoint]") {
@@ -316,7 +371,8 @@ TEST_CASE("A new run in a directory holding checkpoints is refused and touches n
     REQUIRE(server->Checkpoint().ok());
   }
   const auto before = Contents(dir);
-  absl::StatusOr<std::unique_ptr<ParameterServer>> again = ParameterServer::Create(TinyOptions(dir));
+  absl::StatusOr<std::unique_ptr<ParameterServer>> again =
+      ParameterServer::Create(TinyOptions(dir));
   REQUIRE(again.status().code() == absl::StatusCode::kFailedPrecondition);
   const std::string message(again.status().message());
   CHECK_THAT(message, Catch::Matchers::ContainsSubstring("ckpt-00000000000000000002") &&
@@ -324,7 +380,8 @@ TEST_CASE("A new run in a directory holding checkpoints is refused and touches n
                           Catch::Matchers::ContainsSubstring("--resume") &&
                           Catch::Matchers::ContainsSubstring("another directory"));
   CHECK(Contents(dir) == before);
-  // A directory without checkpoints (missing, empty, or only names that are not checkpoints) is free.
+  // A directory without checkpoints (missing, empty, or only names that are not checkpoints) is
+  // free.
   CHECK(Checkpointer::CheckUnused(dir + "/missing").ok());
   const std::string junk = MakeTempDir("ckpt");
   fs::create_directory(junk + "/ckpt-x");
@@ -332,7 +389,8 @@ TEST_CASE("A new run in a directory holding checkpoints is refused and touches n
   CHECK(Checkpointer::CheckUnused(junk).ok());
 }
 
-TEST_CASE("A resumed run keeps its run id and prunes only its own checkpoints", "[checkpoint][run]") {
+TEST_CASE("A resumed run keeps its run id and prunes only its own checkpoints",
+          "[checkpoint][run]") {
   const std::string dir = MakeTempDir("ckpt");
   const ModelInfo tiny = *DescribeModel("tiny");
   // Another run's checkpoints at versions 1-3, written into the same directory.

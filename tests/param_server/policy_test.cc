@@ -104,6 +104,17 @@ TEST_CASE("The learning rate falls along half a cosine to its final share and st
   }
 }
 
+TEST_CASE("The fall over minutes is the same cosine, on the training clock",
+          "[exploration][learning_rate]") {
+  CHECK(LearningRateScaleOverTime(absl::Minutes(5), absl::ZeroDuration(), 0.1) == 1.0);  // Off.
+  CHECK(LearningRateScaleOverTime(absl::ZeroDuration(), absl::Minutes(10), 0.1) == 1.0);
+  CHECK(LearningRateScaleOverTime(absl::Minutes(5), absl::Minutes(10), 0.1) == Approx(0.55));
+  CHECK(LearningRateScaleOverTime(absl::Seconds(150), absl::Minutes(10), 0.0) ==
+        Approx(LearningRateScale(25, 100, 0.0)));
+  CHECK(LearningRateScaleOverTime(absl::Minutes(10), absl::Minutes(10), 0.1) == 0.1);
+  CHECK(LearningRateScaleOverTime(absl::Hours(2), absl::Minutes(10), 0.1) == 0.1);
+}
+
 TEST_CASE("Bad exploration options are refused", "[exploration]") {
   ExplorationOptions o;
   o.min_epsilon = 0.9;
