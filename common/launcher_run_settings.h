@@ -27,21 +27,4 @@
   CONVOY_RUN_SETTINGS_FROM_FLAGS()            \
   CONVOY_AGENT_SETTINGS_FROM_FLAGS()
 
-namespace convoy {
-
-// A launcher's run is bounded by its --minutes, and the learning rate falls over them: while
-// --learning_rate_decay_minutes is left at its default (run_defaults::kLocalRunSettings', the
-// default --minutes of convoy_train), it takes `minutes`; a resumed run's fall then ends `minutes`
-// of training after this start. --learning_rate_decay_minibatches above 0 schedules the fall by
-// minibatches instead (given both, convoy_ps refuses them).
-inline void FallOverRunMinutes(RunSettings& settings, double minutes) {
-  if (settings.learning_rate_decay_minutes !=
-      run_defaults::kLocalRunSettings.learning_rate_decay_minutes) {
-    return;
-  }
-  settings.learning_rate_decay_minutes = settings.learning_rate_decay_minibatches > 0 ? 0 : minutes;
-}
-
-}  // namespace convoy
-
 #endif  // CONVOY_COMMON_LAUNCHER_RUN_SETTINGS_H_

@@ -85,16 +85,15 @@
     "Learning rate: the parameter server's optimizer's, and an agent's local Adam (alone, "        \
     "deltas, "                                                                                     \
     "or while the server is away).")                                                               \
-  /* The learning rate's fall (common/exploration.h), by minibatches or over minutes of      */    \
-  /* training, off for convoy_ps; convoy_train's runs fall over their --minutes              */    \
-  /* (run_defaults.h; docs/benchmarks.md measures it).                                        */   \
+  /* The learning rate's fall (common/exploration.h), by minibatches or over minutes of       */   \
+  /* training, off by default: docs/benchmarks.md measures it.                                */   \
   X(uint64_t, learning_rate_decay_minibatches, 0, 0, ::convoy::kNoUintMax, kClosed, kOptional,     \
     "Applied minibatches over which the learning rate falls along half a cosine to "               \
     "final_learning_rate_scale times itself, where it stays (0: a constant rate).")                \
   X(double, learning_rate_decay_minutes, 0, 0, ::convoy::kNoRealMax, kClosed, kOptional,           \
     "The same fall over the server's training clock (the time between its applied steps, which "   \
     "a resume goes on from): it ends this many minutes after the server's start (0: off; not "     \
-    "with learning_rate_decay_minibatches). convoy_train takes its --minutes unless given.")       \
+    "with learning_rate_decay_minibatches; a run's --minutes ends it with the run).")              \
   X(double, final_learning_rate_scale, 0.1, 0, 1, kClosed, kOptional,                              \
     "The share of the learning rate left at the end of the fall (learning_rate_decay_minibatches " \
     "or learning_rate_decay_minutes).")                                                            \

@@ -223,7 +223,6 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
   options.max_time = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
   static_cast<RunSettings&>(options) = RunSettingsFromFlags();
-  FallOverRunMinutes(options, absl::GetFlag(FLAGS_minutes));
   static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.max_pushes_per_step = absl::GetFlag(FLAGS_max_pushes_per_step);

@@ -303,7 +303,6 @@ LocalClusterOptions ClusterOptions(const std::string& run) {
   options.model = model;
   options.seed = absl::GetFlag(FLAGS_seed);
   static_cast<RunSettings&>(options) = RunSettingsFromFlags();
-  FallOverRunMinutes(options, absl::GetFlag(FLAGS_minutes));
   static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
   options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
   options.scenario = ScenarioFlag();

@@ -15,7 +15,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/agent_settings.h"
-#include "common/launcher_run_settings.h"
 #include "common/run_defaults.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "tests/catch.h"
@@ -104,23 +103,7 @@ TEST_CASE("docs/deploy.md gives every setting of both tables with the table's de
     CHECK(row->second.local == local_value);
     if (local_value.has_value()) ++local_differs;
   }
-  // batch_update_frequency, target_update_frequency, min_epsilon, learning_rate_decay_minutes.
-  CHECK(local_differs == 4);
-}
-
-TEST_CASE("A launcher's learning rate falls over its --minutes unless told otherwise",
-          "[run_settings]") {
-  RunSettings left = run_defaults::kLocalRunSettings;
-  FallOverRunMinutes(left, 60);
-  CHECK(left.learning_rate_decay_minutes == 60);
-  RunSettings given = run_defaults::kLocalRunSettings;
-  given.learning_rate_decay_minutes = 25;
-  FallOverRunMinutes(given, 60);
-  CHECK(given.learning_rate_decay_minutes == 25);
-  RunSettings by_minibatches = run_defaults::kLocalRunSettings;
-  by_minibatches.learning_rate_decay_minibatches = 26000;
-  FallOverRunMinutes(by_minibatches, 60);
-  CHECK(by_minibatches.learning_rate_decay_minutes == 0);
+  CHECK(local_differs == 3);  // batch_update_frequency, target_update_frequency, min_epsilon.
 }
 
 TEST_CASE("A launcher passes each agent every setting of the agent's own table", "[run_settings]") {

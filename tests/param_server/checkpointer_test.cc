@@ -88,8 +88,9 @@ TEST_CASE("A checkpoint restores weights, target, optimizer state and counters",
   CHECK(status.epsilon() == Approx(1.0 - 5 * 0.003));
 }
 
-TEST_CASE("The training clock is checkpointed; a resumed start's fall over minutes ends after it",
-          "[checkpoint][learning_rate]") {
+TEST_CASE(
+    "The training clock is checkpointed, and a resumed start's fall over minutes ends after it",
+    "[checkpoint][learning_rate]") {
   const std::string dir = MakeTempDir("ckpt");
   ParameterServerOptions o = TinyOptions(dir);
   o.learning_rate_decay_minutes = 0.005;  // 300 ms.
