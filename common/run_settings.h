@@ -92,8 +92,8 @@
     "final_learning_rate_scale times itself, where it stays (0: a constant rate).")                \
   X(double, learning_rate_decay_minutes, 0, 0, ::convoy::kNoRealMax, kClosed, kOptional,           \
     "The same fall over the server's training clock (the time between its applied steps, which "   \
-    "a resume goes on from): it ends this many minutes after the server's start (0: off; not "     \
-    "with learning_rate_decay_minibatches; a run's --minutes ends it with the run).")              \
+    "a resume goes on from): it ends this many minutes of training after the server's start "      \
+    "(0: off; not with learning_rate_decay_minibatches; a run's --minutes ends it with the run).") \
   X(double, final_learning_rate_scale, 0.1, 0, 1, kClosed, kOptional,                              \
     "The share of the learning rate left at the end of the fall (learning_rate_decay_minibatches " \
     "or learning_rate_decay_minutes).")                                                            \
