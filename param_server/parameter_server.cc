@@ -98,16 +98,14 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
                      " and --learning_rate_decay_minutes=", options.learning_rate_decay_minutes,
                      " both schedule the learning rate's fall: give one (0 turns the other off)"));
   }
-  for (const auto& [flag, on] :
-       {std::pair{"--learning_rate_decay_minibatches", options.learning_rate_decay_minibatches > 0},
-        std::pair{"--learning_rate_decay_minutes", options.learning_rate_decay_minutes > 0}}) {
-    if (on && options.optimizer.kind == Optimizer::kDelta) {
-      // The delta rule adds what the agents' own optimizers computed: it has no rate to schedule.
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag,
-                       " needs a server optimizer (adam, adamw, rmsprop, sgd); "
-                       "--optimizer=delta applies the agents' deltas as they are"));
-    }
+  if ((options.learning_rate_decay_minibatches > 0 || options.learning_rate_decay_minutes > 0) &&
+      options.optimizer.kind == Optimizer::kDelta) {
+    // The delta rule adds what the agents' own optimizers computed: it has no rate to schedule.
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.learning_rate_decay_minibatches > 0 ? "--learning_rate_decay_minibatches"
+                                                    : "--learning_rate_decay_minutes",
+        " needs a server optimizer (adam, adamw, rmsprop, sgd); "
+        "--optimizer=delta applies the agents' deltas as they are"));
   }
   if (options.average_horizon > 0 && options.average_every <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("average_every must be positive when averaging is on");
