@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -14,6 +16,7 @@ namespace convoy {
 namespace {
 
 constexpr char kDuelingSuffix[] = "_dueling";
+constexpr char kQuantileSuffix[] = "_qr";
 constexpr absl::string_view kStackInfix = "_stack";
 constexpr int kMaxStackedFrames = 8;  // K is one digit, 2 to 8.
 
@@ -117,15 +120,28 @@ QNetworkImpl::QNetworkImpl(const ModelSpec& spec) : spec_(spec) {
   }
   register_module("features", features_);
   register_module("hidden", hidden_);
+  const int64_t per_action = std::max(1, spec.quantiles);
   if (spec.dueling) {
-    value_ = register_module("value", torch::nn::Linear(hidden_width, 1));
-    advantage_ = register_module("advantage", torch::nn::Linear(hidden_width, spec.num_actions));
+    value_ = register_module("value", torch::nn::Linear(hidden_width, per_action));
+    advantage_ = register_module("advantage",
+                                 torch::nn::Linear(hidden_width, spec.num_actions * per_action));
   } else {
-    head_ = register_module("head", torch::nn::Linear(hidden_width, spec.num_actions));
+    head_ = register_module("head", torch::nn::Linear(hidden_width, spec.num_actions * per_action));
   }
 }
 
+torch::Tensor QNetworkImpl::quantiles(torch::Tensor x) {
+  const torch::Tensor h = hidden_->forward(features_->forward(x));
+  const int64_t n = h.size(0), per_action = std::max(1, spec_.quantiles);
+  if (!spec_.dueling) return head_->forward(h).view({n, spec_.num_actions, per_action});
+  // The dueling split per quantile: Z_i(a) = V_i + A_i(a) - mean over a of A_i.
+  const torch::Tensor advantage = advantage_->forward(h).view({n, spec_.num_actions, per_action});
+  return value_->forward(h).view({n, 1, per_action}) + advantage -
+         advantage.mean(/*dim=*/1, /*keepdim=*/true);
+}
+
 torch::Tensor QNetworkImpl::forward(torch::Tensor x) {
+  if (spec_.quantiles > 0) return quantiles(x).mean(/*dim=*/2);
   torch::Tensor h = hidden_->forward(features_->forward(x));
   if (!spec_.dueling) return head_->forward(h);
   torch::Tensor advantage = advantage_->forward(h);
@@ -146,6 +162,7 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
     return absl::InvalidArgumentError(absl::StrCat("num_actions must be >= 1, got ", num_actions));
   }
   absl::string_view base = name;
+  const bool quantile = absl::ConsumeSuffix(&base, kQuantileSuffix);
   const bool dueling = absl::ConsumeSuffix(&base, kDuelingSuffix);
   // "<architecture>_stack<K>": the architecture's input, K frames of it stacked along C.
   int frames = 1;
@@ -165,6 +182,7 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
       spec.name = name;
       spec.architecture = a.architecture;
       spec.dueling = dueling;
+      spec.quantiles = quantile ? kQuantiles : 0;
       spec.num_actions = num_actions;
       spec.channels = a.channels * frames;
       spec.height = a.height;
@@ -174,7 +192,8 @@ absl::StatusOr<ModelSpec> ResolveModel(const std::string& name, int num_actions)
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown model '", name, "'; known models: ", absl::StrJoin(RegisteredModelNames(), ", "),
-      ", each also as <name>", kStackInfix, "<K> (K frames stacked)"));
+      ", each also as <name>", kStackInfix, "<K> (K frames stacked, before any ", kDuelingSuffix,
+      ") and with a last ", kQuantileSuffix, " (quantile heads)"));
 }
 
 absl::StatusOr<QNetwork> BuildQNetwork(const ModelSpec& spec, uint64_t seed) {

@@ -10,7 +10,9 @@
 // "cookbook_dueling", "nature_dueling", "tiny_dueling", "wide_dueling". Any of them takes K stacked
 // frames of its input as
 // "<name>_stack<K>[_dueling]" (K in 2..8): "compact_stack2" is the compact network on the last two
-// pooled crops, 6 channels, oldest first.
+// pooled crops, 6 channels, oldest first. A "_qr" suffix, last, makes any of them a quantile
+// network (QR-DQN, Dabney et al. 2018): each action's head gives kQuantiles quantiles of its return
+// instead of its mean, "compact_stack2_dueling_qr".
 #ifndef CONVOY_COMMON_MODEL_REGISTRY_H_
 #define CONVOY_COMMON_MODEL_REGISTRY_H_
 
@@ -23,6 +25,8 @@
 namespace convoy {
 
 inline constexpr int kDefaultNumActions = 5;
+// A quantile network's quantiles per action, at the midpoints (2i + 1) / 2N of N equal bins.
+inline constexpr int kQuantiles = 32;
 
 // The network families the registry builds. A model name is parsed into one once, by ResolveModel;
 // code that builds a network switches over every value, so a new family cannot fall into another's
@@ -34,6 +38,9 @@ struct ModelSpec {
   std::string name;  // Full registry name, e.g. "cookbook" or "nature_dueling".
   Architecture architecture = Architecture::kCompact;
   bool dueling = false;
+  // 0: the network's heads give each action's Q-value; else each action's return distribution as
+  // this many quantiles (forward() still gives their mean, the Q-value).
+  int quantiles = 0;
   int num_actions = kDefaultNumActions;
   int channels = 0;  // Observation shape [channels, height, width].
   int height = 0;

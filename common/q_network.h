@@ -21,7 +21,12 @@ class QNetworkImpl : public torch::nn::Module {
  public:
   explicit QNetworkImpl(const ModelSpec& spec);
 
+  // Q-values [N, actions]; for a quantile network, the mean of each action's quantiles.
   torch::Tensor forward(torch::Tensor x);
+  // A quantile network's quantiles [N, actions, spec().quantiles], ascending in intent (the loss
+  // pulls the i-th towards the (2i + 1) / 2N quantile; nothing forces the order). For a network
+  // without quantiles, the Q-values as one quantile each, [N, actions, 1].
+  torch::Tensor quantiles(torch::Tensor x);
 
   const ModelSpec& spec() const { return spec_; }
 

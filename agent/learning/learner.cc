@@ -145,6 +145,10 @@ TrainStats DqnLearner::AccumulateTransitions(const torch::Tensor& observations,
                                              const torch::Tensor& returns,
                                              const torch::Tensor& discounts,
                                              const torch::Tensor& weights) {
+  if (model_.spec.quantiles > 0) {
+    return AccumulateQuantiles(observations, next_observations, actions, returns, discounts,
+                               weights);
+  }
   torch::Tensor target;
   {
     torch::NoGradGuard no_grad;
@@ -181,6 +185,68 @@ TrainStats DqnLearner::AccumulateTransitions(const torch::Tensor& observations,
   stats.loss = loss.item<double>();
   stats.mean_q = q_taken.detach().mean().item<double>();
   const torch::Tensor td = (target - q_taken.detach()).abs().to(torch::kCPU).contiguous();
+  stats.td_errors.assign(td.data_ptr<float>(), td.data_ptr<float>() + td.numel());
+  return stats;
+}
+
+// QR-DQN's update (Dabney et al. 2018): the taken action's N quantiles regressed towards the n-step
+// target's N samples (the reward plus the discounted quantiles of the next state's action, chosen
+// by the online network's means under Double DQN) with the quantile Huber loss, summed over the
+// quantiles and averaged over the target's samples. The priority is the TD error of the means.
+TrainStats DqnLearner::AccumulateQuantiles(const torch::Tensor& observations,
+                                           const torch::Tensor& next_observations,
+                                           const torch::Tensor& actions,
+                                           const torch::Tensor& returns,
+                                           const torch::Tensor& discounts,
+                                           const torch::Tensor& weights) {
+  const int64_t n = observations.size(0), quantiles = model_.spec.quantiles;
+  torch::Tensor target;  // [N, quantiles]
+  {
+    torch::NoGradGuard no_grad;
+    AutocastScope autocast(options_.amp);
+    const torch::Tensor next = ToFloatImages(next_observations);
+    online_->eval();
+    const torch::Tensor next_target = target_->quantiles(next).to(torch::kFloat32);
+    const torch::Tensor next_actions =
+        (options_.double_dqn ? online_->forward(next).to(torch::kFloat32) : next_target.mean(2))
+            .argmax(1)
+            .view({n, 1, 1})
+            .expand({n, 1, quantiles});
+    target = returns.unsqueeze(1) +
+             discounts.unsqueeze(1) * next_target.gather(1, next_actions).squeeze(1);
+  }
+  online_->train();
+  torch::Tensor z;
+  {
+    AutocastScope autocast(options_.amp);
+    z = online_->quantiles(ToFloatImages(observations)).to(torch::kFloat32);
+  }
+  const torch::Tensor z_taken =
+      z.gather(1, actions.view({n, 1, 1}).expand({n, 1, quantiles})).squeeze(1);  // [N, quantiles]
+  if (!quantile_midpoints_.defined()) {
+    quantile_midpoints_ = ((torch::arange(quantiles, torch::kFloat32) + 0.5) / quantiles)
+                              .view({1, quantiles, 1})
+                              .to(z.device());
+  }
+  // u[b, i, j] = target_j - z_i: the j-th target sample against the i-th quantile.
+  const torch::Tensor u = target.unsqueeze(1) - z_taken.unsqueeze(2);
+  const torch::Tensor huber =
+      torch::nn::functional::huber_loss(u, torch::zeros_like(u),
+                                        torch::nn::functional::HuberLossFuncOptions()
+                                            .reduction(torch::kNone)
+                                            .delta(options_.huber_delta));
+  const torch::Tensor below = u.detach().lt(0).to(torch::kFloat32);
+  const torch::Tensor per_sample =
+      ((quantile_midpoints_ - below).abs() * huber / options_.huber_delta).mean(2).sum(1);
+  const torch::Tensor loss = (weights * per_sample).mean();
+  (loss * loss_scale_).backward();
+  ++accumulated_;
+
+  TrainStats stats;
+  stats.loss = loss.item<double>();
+  const torch::Tensor q_taken = z_taken.detach().mean(1);
+  stats.mean_q = q_taken.mean().item<double>();
+  const torch::Tensor td = (target.mean(1) - q_taken).abs().to(torch::kCPU).contiguous();
   stats.td_errors.assign(td.data_ptr<float>(), td.data_ptr<float>() + td.numel());
   return stats;
 }

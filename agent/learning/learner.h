@@ -1,8 +1,8 @@
 // DqnLearner: the agent's Q-network, its target network, and one DQN update at a time.
 //
 // Double DQN targets (the online network picks the next action, the target network values it), Huber loss
-// weighted by importance-sampling weights, n-step returns (the replay memory supplies returns and discounts),
-// gradient-norm clipping. Gradients accumulate over minibatches until they are taken as their mean (to push to
+// (for a quantile network, QR-DQN's quantile Huber loss) weighted by importance-sampling weights, n-step
+// returns (the replay memory supplies returns and discounts), gradient-norm clipping. Gradients accumulate over minibatches until they are taken as their mean (to push to
 // the parameter server) or applied by the local optimizer (training alone, or pushing weight deltas).
 // On CUDA, --amp runs the forward passes under autocast with dynamic loss scaling.
 //
@@ -115,6 +115,11 @@ class DqnLearner {
                                    const torch::Tensor& next_observations,
                                    const torch::Tensor& actions, const torch::Tensor& returns,
                                    const torch::Tensor& discounts, const torch::Tensor& weights);
+  // AccumulateTransitions for a quantile network (ModelSpec::quantiles).
+  TrainStats AccumulateQuantiles(const torch::Tensor& observations,
+                                 const torch::Tensor& next_observations,
+                                 const torch::Tensor& actions, const torch::Tensor& returns,
+                                 const torch::Tensor& discounts, const torch::Tensor& weights);
   torch::Tensor ActQ(const uint8_t* observation);  // [1, actions], for one observation.
   void CopyGradient(std::vector<float>* out);
 
@@ -129,6 +134,7 @@ class DqnLearner {
   torch::Tensor act_input_;  // Reused [1, C, H, W] buffer for GreedyAction.
   torch::Tensor mirror_actions_;  // int64 [num_actions] on the device; undefined: no mirroring.
   torch::Tensor mirror_rows_;     // bool [N]: the samples Accumulate mirrors (every other one).
+  torch::Tensor quantile_midpoints_;  // float [1, quantiles, 1]: (2i + 1) / 2N, on the device.
   std::optional<torch::Generator> shift_generator_;  // Draws the random shifts (seeded).
 };
 

@@ -134,6 +134,37 @@ TEST_CASE("Double DQN bootstraps from the target network's value of the online a
   for (size_t i = 0; i < 4; ++i) CHECK(with_discount.td_errors[i] == Approx(without.td_errors[i]));
 }
 
+TEST_CASE("A quantile learner learns a return's spread, not only its mean", "[learner]") {
+  LearnerOptions o = TinyOptions();
+  o.model = "tiny_qr";
+  auto learner = *DqnLearner::Create(o);
+  // One observation, one action, a terminal step whose return is 0 or 1, each half the time.
+  Batch b = RandomBatch(16, 11);
+  b.obs = b.obs.narrow(0, 0, 1).expand({16, 3, 16, 16}).contiguous();
+  b.actions = torch::full({16}, 2, torch::kInt64);
+  b.returns = (torch::arange(16) % 2).to(torch::kFloat32);
+  int applied = 0;
+  const auto [first, last] = Regress(*learner, b, 400, &applied);
+  CHECK(applied == 401);
+  CHECK(last < first);
+  std::vector<float> q;
+  learner->QValues(b.obs.narrow(0, 0, 1).contiguous().data_ptr<uint8_t>(), &q);
+  CHECK(q[2] == Approx(0.5).margin(0.1));
+  // The quantiles below the median near 0, those above near 1: a spread no Q-value holds.
+  QNetwork net = *BuildQNetwork(*ResolveModel("tiny_qr"), 1);
+  std::vector<float> weights;
+  learner->GetWeights(&weights);
+  REQUIRE(LoadFlatParameters(weights.data(), weights.size(), *net).ok());
+  net->eval();
+  const torch::Tensor z =
+      net->quantiles(b.obs.narrow(0, 0, 1).to(torch::kFloat32).div(255.0f))[0][2];
+  CHECK(z.narrow(0, 0, kQuantiles / 4).mean().item<float>() < 0.2f);
+  CHECK(z.narrow(0, 3 * kQuantiles / 4, kQuantiles / 4).mean().item<float>() > 0.8f);
+  // Prioritized replay reads the TD error of the means: |return - 0.5| for every sample here.
+  const TrainStats stats = Accumulate(*learner, b);
+  for (float td : stats.td_errors) CHECK(td == Approx(0.5).margin(0.1));
+}
+
 TEST_CASE("Weights set on the learner read back exactly", "[learner]") {
   auto learner = *DqnLearner::Create(TinyOptions());
   std::vector<float> w(learner->model().parameter_count);

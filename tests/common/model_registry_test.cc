@@ -1,5 +1,7 @@
 #include "common/model_registry.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "common/q_network.h"
 #include "tests/catch.h"
 
@@ -148,6 +150,33 @@ TEST_CASE("Q-networks map a batch of observations to one Q-value per action", "[
     const std::vector<int64_t> expected = {2, kDefaultNumActions};
     CHECK(q.sizes().vec() == expected);
   }
+}
+
+TEST_CASE("A _qr model's heads give quantiles whose mean is its Q-value", "[models]") {
+  for (const char* name : {"tiny_qr", "compact_stack2_dueling_qr"}) {
+    INFO(name);
+    const absl::StatusOr<ModelSpec> spec = ResolveModel(name);
+    REQUIRE(spec.ok());
+    CHECK(spec->quantiles == kQuantiles);
+    CHECK(spec->dueling == absl::StrContains(name, "_dueling"));
+    CHECK(ResolveModel(absl::StrReplaceAll(name, {{"_qr", ""}}))->quantiles == 0);
+    QNetwork net = *BuildQNetwork(*spec, 3);
+    net->eval();
+    const torch::Tensor x = torch::rand({2, spec->channels, spec->height, spec->width});
+    const torch::Tensor z = net->quantiles(x);
+    const std::vector<int64_t> expected = {2, kDefaultNumActions, kQuantiles};
+    CHECK(z.sizes().vec() == expected);
+    CHECK(torch::allclose(net->forward(x), z.mean(2)));
+  }
+  // Every head grows by its quantiles: the plain head to actions x quantiles outputs.
+  const size_t plain = DescribeModel("tiny")->parameter_count;
+  CHECK(DescribeModel("tiny_qr")->parameter_count ==
+        plain + (32 + 1) * kDefaultNumActions * (kQuantiles - 1));
+  CHECK(DescribeModel("tiny_qr")->fingerprint != DescribeModel("tiny")->fingerprint);
+  // The suffix comes last.
+  const absl::StatusOr<ModelSpec> misplaced = ResolveModel("tiny_qr_dueling");
+  REQUIRE_FALSE(misplaced.ok());
+  CHECK_THAT(std::string(misplaced.status().message()), Catch::Matchers::ContainsSubstring("_qr"));
 }
 
 TEST_CASE("A built network describes itself as the registry describes its model", "[models]") {
