@@ -16,7 +16,7 @@ target_compile_definitions(agent_tests PRIVATE
   CONVOY_SIM_BINARY="$<TARGET_FILE:convoy_sim>")
 add_dependencies(agent_tests convoy_ps convoy_sim)
 convoy_target_defaults(agent_tests)
-convoy_catch_tests(agent_tests "agent:")
+convoy_catch_tests(agent_tests "agent:" TIER process)
 
 add_executable(learning_tests ${CMAKE_CURRENT_LIST_DIR}/learning_test.cc)
 target_link_libraries(learning_tests PRIVATE convoy_test_support convoy_test_main)
@@ -25,7 +25,7 @@ target_compile_definitions(learning_tests PRIVATE
   CONVOY_EVAL_BINARY="$<TARGET_FILE:convoy_eval>")
 add_dependencies(learning_tests convoy_train convoy_ps convoy_agent_main convoy_eval)
 convoy_target_defaults(learning_tests)
-convoy_catch_tests(learning_tests "learning:" PROPERTIES TIMEOUT 1500)
+convoy_catch_tests(learning_tests "learning:" TIER system PROPERTIES TIMEOUT 1500)
 
 # The agent's sync with the parameter server as logic alone: no server, no simulator, no wall clock
 # (the sharded session's tests wait for its shards' threads; no time is in any assertion).
@@ -39,4 +39,4 @@ add_executable(agent_sync_tests
 )
 target_link_libraries(agent_sync_tests PRIVATE convoy_agent convoy_agent_metrics convoy_test_main)
 convoy_target_defaults(agent_sync_tests)
-convoy_catch_tests(agent_sync_tests "agent:")
+convoy_catch_tests(agent_sync_tests "agent:" TIER unit)

@@ -7,4 +7,4 @@ add_executable(learner_tests
 )
 target_link_libraries(learner_tests PRIVATE convoy_learner convoy_device convoy_test_main)
 convoy_target_defaults(learner_tests)
-convoy_catch_tests(learner_tests "agent:")
+convoy_catch_tests(learner_tests "agent:" TIER unit)

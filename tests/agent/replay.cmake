@@ -11,4 +11,4 @@ add_executable(replay_tests
 target_link_libraries(replay_tests PRIVATE convoy_replay convoy_digest convoy_test_main ZLIB::ZLIB)
 convoy_target_defaults(replay_tests)
 # The CUDA test case reports Skipped without a GPU (tests/skip.h).
-convoy_catch_tests(replay_tests "replay:")
+convoy_catch_tests(replay_tests "replay:" TIER unit)

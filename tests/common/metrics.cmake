@@ -15,4 +15,4 @@ target_compile_definitions(metrics_tests PRIVATE
                            CONVOY_FAKE_NVML_PATH="$<TARGET_FILE:convoy_fake_nvml>")
 add_dependencies(metrics_tests convoy_fake_nvml)
 convoy_target_defaults(metrics_tests)
-convoy_catch_tests(metrics_tests "metrics:")
+convoy_catch_tests(metrics_tests "metrics:" TIER unit)

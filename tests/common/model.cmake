@@ -3,4 +3,4 @@
 add_executable(model_tests ${CMAKE_CURRENT_LIST_DIR}/model_registry_test.cc)
 target_link_libraries(model_tests PRIVATE convoy_model convoy_test_main)
 convoy_target_defaults(model_tests)
-convoy_catch_tests(model_tests "common:")
+convoy_catch_tests(model_tests "common:" TIER unit)
