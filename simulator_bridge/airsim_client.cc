@@ -247,6 +247,7 @@ void AirSimClient::Append(Pending* call, absl::string_view method, uint32_t arg_
 absl::Status AirSimClient::Transact(Pending* calls, size_t count) {
   size_t left = count;
   auto fail = [&](const absl::Status& status) {
+    mu_.AssertHeld();  // Transact's lock: the analysis does not carry it into a lambda.
     Disconnect();
     absl::string_view method = calls[0].method;
     for (size_t i = 0; i < count; ++i) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The parameter server's locking, checked by the compiler: Clang's thread-safety analysis over the
-sources that take its locks, with the build's own flags (compile_commands.json).
+"""convoy's locking, checked by the compiler: Clang's thread-safety analysis over every product source
+that declares or takes an annotated lock, with the build's own flags (compile_commands.json).
 
     thread_safety_check.py CLANGXX BUILD_DIR SOURCE_DIR
 
@@ -14,13 +14,21 @@ each of those rules must draw a warning for each. Exit 0: clean; 1: a warning, o
 import concurrent.futures
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
 import tempfile
 
-# The sources that declare or take the server's locks; each is checked with every header it includes.
-SOURCES = [
+# The product's folders (tests/ and bench/ aside). A source is checked, with every header it includes,
+# when it or its own header (foo.cc's foo.h) carries a thread-safety annotation.
+PRODUCT_DIRS = ["agent", "common", "deploy", "param_server", "simulator_bridge"]
+ANNOTATION = re.compile(r"\bABSL_(PT_)?GUARDED_BY\b|\bABSL_(EXCLUSIVE|SHARED)_LOCKS_REQUIRED\b|"
+                        r"\bABSL_LOCKS_EXCLUDED\b|\bABSL_ACQUIRED_(BEFORE|AFTER)\b")
+
+# The parameter server's sources that take its locks: the list must keep every one of them, so that a
+# rename cannot drop one from the check unnoticed.
+REQUIRED = [
     "param_server/admission.cc",
     "param_server/agent_registry.cc",
     "param_server/apply_counters.cc",
@@ -36,6 +44,22 @@ SOURCES = [
     "param_server/target_network.cc",
     "param_server/weight_store.cc",
 ]
+
+
+def annotated_sources(root):
+    """Every product .cc under root that carries, or whose own header carries, an annotation."""
+    found = []
+    for top in PRODUCT_DIRS:
+        for folder, _, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                if not name.endswith(".cc"):
+                    continue
+                source = os.path.join(folder, name)
+                texts = [source, source[:-3] + ".h"]
+                if any(os.path.exists(t) and ANNOTATION.search(open(t, encoding="utf-8").read())
+                       for t in texts):
+                    found.append(os.path.relpath(source, root))
+    return sorted(found)
 
 ANALYSIS = ["-fsyntax-only", "-Wthread-safety", "-Wthread-safety-beta", "-Werror=thread-safety",
             "-Werror=thread-safety-beta", "-Wno-unknown-warning-option"]
@@ -106,7 +130,12 @@ def main():
         return 77
     entries = {os.path.relpath(e["file"], root): e
                for e in json.load(open(os.path.join(build, "compile_commands.json")))}
-    missing = [s for s in SOURCES if s not in entries]
+    sources = annotated_sources(root)
+    dropped = [s for s in REQUIRED if s not in sources]
+    if dropped:
+        print(f"thread_safety_check: FAIL: {dropped} carry no annotation any more, or are gone")
+        return 1
+    missing = [s for s in sources if s not in entries]
     if missing:
         print(f"thread_safety_check: FAIL: {missing} not in {build}/compile_commands.json")
         return 1
@@ -130,14 +159,14 @@ def main():
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         results = list(pool.map(lambda s: (s, *run(clangxx, flags_for(entries[s]), entries[s]["file"],
-                                                   entries[s]["directory"])), SOURCES))
+                                                   entries[s]["directory"])), sources))
     failed = [(s, err) for s, code, err in results if code != 0]
     for source, err in failed:
         print(f"thread_safety_check: FAIL: {source}\n{err}")
     if failed:
         return 1
-    print(f"thread_safety_check: {len(SOURCES)} sources of the parameter server and the headers they "
-          f"include pass Clang's thread-safety analysis, lock order included")
+    print(f"thread_safety_check: {len(sources)} annotated sources ({', '.join(PRODUCT_DIRS)}) and the "
+          f"headers they include pass Clang's thread-safety analysis, lock order included")
     return 0
 
 
