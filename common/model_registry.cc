@@ -141,11 +141,9 @@ torch::Tensor QNetworkImpl::quantiles(torch::Tensor x) {
 }
 
 torch::Tensor QNetworkImpl::forward(torch::Tensor x) {
-  if (spec_.quantiles > 0) return quantiles(x).mean(/*dim=*/2);
-  torch::Tensor h = hidden_->forward(features_->forward(x));
-  if (!spec_.dueling) return head_->forward(h);
-  torch::Tensor advantage = advantage_->forward(h);
-  return value_->forward(h) + advantage - advantage.mean(/*dim=*/1, /*keepdim=*/true);
+  // One set of heads: without quantiles each action's one "quantile" is its Q-value.
+  const torch::Tensor z = quantiles(x);
+  return spec_.quantiles > 0 ? z.mean(/*dim=*/2) : z.squeeze(2);
 }
 
 std::vector<std::string> RegisteredModelNames() {
