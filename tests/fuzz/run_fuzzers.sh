@@ -52,6 +52,12 @@ if [ -f "$build_dir/CMakeCache.txt" ] &&
   log "$build_dir was configured from another source: configuring again"
   rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
 fi
+# So does one configured with another compiler (another clang was named since).
+cached_cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null || true)"
+if [ -n "$cached_cxx" ] && [ "$(command -v "$cached_cxx" || true)" != "$(command -v "$cxx")" ]; then
+  log "$build_dir was configured with another compiler than $cxx: configuring again"
+  rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
+fi
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   probe="$build_dir/libfuzzer_probe"
   if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
