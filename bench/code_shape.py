@@ -163,37 +163,13 @@ def sync_owners(repo, files):
   return {k: v for k, v in owners.items() if not k.endswith("Options") and k}
 
 
-ROOM_RANKS = [  # (path prefix, rank): the longest prefix that matches wins.
-    ("common/", 0), ("proto/", 0), ("simulator_bridge/", 1), ("param_server/", 1),
-    ("agent/client/", 2), ("agent/learning/", 2), ("agent/environment/", 2),
-    ("agent/evaluation/", 3), ("agent/", 4),
-    ("deploy/", 5), ("bench/", 6)]
-COMPOSITION_ROOT = {"agent/agent.cc", "agent/convoy_agent.cc"}
-
-
-def rank(path):
-  best = None
-  for prefix, r in ROOM_RANKS:
-    if path.startswith(prefix) and (best is None or len(prefix) > len(best[0])):
-      best = (prefix, r)
-  return best[1] if best else 0
-
-
 def includes_up(repo, files):
-  rows = []
-  for f in files:
-    if not f.endswith((".cc", ".h")):
-      continue
-    for n, line in enumerate(read(repo, f).splitlines(), 1):
-      m = re.match(r'#include "([^"]+)"', line)
-      if not m:
-        continue
-      target = m.group(1)
-      if target == "agent/agent.h" and f not in COMPOSITION_ROOT:
-        rows.append((f, n, target))
-      elif rank(target) > rank(f) and not target.endswith(".pb.h"):
-        rows.append((f, n, target))
-  return rows
+  """The includes that break common/rooms.txt's room order (tests/include_rule.py, the suite's check)."""
+  sys.path.insert(0, os.path.join(repo, "tests"))
+  import include_rule  # pylint: disable=import-outside-toplevel
+  rooms = include_rule.Rooms(read(repo, "common/rooms.txt"))
+  sources = {f: read(repo, f) for f in files if f.endswith((".cc", ".h"))}
+  return [(f, n, target) for f, n, target, _ in include_rule.violations(rooms, sources)]
 
 
 def agent_option_fields(repo, also=()):

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Every include of convoy's sources goes down the room order that common/rooms.txt declares.
+
+Usage: include_rule.py [--repo DIR]
+
+Reads the rooms, then every .cc and .h that git tracks outside tests/ and checks each `#include "..."`:
+a file may include its own room's files and those of a room of a lower level; a generated protobuf header
+(`*.pb.h`) is proto/'s, level 0; an include of tests/ or of a room of the same or a higher level fails, as
+does one of a file kept to a few includers ("only" lines). Before the repository, the check is run on
+planted files, one per way to break the rule, and must find each: a check that finds nothing there fails.
+Exit 0: no include breaks the rule; 1: some do (each named with its line); 2: bad usage or declaration.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+INCLUDE = re.compile(r'\s*#\s*include\s+"([^"]+)"')
+SOURCE_ENDINGS = (".cc", ".h")
+
+
+class Rooms:
+    """common/rooms.txt: the rooms by level, and the files only some files may include."""
+
+    def __init__(self, text, where="common/rooms.txt"):
+        self.levels = {}  # folder/ -> level
+        self.only = {}  # file -> the files that may include it
+        for n, raw in enumerate(text.splitlines(), 1):
+            line = raw.split("#", 1)[0].split()
+            if not line:
+                continue
+            if line[0] == "only" and len(line) >= 3:
+                self.only[line[1]] = set(line[2:])
+            elif len(line) == 2 and line[0].isdigit() and line[1].endswith("/"):
+                self.levels[line[1]] = int(line[0])
+            else:
+                raise ValueError(f"{where}:{n}: expected 'LEVEL FOLDER/' or 'only FILE INCLUDER...', "
+                                 f"got {raw.strip()!r}")
+        if not self.levels:
+            raise ValueError(f"{where}: declares no room")
+
+    def room(self, path):
+        """The room (folder/) of `path`, or None when no room holds it."""
+        best = None
+        for folder in self.levels:
+            if path.startswith(folder) and (best is None or len(folder) > len(best)):
+                best = folder
+        return best
+
+    def level(self, path):
+        room = self.room(path)
+        return None if room is None else self.levels[room]
+
+    def breaks(self, path, target):
+        """Why `path` may not include `target`, or None when it may."""
+        if target.startswith("tests/"):
+            return "a product file includes the tests' files"
+        if target in self.only and path not in self.only[target]:
+            return f"only {', '.join(sorted(self.only[target]))} may include it"
+        if target.endswith(".pb.h"):
+            target = "proto/" + target
+        mine, theirs = self.room(path), self.room(target)
+        if mine is None or theirs is None or mine == theirs:
+            return None  # A library's header (absl/, torch/, ...) or the room's own file.
+        if self.levels[theirs] >= self.levels[mine]:
+            return (f"{mine} (level {self.levels[mine]}) includes {theirs} "
+                    f"(level {self.levels[theirs]}): not a lower level")
+        return None
+
+
+def violations(rooms, sources):
+    """(path, line number, include, why) for each include of `sources` ({path: text}) that breaks the rule."""
+    found = []
+    for path, text in sorted(sources.items()):
+        for n, line in enumerate(text.splitlines(), 1):
+            m = INCLUDE.match(line)
+            if m:
+                why = rooms.breaks(path, m.group(1))
+                if why:
+                    found.append((path, n, m.group(1), why))
+    return found
+
+
+def self_test(rooms):
+    """Files that break the rule each way, and one that keeps it: the check must tell them apart."""
+    ordered = sorted(rooms.levels.items(), key=lambda kv: kv[1])
+    low, high = ordered[0][0], ordered[-1][0]
+    by_level = {}
+    for folder, level in ordered:
+        by_level.setdefault(level, []).append(folder)
+    siblings = next((fs for fs in by_level.values() if len(fs) >= 2), None)
+    planted = {
+        f"{low}planted_up.cc": f'#include "{high}x.h"\n',
+        f"{low}planted_tests.cc": '#include "tests/catch.h"\n',
+    }
+    if rooms.only:
+        kept, _ = next(iter(rooms.only.items()))
+        planted[f"{low}planted_only.cc"] = f'#include "{kept}"\n'
+    if siblings:
+        planted[f"{siblings[0]}planted_sibling.cc"] = f'#include "{siblings[1]}x.h"\n'
+    fine = {f"{high}planted_fine.cc": f'#include "{low}x.h"\n#include "convoy/v1/x.pb.h"\n'
+                                       '#include "absl/status/status.h"\n'}
+    caught = {v[0] for v in violations(rooms, planted)}
+    missed = sorted(set(planted) - caught)
+    wrong = violations(rooms, fine)
+    return [f"the check misses the planted {m}" for m in missed] + \
+           [f"the check refuses the planted {w[0]}'s include of {w[2]}" for w in wrong]
+
+
+def tracked_sources(repo):
+    listed = subprocess.run(["git", "-C", repo, "ls-files", "-z"], check=True, capture_output=True,
+                            text=True).stdout.split("\0")
+    sources = {}
+    for path in listed:
+        if path.endswith(SOURCE_ENDINGS) and not path.startswith("tests/"):
+            with open(os.path.join(repo, path), encoding="utf-8", errors="replace") as f:
+                sources[path] = f.read()
+    return sources
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", default=os.path.join(os.path.dirname(__file__), ".."))
+    args = parser.parse_args()
+    try:
+        with open(os.path.join(args.repo, "common", "rooms.txt"), encoding="utf-8") as f:
+            rooms = Rooms(f.read())
+    except (OSError, ValueError) as e:
+        print(f"include_rule: {e}", file=sys.stderr)
+        return 2
+    problems = self_test(rooms)
+    for p in problems:
+        print(f"FAIL: {p}")
+    sources = tracked_sources(args.repo)
+    outside = sorted(p for p in sources if rooms.room(p) is None)
+    for p in outside:
+        print(f"FAIL: {p} is in no room of common/rooms.txt")
+    found = violations(rooms, sources)
+    for path, n, target, why in found:
+        print(f"FAIL: {path}:{n} includes {target}: {why}")
+    if problems or outside or found:
+        return 1
+    print(f"ok: {len(sources)} sources in {len(rooms.levels)} rooms, every include goes down the order")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
