@@ -25,17 +25,17 @@
 #include "agent/learning/device.h"
 #include "agent/learning/learner.h"
 #include "agent/learning/replay_memory.h"
-#include "common/backoff.h"
-#include "common/exploration.h"
-#include "common/files.h"
-#include "common/gpu_monitor.h"
-#include "common/metrics.h"
-#include "common/model_registry.h"
-#include "common/progress_record.h"
-#include "common/status_macros.h"
-#include "common/time_split.h"
-#include "common/torch_compat.h"  // After LibTorch: glog's LOG.
-#include "common/weights_file.h"
+#include "common/metrics/metrics.h"
+#include "common/model/model_registry.h"
+#include "common/model/torch_compat.h"  // After LibTorch: glog's LOG.
+#include "common/model/weights_file.h"
+#include "common/settings/exploration.h"
+#include "common/support/backoff.h"
+#include "common/support/files.h"
+#include "common/support/gpu_monitor.h"
+#include "common/support/progress_record.h"
+#include "common/support/status_macros.h"
+#include "common/support/time_split.h"
 
 namespace convoy {
 namespace {
@@ -106,7 +106,7 @@ absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options) 
   if (!config.model_name().empty()) {
     adopt.Take("model", &adopted.model, config.model_name());
   }
-  // The settings of the table (common/run_settings.h).
+  // The settings of the table (common/settings/run_settings.h).
   CONVOY_RETURN_IF_ERROR(AdoptRunSettings(config, &adopt, &adopted));
   LOG(INFO) << options->agent_id << ": run settings of the parameter server at "
             << options->ps_address
@@ -482,7 +482,7 @@ absl::Status Agent::Impl::OpenLogs() {
       {"wall_s", "env_steps", "train_steps", "episodes", "loss", "mean_q", "epsilon",
        "env_steps_per_s", "train_steps_per_s", "push_ms", "pull_ms", "staleness", "ps_version",
        "sampler_wait_s", "gpu_util_percent", "gpu_memory_mb",
-       // The interval's time split (common/time_split.h): shares of the process's CPU-seconds,
+       // The interval's time split (common/support/time_split.h): shares of the process's CPU-seconds,
        // the wait's of the wall time, and the cores the process kept busy.
        "cpu_env", "cpu_preprocess", "cpu_inference", "cpu_replay", "cpu_sampler", "cpu_train",
        "cpu_sync", "cpu_threads", "cpu_other", "wait_share", "cores_used"},

@@ -49,11 +49,11 @@
 #include "agent/client/push_mode.h"
 #include "agent/environment/environment.h"
 #include "agent/environment/preprocess.h"
-#include "common/agent_settings.h"
-#include "common/run_defaults.h"
-#include "common/run_settings.h"
-#include "common/security.h"
-#include "common/tensor_encoding.h"
+#include "common/settings/agent_settings.h"
+#include "common/settings/run_defaults.h"
+#include "common/settings/run_settings.h"
+#include "common/wire/security.h"
+#include "common/wire/tensor_encoding.h"
 
 namespace convoy {
 
@@ -62,11 +62,11 @@ class RunConfig;  // convoy/v1/parameter_server.proto: agent.h stays free of pro
 }  // namespace v1
 class SyncObserver;  // agent/client/sync_observer.h
 
-// RunSettings (common/run_settings.h): batch_size, batch_update_frequency, gamma, n_step,
+// RunSettings (common/settings/run_settings.h): batch_size, batch_update_frequency, gamma, n_step,
 // target_update_frequency (alone: minibatches between target copies), double_dqn,
 // learner_max_grad_norm, prioritized, mirror_augmentation (LearnerOptions::mirror_actions),
 // learning_rate (the local Adam's), min_epsilon and per_iter_epsilon_reduction (alone: per update);
-// with a parameter server, the server's. AgentSettings (common/agent_settings.h): the agent's own —
+// with a parameter server, the server's. AgentSettings (common/settings/agent_settings.h): the agent's own —
 // device, amp, torch_threads, replay_memory_size, min_replay_size, fill_with_random_actions,
 // replay_ratio; with a parameter server, sync_wait (how long training waits for an exchange's
 // answer; acting goes on until it is a sync's worth of minibatches ahead of the replay ratio) and

@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/agent_stats.h"
 #include "agent/client/sync_observer.h"
-#include "common/prometheus_endpoint.h"
+#include "common/metrics/prometheus_endpoint.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/histogram.h"
@@ -39,7 +39,7 @@ class AgentMetrics : public prometheus::Collectable, public SyncObserver {
 
   // The families of one stats snapshot.
   void AddStats(const AgentStats& stats, MetricFamilies& out) const;
-  // The time split (common/time_split.h) as CPU-second counters by phase.
+  // The time split (common/support/time_split.h) as CPU-second counters by phase.
   void AddTimeSplit(const AgentStats& s, MetricFamilies& out) const;
   void AddReplayCheckpoints(const AgentStats& s, MetricFamilies& out) const;
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "common/time_split.h"
+#include "common/support/time_split.h"
 
 namespace convoy {
 
@@ -36,7 +36,7 @@ struct AgentStats {
   double replay_checkpoint_unix_seconds = 0;
   uint64_t resumed_transitions = 0;  // Loaded from a replay checkpoint at the start (--resume).
   double first_train_seconds = 0;    // From the agent's start to its first minibatch; 0: not yet.
-  // Where its time went since Run started (common/time_split.h), as of the latest report.
+  // Where its time went since Run started (common/support/time_split.h), as of the latest report.
   TimeSplit time;
 };
 

@@ -18,12 +18,12 @@
 #include "agent/client/client_security_flags.h"
 #include "agent/client/push_log.h"
 #include "agent/environment/scenario_flags.h"
-#include "common/agent_settings.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/prometheus_endpoint.h"
-#include "common/run_settings.h"
-#include "common/security.h"
+#include "common/metrics/prometheus_endpoint.h"
+#include "common/settings/agent_settings.h"
+#include "common/settings/flag_ranges.h"
+#include "common/settings/run_settings.h"
+#include "common/support/init.h"
+#include "common/wire/security.h"
 
 namespace {
 // The defaults every flag below shows: AgentOptions', written once there.
@@ -61,9 +61,9 @@ ABSL_FLAG(uint32_t, agent_index, Defaults().agent_index,
 ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
           RunSetting("Q-network (registry name: compact, cookbook, nature, ...).",
                      Defaults().model));
-// The agent's own settings (common/agent_settings.h): --device, --replay_memory_size, ...
+// The agent's own settings (common/settings/agent_settings.h): --device, --replay_memory_size, ...
 CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_FLAG)
-// The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
+// The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_AGENT_RUN_SETTING_FLAG)
 ABSL_FLAG(std::string, push, convoy::PushModeName(Defaults().push),
           "gradients, or deltas (for a PS run with --optimizer=delta).");

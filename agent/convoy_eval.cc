@@ -12,10 +12,10 @@
 #include "agent/evaluation/eval_trace.h"
 #include "agent/evaluation/evaluation.h"
 #include "agent/evaluation/map_image.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/run_defaults.h"
-#include "common/weights_file.h"
+#include "common/model/weights_file.h"
+#include "common/settings/flag_ranges.h"
+#include "common/settings/run_defaults.h"
+#include "common/support/init.h"
 
 namespace {
 // The defaults the flags below show. One object rather than a temporary per flag: GCC 12 takes the

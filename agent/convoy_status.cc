@@ -8,7 +8,7 @@
 //   convoy_status --ps=host:port[,host:port...] [--watch [--interval=2s]] [TLS and token flags]
 //
 // RUN_DIR is a convoy_train run directory (runs/<name>): its servers' addresses, certificate and
-// token are read from it (common/local_run_files.h); --ps, --tls_ca and --auth_token_file, when
+// token are read from it (common/support/local_run_files.h); --ps, --tls_ca and --auth_token_file, when
 // given, take the place of what it holds.
 //
 // Exit 0 after printing; 1 when a server does not answer (naming it); 2 for bad flags or a run
@@ -32,9 +32,9 @@
 #include "agent/client/client_security_flags.h"
 #include "agent/client/ps_client.h"
 #include "agent/client/ps_transport.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/local_run_files.h"
+#include "common/settings/flag_ranges.h"
+#include "common/support/init.h"
+#include "common/support/local_run_files.h"
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(

@@ -23,12 +23,12 @@
 #include "agent/client/ps_transport.h"
 #include "agent/client/push_log.h"
 #include "agent/client/synthetic_gradient.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/model_registry.h"
-#include "common/run_defaults.h"
-#include "common/status_macros.h"
-#include "common/tensor_encoding.h"
+#include "common/model/model_registry.h"
+#include "common/settings/flag_ranges.h"
+#include "common/settings/run_defaults.h"
+#include "common/support/init.h"
+#include "common/support/status_macros.h"
+#include "common/wire/tensor_encoding.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:50051", "Parameter server address host:port.");
 ABSL_FLAG(std::string, model, convoy::run_defaults::kServerModel,

@@ -83,6 +83,7 @@ endif()
 
 # The rules.
 convoy_forbid_links(convoy_base libtorch grpc openssl)
+convoy_forbid_links(convoy_settings libtorch grpc openssl)
 convoy_forbid_links(convoy_digest libtorch grpc)
 convoy_forbid_links(convoy_model grpc)
 convoy_forbid_links(convoy_gpu_monitor libtorch grpc openssl)
@@ -95,15 +96,18 @@ if(NOT CONVOY_LEARNER_ONLY)
   convoy_forbid_links(convoy_tensor_encoding grpc openssl)
   convoy_forbid_links(convoy_metrics libtorch grpc openssl)
   convoy_forbid_links(convoy_prometheus libtorch grpc openssl protobuf)
-  convoy_forbid_links(convoy_simulator_bridge libtorch grpc openssl)
+  convoy_forbid_links(convoy_sim_world libtorch grpc openssl)
+  convoy_forbid_links(convoy_airsim libtorch grpc openssl)
+  convoy_forbid_links(convoy_driving_task libtorch grpc openssl)
   convoy_forbid_links(convoy_param_server_core grpc)
   convoy_forbid_links(convoy_push_assembler grpc openssl)
   convoy_forbid_links(convoy_checkpointer grpc)
   # Executables, whose DT_NEEDED is checked as well: the simulator alone and its tests, the
   # parameter server's core tests, the metrics' tests.
   convoy_forbid_links(convoy_sim libtorch grpc openssl protobuf)
-  if(TARGET convoy_simulator_bridge_test)  # The tests are there with Catch2.
-    convoy_forbid_links(convoy_simulator_bridge_test libtorch grpc openssl protobuf)
+  if(TARGET convoy_sim_world_test)  # The tests are there with Catch2.
+    convoy_forbid_links(convoy_sim_world_test libtorch grpc openssl protobuf)
+    convoy_forbid_links(convoy_driving_task_test libtorch grpc openssl protobuf)
     convoy_forbid_links(param_server_tests grpc)
     convoy_forbid_links(metrics_tests libtorch grpc)
   endif()

@@ -13,22 +13,22 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/child_process.h"
-#include "common/exploration.h"
-#include "common/files.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/prometheus_endpoint.h"
-#include "common/run_settings.h"
-#include "common/security.h"
-#include "param_server/grpc_server.h"
-#include "param_server/ps_metrics.h"
+#include "common/metrics/prometheus_endpoint.h"
+#include "common/settings/exploration.h"
+#include "common/settings/flag_ranges.h"
+#include "common/settings/run_settings.h"
+#include "common/support/child_process.h"
+#include "common/support/files.h"
+#include "common/support/init.h"
+#include "common/wire/security.h"
+#include "param_server/service/grpc_server.h"
+#include "param_server/service/ps_metrics.h"
 
 namespace {
 // The defaults every flag below shows: ParameterServerOptions', written once there.
-const convoy::ParameterServerOptions& Defaults() {
-  static const convoy::ParameterServerOptions* const defaults =
-      new convoy::ParameterServerOptions();
+const convoy::ps::ParameterServerOptions& Defaults() {
+  static const convoy::ps::ParameterServerOptions* const defaults =
+      new convoy::ps::ParameterServerOptions();
   return *defaults;
 }
 }  // namespace
@@ -56,7 +56,7 @@ ABSL_FLAG(uint64_t, checkpoint_every_updates, Defaults().checkpoint_every_update
           "Checkpoint every N applied updates (0: off).");
 ABSL_FLAG(double, checkpoint_every_seconds, absl::ToDoubleSeconds(Defaults().checkpoint_every),
           "Checkpoint every N seconds (0: off).");
-ABSL_FLAG(convoy::Optimizer, optimizer, Defaults().optimizer.kind,
+ABSL_FLAG(convoy::ps::Optimizer, optimizer, Defaults().optimizer.kind,
           "adam, adamw, rmsprop, sgd, or delta (w += pushed tensor).");
 ABSL_FLAG(double, beta1, Defaults().optimizer.beta1, "Adam beta1.");
 ABSL_FLAG(double, beta2, Defaults().optimizer.beta2, "Adam beta2.");
@@ -85,11 +85,11 @@ ABSL_FLAG(double, apex_base_epsilon, Defaults().exploration.apex_base_epsilon,
 ABSL_FLAG(double, apex_alpha, Defaults().exploration.apex_alpha, "Ape-X alpha.");
 ABSL_FLAG(uint32_t, apex_num_agents, Defaults().exploration.apex_num_agents,
           "Ape-X: N, the number of agents.");
-// The run settings agents adopt (common/run_settings.h): --batch_size, --n_step, --gamma, ...
+// The run settings agents adopt (common/settings/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_PS_RUN_SETTING_FLAG)
 ABSL_FLAG(double, shutdown_grace_seconds, 10,
           "How long in-flight RPCs may run on after SIGTERM (0.5 s at most when the launcher that "
-          "started this server died: common/child_process.h).");
+          "started this server died: common/support/child_process.h).");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain to serve TLS with.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -158,7 +158,7 @@ ABSL_FLAG(double, fault_lose_replies, 0,
           "Fault injection, for tests: answer this fraction of the pushes applied with UNAVAILABLE "
           "instead of their reply, as a connection lost just after the apply looks to an agent.");
 
-namespace convoy {
+namespace convoy::ps {
 namespace {
 
 CONVOY_RUN_SETTINGS_FROM_FLAGS()
@@ -430,12 +430,12 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::ps
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_ps: the convoy parameter server.\n"
                       "Usage: convoy_ps [--port=50051] [--model=cookbook] [--checkpoint_dir=DIR "
                       "--resume] [flags]");
-  return convoy::Run();
+  return convoy::ps::Run();
 }

@@ -11,13 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/prometheus_endpoint.h"
-#include "simulator_bridge/airsim_server.h"
-#include "simulator_bridge/road_map.h"
-#include "simulator_bridge/scenario.h"
-#include "simulator_bridge/world.h"
+#include "common/metrics/prometheus_endpoint.h"
+#include "common/settings/flag_ranges.h"
+#include "common/support/init.h"
+#include "simulator_bridge/airsim/airsim_server.h"
+#include "simulator_bridge/task/scenario.h"
+#include "simulator_bridge/world/road_map.h"
+#include "simulator_bridge/world/world.h"
 
 namespace {
 // The defaults every flag below shows: AirSimServerOptions', written once there.
@@ -40,7 +40,7 @@ ABSL_FLAG(
     std::string, scenario, convoy::kDefaultScenario,
     absl::StrCat(
         "The scene: ", convoy::ScenarioNames(),
-        " (simulator_bridge/scenario.h): its parked, stalled and moving cars. The task (route "
+        " (simulator_bridge/task/scenario.h): its parked, stalled and moving cars. The task (route "
         "length, time limit) is the client's: give the agent the same --scenario."));
 ABSL_FLAG(std::string, clock,
           Defaults().clock == convoy::SimClockMode::kRealTime ? "realtime" : "lockstep",

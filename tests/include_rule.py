@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Every include of convoy's sources goes down the room order that common/rooms.txt declares.
+"""Every include of convoy's sources goes down the room order that common/rooms.txt declares, and every
+room is a folder with its own build and its tests' folder.
 
 Usage: include_rule.py [--repo DIR]
 
@@ -8,7 +9,8 @@ a file may include its own room's files and those of a room of a lower level; a 
 (`*.pb.h`) is proto/'s, level 0; an include of tests/ or of a room of the same or a higher level fails, as
 does one of a file kept to a few includers ("only" lines). Before the repository, the check is run on
 planted files, one per way to break the rule, and must find each: a check that finds nothing there fails.
-Exit 0: no include breaks the rule; 1: some do (each named with its line); 2: bad usage or declaration.
+A room that holds sources must have its CMakeLists.txt and a tests/ folder of the same path.
+Exit 0: no include breaks the rule and every room is whole; 1: some do (each named with its line); 2: bad usage or declaration.
 """
 import argparse
 import os
@@ -133,10 +135,18 @@ def main():
     for p in problems:
         print(f"FAIL: {p}")
     sources = tracked_sources(args.repo)
-    outside = sorted(p for p in sources if rooms.room(p) is None)
-    for p in outside:
-        print(f"FAIL: {p} is in no room of common/rooms.txt")
+    outside = [f"{p} is in no room of common/rooms.txt"
+               for p in sorted(sources) if rooms.room(p) is None]
+    # Every room that holds sources is a folder with its own build (CMakeLists.txt) and tests' folder.
+    for room in sorted(rooms.levels):
+        if not any(rooms.room(p) == room for p in sources):
+            continue
+        for needed in (os.path.join(room, "CMakeLists.txt"), os.path.join("tests", room)):
+            if not os.path.exists(os.path.join(args.repo, needed)):
+                outside.append(f"{room} has no {needed}")
     found = violations(rooms, sources)
+    for problem in outside:
+        print(f"FAIL: {problem}")
     for path, n, target, why in found:
         print(f"FAIL: {path}:{n} includes {target}: {why}")
     if problems or outside or found:

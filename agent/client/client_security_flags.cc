@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "common/status_macros.h"
+#include "common/support/status_macros.h"
 
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA certificate the parameter server's certificate must chain to.");

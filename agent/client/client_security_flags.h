@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/security.h"
+#include "common/wire/security.h"
 
 namespace convoy {
 

@@ -41,7 +41,7 @@
 #include "agent/client/server_presence.h"
 #include "agent/client/shard_worker.h"
 #include "agent/client/sync_state.h"
-#include "common/run_defaults.h"
+#include "common/settings/run_defaults.h"
 
 namespace convoy {
 

@@ -9,9 +9,9 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
-#include "common/tensor_chunk.h"
-#include "common/wire_encoding.h"
+#include "common/wire/grpc_status.h"
+#include "common/wire/tensor_chunk.h"
+#include "common/wire/wire_encoding.h"
 
 namespace convoy {
 namespace {

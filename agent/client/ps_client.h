@@ -20,7 +20,7 @@
 // ResendPendingPush() sends it again under its number once the server is back, so it is applied
 // exactly once either way.
 //
-// Pushes and pulls use the zero-copy chunks of common/tensor_chunk.h: a push's data is encoded
+// Pushes and pulls use the zero-copy chunks of common/wire/tensor_chunk.h: a push's data is encoded
 // once, into gRPC's own slice, and a pull's data is decoded from the received slices into the
 // weights.
 #ifndef CONVOY_AGENT_CLIENT_PS_CLIENT_H_
@@ -37,11 +37,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/backoff.h"
-#include "common/push_answer.h"
-#include "common/security.h"
-#include "common/tensor_chunk.h"
-#include "common/tensor_encoding.h"
+#include "common/support/backoff.h"
+#include "common/wire/push_answer.h"
+#include "common/wire/security.h"
+#include "common/wire/tensor_chunk.h"
+#include "common/wire/tensor_encoding.h"
 #include "convoy/v1/parameter_server.grpc.pb.h"
 
 namespace convoy {

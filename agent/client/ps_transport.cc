@@ -11,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/files.h"
-#include "common/model_registry.h"
-#include "common/run_settings.h"
-#include "common/shard_map.h"
-#include "common/status_macros.h"
+#include "common/model/model_registry.h"
+#include "common/model/shard_map.h"
+#include "common/settings/run_settings.h"
+#include "common/support/files.h"
+#include "common/support/status_macros.h"
 
 namespace convoy {
 namespace {

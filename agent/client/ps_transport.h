@@ -5,7 +5,7 @@
 // alike.
 //
 // A sharded parameter server is N convoy_ps processes, each serving one contiguous range of the
-// flat parameter vector (common/shard_map.h): an agent holds one transport per shard, each pushing
+// flat parameter vector (common/model/shard_map.h): an agent holds one transport per shard, each pushing
 // and pulling its own range.
 #ifndef CONVOY_AGENT_CLIENT_PS_TRANSPORT_H_
 #define CONVOY_AGENT_CLIENT_PS_TRANSPORT_H_
@@ -24,8 +24,8 @@
 #include "agent/client/ps_client.h"
 #include "agent/client/push_mode.h"
 #include "agent/client/sync_observer.h"
-#include "common/security.h"
-#include "common/tensor_encoding.h"
+#include "common/wire/security.h"
+#include "common/wire/tensor_encoding.h"
 
 namespace convoy {
 
@@ -143,7 +143,7 @@ struct PsTransportOptions {
   // A Resend tries once: connected within connect_timeout, its Join answered within
   // rejoin_timeout, which is what a reachable but busy server takes to answer.
   absl::Duration rejoin_timeout = absl::Seconds(3);
-  // The shard this server is of a sharded parameter server (common/shard_map.h); 1: unsharded.
+  // The shard this server is of a sharded parameter server (common/model/shard_map.h); 1: unsharded.
   uint32_t num_shards = 1;
   uint32_t shard_index = 0;
 };

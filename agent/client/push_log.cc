@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/log_record.h"
+#include "common/support/log_record.h"
 
 namespace convoy {
 namespace {

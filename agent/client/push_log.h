@@ -1,6 +1,6 @@
 // PushLog: an agent's audit trail of its pushes, one key=value line per event, for checking a run
 // after the fact against the parameter server's apply log (tests/cluster/chaos_check.py and
-// chaos_agents_check.py). The records, declared in common/log_records.txt (push_log):
+// chaos_agents_check.py). The records, declared in common/support/log_records.txt (push_log):
 //
 //   start agent=A pid=P time=T
 //       a process of agent A began;

@@ -19,7 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/child_process.h"
+#include "common/support/child_process.h"
 
 namespace convoy {
 namespace {

@@ -25,7 +25,7 @@ enum class ServerAbsence {
   kNoEvidence,      // Nothing: it may be partitioned, busy or restarting.
   kNothingListens,  // Every address of the server refused a TCP connection (or shard, sharded).
   kLauncherDied,    // The launcher that started this process with a parent-death signal (its
-                    // children do not outlive it: common/child_process.h) died, and with it the run
+                    // children do not outlive it: common/support/child_process.h) died, and with it the run
                     // it started, the server too (deploy/local's LocalCluster).
 };
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/push_answer.h"
+#include "common/wire/push_answer.h"
 
 namespace convoy {
 

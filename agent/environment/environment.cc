@@ -4,12 +4,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "common/status_macros.h"
-#include "simulator_bridge/airsim_client.h"
-#include "simulator_bridge/embedded_sim.h"
-#include "simulator_bridge/road_map.h"
-#include "simulator_bridge/scenario.h"
-#include "simulator_bridge/world.h"
+#include "common/support/status_macros.h"
+#include "simulator_bridge/airsim/airsim_client.h"
+#include "simulator_bridge/task/scenario.h"
+#include "simulator_bridge/world/embedded_sim.h"
+#include "simulator_bridge/world/road_map.h"
+#include "simulator_bridge/world/world.h"
 
 namespace convoy {
 

@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "simulator_bridge/car_sim.h"
-#include "simulator_bridge/driving_env.h"
+#include "simulator_bridge/task/driving_env.h"
+#include "simulator_bridge/world/car_sim.h"
 
 namespace convoy {
 
@@ -50,7 +50,7 @@ struct EnvironmentSpec {
   DrivingEnvOptions env;
 };
 
-// The scenario `name` (simulator_bridge/scenario.h) into `spec`: its name, scene and task.
+// The scenario `name` (simulator_bridge/task/scenario.h) into `spec`: its name, scene and task.
 // INVALID_ARGUMENT for an unknown name, naming the known ones; `spec` is then unchanged.
 absl::Status UseScenario(absl::string_view name, EnvironmentSpec* spec);
 

@@ -4,12 +4,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
-#include "simulator_bridge/scenario.h"
+#include "common/support/status_macros.h"
+#include "simulator_bridge/task/scenario.h"
 
 ABSL_FLAG(std::string, scenario, convoy::kDefaultScenario,
           absl::StrCat("The driving task: ", convoy::ScenarioNames(),
-                       " (simulator_bridge/scenario.h; the scene applies to the embedded "
+                       " (simulator_bridge/task/scenario.h; the scene applies to the embedded "
                        "simulator, convoy_sim takes its own --scenario)."));
 ABSL_FLAG(std::optional<double>, max_epoch_runtime_sec, std::nullopt,
           "Episode time limit, simulation seconds; default: the scenario's.");

@@ -1,6 +1,6 @@
 // The flags that choose the driving task, shared by every launcher that drives or evaluates a car
 // (convoy_agent, convoy_eval, convoy_train, convoy_bench_learn): --scenario, a name from
-// simulator_bridge/scenario.h, and --max_epoch_runtime_sec, which overrides the scenario's time
+// simulator_bridge/task/scenario.h, and --max_epoch_runtime_sec, which overrides the scenario's time
 // limit when given.
 #ifndef CONVOY_AGENT_ENVIRONMENT_SCENARIO_FLAGS_H_
 #define CONVOY_AGENT_ENVIRONMENT_SCENARIO_FLAGS_H_

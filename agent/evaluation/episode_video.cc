@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/evaluation/eval_statistics.h"
-#include "common/files.h"
-#include "common/status_macros.h"
-#include "simulator_bridge/car_sim.h"
+#include "common/support/files.h"
+#include "common/support/status_macros.h"
+#include "simulator_bridge/world/car_sim.h"
 
 namespace convoy {
 namespace {

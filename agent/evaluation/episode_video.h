@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "agent/evaluation/evaluation.h"
 #include "agent/evaluation/map_image.h"
-#include "common/tfevents.h"
+#include "common/metrics/tfevents.h"
 
 namespace convoy {
 

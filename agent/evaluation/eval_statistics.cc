@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "boost/math/distributions/students_t.hpp"
-#include "simulator_bridge/traffic.h"
-#include "simulator_bridge/world.h"
+#include "simulator_bridge/world/traffic.h"
+#include "simulator_bridge/world/world.h"
 
 namespace convoy {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "simulator_bridge/png.h"
+#include "simulator_bridge/world/png.h"
 
 namespace convoy {
 

@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/evaluation/evaluation.h"
-#include "simulator_bridge/road_map.h"
+#include "simulator_bridge/world/road_map.h"
 
 namespace convoy {
 

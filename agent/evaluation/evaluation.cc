@@ -8,11 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "agent/evaluation/eval_statistics.h"
 #include "agent/learning/learner.h"
-#include "common/status_macros.h"
-#include "common/weights_file.h"
-#include "simulator_bridge/expert_driver.h"
-#include "simulator_bridge/frame_stack.h"
-#include "simulator_bridge/scenario.h"
+#include "common/model/weights_file.h"
+#include "common/support/status_macros.h"
+#include "simulator_bridge/task/expert_driver.h"
+#include "simulator_bridge/task/frame_stack.h"
+#include "simulator_bridge/task/scenario.h"
 
 namespace convoy {
 namespace {

@@ -15,8 +15,8 @@
 #include "absl/status/statusor.h"
 #include "agent/environment/environment.h"
 #include "agent/environment/preprocess.h"
-#include "common/model_registry.h"
-#include "simulator_bridge/road_map.h"
+#include "common/model/model_registry.h"
+#include "simulator_bridge/world/road_map.h"
 
 namespace convoy {
 
@@ -112,7 +112,7 @@ class GreedyEvaluator {
   absl::StatusOr<EvalSummary> Random(int episodes);
   // The same on the given seeds.
   absl::StatusOr<EvalSummary> Random(const std::vector<uint64_t>& seeds);
-  // The scripted expert (simulator_bridge/expert_driver.h) on the same seeds: the other baseline.
+  // The scripted expert (simulator_bridge/task/expert_driver.h) on the same seeds: the other baseline.
   // `sight_m`: how near a stalled car must be for the expert to know it (ExpertDriver::Act).
   absl::StatusOr<EvalSummary> Expert(int episodes,
                                      double sight_m = std::numeric_limits<double>::infinity());

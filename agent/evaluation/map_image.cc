@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "simulator_bridge/png.h"
+#include "simulator_bridge/world/png.h"
 
 namespace convoy {
 namespace {

@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/time_split.h"
-#include "common/torch_compat.h"  // After LibTorch: glog's LOG.
+#include "common/model/torch_compat.h"  // After LibTorch: glog's LOG.
+#include "common/support/time_split.h"
 
 namespace convoy {
 namespace {

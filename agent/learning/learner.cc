@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
-#include "common/torch_compat.h"
+#include "common/model/torch_compat.h"
+#include "common/support/status_macros.h"
 
 namespace convoy {
 namespace {

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/model_registry.h"
-#include "common/q_network.h"
-#include "common/run_defaults.h"
+#include "common/model/model_registry.h"
+#include "common/model/q_network.h"
+#include "common/settings/run_defaults.h"
 
 namespace convoy {
 
@@ -86,7 +86,7 @@ class DqnLearner {
   // Returns false when AMP found an overflow and nothing was applied.
   bool StepLocal(std::vector<float>* mean_gradient = nullptr);
   // The local Adam's rate from now on: `scale` times LearnerOptions::learning_rate (the run's
-  // schedule, common/exploration.h's LearningRateScale).
+  // schedule, common/settings/exploration.h's LearningRateScale).
   void SetLearningRateScale(double scale);
 
   void SetWeights(const std::vector<float>& flat);

@@ -19,9 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "common/files.h"
-#include "common/sha256.h"
-#include "common/status_macros.h"
+#include "common/support/files.h"
+#include "common/support/sha256.h"
+#include "common/support/status_macros.h"
 
 namespace convoy {
 namespace {

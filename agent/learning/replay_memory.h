@@ -20,8 +20,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "agent/learning/sum_tree.h"
-#include "common/agent_settings.h"
-#include "common/run_defaults.h"
+#include "common/settings/agent_settings.h"
+#include "common/settings/run_defaults.h"
 
 namespace convoy {
 
@@ -31,7 +31,7 @@ struct ReplayOptions {
   std::array<int, 3> frame_shape{};
   // Observations are the last frame_stack frames, stacked along C, oldest first.
   int frame_stack = 1;
-  // The run settings' defaults (common/run_settings.h); a run sets them from its settings.
+  // The run settings' defaults (common/settings/run_settings.h); a run sets them from its settings.
   int n_step = run_defaults::kNStep;  // n-step returns
   double gamma = run_defaults::kGamma;
   bool prioritized = run_defaults::kPrioritized;   // PER with a sum tree
@@ -148,7 +148,7 @@ class ReplayMemory {
   // when the save fails before that): from then on the caller may add to the memory without
   // changing what is saved, so a caller that keeps the acting thread waiting for it until then,
   // and takes its annex on that thread just before, saves both as of one moment. Errors:
-  // ErrnoError's code (common/files.h) with the message naming `path`; `path` is then as it was
+  // ErrnoError's code (common/support/files.h) with the message naming `path`; `path` is then as it was
   // and the temporary file is removed.
   absl::Status SaveTo(const std::string& path, absl::string_view annex = {},
                       absl::Notification* snapshot_taken = nullptr) const

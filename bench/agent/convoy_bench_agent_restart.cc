@@ -29,10 +29,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/bench_support.h"
-#include "common/agent_settings.h"
-#include "common/child_process.h"
-#include "common/files.h"
-#include "common/init.h"
+#include "common/settings/agent_settings.h"
+#include "common/support/child_process.h"
+#include "common/support/files.h"
+#include "common/support/init.h"
 
 ABSL_FLAG(std::string, sim, "embedded",
           "The agents' --sim: embedded, or airsim://host:port (a convoy_sim started beforehand).");

@@ -35,14 +35,14 @@
 #include "agent/evaluation/eval_statistics.h"
 #include "agent/evaluation/evaluation.h"
 #include "agent/learning/learner.h"
-#include "common/agent_settings.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/launcher_run_settings.h"
-#include "common/line_plot.h"
-#include "common/shell_line.h"
-#include "common/status_macros.h"
-#include "common/torch_compat.h"  // After LibTorch: glog's LOG.
+#include "common/model/torch_compat.h"  // After LibTorch: glog's LOG.
+#include "common/settings/agent_settings.h"
+#include "common/settings/flag_ranges.h"
+#include "common/settings/launcher_run_settings.h"
+#include "common/support/init.h"
+#include "common/support/line_plot.h"
+#include "common/support/shell_line.h"
+#include "common/support/status_macros.h"
 #include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/training_run.h"
@@ -72,9 +72,9 @@ ABSL_FLAG(std::string, python, convoy::kPlotPython,
           "Python with Debian's python3-matplotlib, to draw the plot.");
 ABSL_FLAG(std::string, plot_script, CONVOY_PLOT_SCRIPT, "Draws the plot from the CSV.");
 // Training settings: both tables', as convoy_train takes them.
-// The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
+// The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
-// Each agent's own settings (common/agent_settings.h): --device, --replay_memory_size, ...
+// Each agent's own settings (common/settings/agent_settings.h): --device, --replay_memory_size, ...
 CONVOY_AGENT_SETTINGS(CONVOY_LAUNCHER_AGENT_SETTING_FLAG)
 ABSL_FLAG(double, preempt_after_minutes, 0,
           "Preempt every agent this far into each run (SIGTERM, or --preempt_signal) and start it "

@@ -13,7 +13,7 @@
 // --devices=cpu,cuda adds rows on the first CUDA device, with the minibatch already there (as the
 // agent's BatchSampler delivers it), and --amp=off,on rows with mixed precision (autocast and loss
 // scaling on both sides; CUDA only). A CUDA row also gives the GPU's utilisation and memory in use,
-// sampled through NVML (common/gpu_monitor.h) while the C++ learner is timed; its intra-op thread
+// sampled through NVML (common/support/gpu_monitor.h) while the C++ learner is timed; its intra-op thread
 // count is the first of --threads.
 #include <glog/logging.h>
 #include <torch/cuda.h>
@@ -36,12 +36,12 @@
 #include "absl/time/clock.h"
 #include "agent/learning/device.h"
 #include "agent/learning/learner.h"
-#include "common/flag_ranges.h"
-#include "common/gpu_monitor.h"
-#include "common/init.h"
-#include "common/model_registry.h"
-#include "common/periodic_task.h"
-#include "common/run_defaults.h"
+#include "common/model/model_registry.h"
+#include "common/settings/flag_ranges.h"
+#include "common/settings/run_defaults.h"
+#include "common/support/gpu_monitor.h"
+#include "common/support/init.h"
+#include "common/support/periodic_task.h"
 
 ABSL_FLAG(std::vector<std::string>, models, std::vector<std::string>({"compact", "cookbook"}),
           "Models to time, comma-separated (compact, cookbook, optionally _dueling).");

@@ -4,7 +4,7 @@
     pytorch_learner.py --model=compact --batch_size=32 --threads=1 --seconds=5 --parameters=190181
     pytorch_learner.py ... --device=cuda --amp=on
 
-Builds the same Q-network as common/model_registry.cc (compact or cookbook, optionally dueling), runs the same
+Builds the same Q-network as common/model/model_registry.cc (compact or cookbook, optionally dueling), runs the same
 update on a fixed random uint8 minibatch (Double DQN target from a target network, Huber loss, mean, backward,
 gradient-norm clipping at 10, Adam at 1e-3) as fast as it can for --seconds after --warmup_steps, and prints
 `RESULT steps_per_s=...`. --parameters is the C++ model's parameter count: the script refuses to time a

@@ -68,16 +68,16 @@
 #include "agent/client/client_security_flags.h"
 #include "agent/client/ps_client.h"
 #include "agent/client/shard_worker.h"
-#include "common/child_process.h"
-#include "common/files.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/model_registry.h"
-#include "common/shard_map.h"
-#include "common/status_macros.h"
-#include "common/tensor_encoding.h"
-#include "param_server/optimizer.h"
-#include "param_server/weight_store.h"
+#include "common/model/model_registry.h"
+#include "common/model/shard_map.h"
+#include "common/settings/flag_ranges.h"
+#include "common/support/child_process.h"
+#include "common/support/files.h"
+#include "common/support/init.h"
+#include "common/support/status_macros.h"
+#include "common/wire/tensor_encoding.h"
+#include "param_server/core/optimizer.h"
+#include "param_server/core/weight_store.h"
 
 ABSL_FLAG(std::string, model, "cookbook",
           "Model whose size the cycles move (cookbook: 903,941 parameters).");
@@ -114,7 +114,7 @@ ABSL_FLAG(std::string, worker_tag, "", "Internal: what a worker's clients' agent
 ABSL_FLAG(std::string, worker_go_file, "",
           "Internal: where a worker, its clients joined (it says READY on stdout), waits for the "
           "Unix time its measured window opens.");
-ABSL_FLAG(convoy::Optimizer, optimizer, convoy::Optimizer::kAdam,
+ABSL_FLAG(convoy::ps::Optimizer, optimizer, convoy::ps::Optimizer::kAdam,
           "Optimizer of the in-process server and of the apply limit.");
 ABSL_FLAG(int64_t, tcp_bytes, int64_t{256} << 20, "Bytes each loopback TCP measurement sends.");
 ABSL_FLAG(int, tcp_repeats, 2,
@@ -232,13 +232,13 @@ void FillGradient(uint64_t seed, std::vector<float>* out) {
   }
 }
 
-absl::StatusOr<ApplyRates> MeasureApply(size_t parameters, Optimizer optimizer_kind,
+absl::StatusOr<ApplyRates> MeasureApply(size_t parameters, ps::Optimizer optimizer_kind,
                                         absl::Duration duration) {
-  WeightStore store(std::vector<float>(parameters, 0.01f), 0);
-  OptimizerOptions options;
+  ps::WeightStore store(std::vector<float>(parameters, 0.01f), 0);
+  ps::OptimizerOptions options;
   options.kind = optimizer_kind;
-  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<FlatOptimizer> optimizer,
-                          FlatOptimizer::Create(options, store.mutable_master(), store.size()));
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<ps::FlatOptimizer> optimizer,
+                          ps::FlatOptimizer::Create(options, store.mutable_master(), store.size()));
   std::vector<float> gradient(parameters);
   FillGradient(0, &gradient);
 
@@ -839,7 +839,7 @@ absl::StatusOr<Server> StartServer(const ServerSpec& spec, const std::string& di
       argv.begin() + 1,
       {"--insecure", "--bind=127.0.0.1", "--port=0", absl::StrCat("--port_file=", port_file),
        absl::StrCat("--model=", absl::GetFlag(FLAGS_model)),
-       absl::StrCat("--optimizer=", OptimizerName(absl::GetFlag(FLAGS_optimizer)))});
+       absl::StrCat("--optimizer=", ps::OptimizerName(absl::GetFlag(FLAGS_optimizer)))});
   ChildProcess::Options options;
   options.log_path = server.log_path;
   CONVOY_ASSIGN_OR_RETURN(ChildProcess process, ChildProcess::Start(argv, options));

@@ -31,17 +31,17 @@
 #include "agent/evaluation/eval_statistics.h"
 #include "agent/evaluation/evaluation.h"
 #include "agent/evaluation/map_image.h"
-#include "common/agent_settings.h"
-#include "common/flag_ranges.h"
-#include "common/init.h"
-#include "common/launcher_run_settings.h"
-#include "common/line_plot.h"
-#include "common/local_run_files.h"
-#include "common/model_registry.h"
-#include "common/shell_line.h"
-#include "common/status_macros.h"
-#include "common/time_split.h"
-#include "common/weights_file.h"
+#include "common/model/model_registry.h"
+#include "common/model/weights_file.h"
+#include "common/settings/agent_settings.h"
+#include "common/settings/flag_ranges.h"
+#include "common/settings/launcher_run_settings.h"
+#include "common/support/init.h"
+#include "common/support/line_plot.h"
+#include "common/support/local_run_files.h"
+#include "common/support/shell_line.h"
+#include "common/support/status_macros.h"
+#include "common/support/time_split.h"
 #include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/training_run.h"
@@ -71,9 +71,9 @@ ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i use
 ABSL_FLAG(int, eval_episodes, 100,
           "Evaluation episodes at the end, on fixed seeds held out from training and validation: "
           "every rate and mean comes with its 95% confidence interval (20 are a quick check).");
-// Each agent's own settings (common/agent_settings.h): --device, --replay_memory_size, ...
+// Each agent's own settings (common/settings/agent_settings.h): --device, --replay_memory_size, ...
 CONVOY_AGENT_SETTINGS(CONVOY_LAUNCHER_AGENT_SETTING_FLAG)
-// The run settings of the table (common/run_settings.h): --batch_size, --n_step, --gamma, ...
+// The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
 ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
           "The server's averaged network: the online weights averaged exponentially over this many "
@@ -222,7 +222,7 @@ struct Launch {
 };
 
 // What convoy_train prints while the run trains: the merged progress line every report, and once a
-// minute where the agents' CPU-seconds went over that minute (common/time_split.h).
+// minute where the agents' CPU-seconds went over that minute (common/support/time_split.h).
 class Printer final : public TrainingRunObserver {
  public:
   explicit Printer(absl::Duration total) : total_(total) {}

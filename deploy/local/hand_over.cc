@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
+#include "common/support/status_macros.h"
 
 namespace convoy {
 namespace {

@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/local_run_files.h"
-#include "common/model_registry.h"
-#include "common/secret_file.h"
-#include "common/security.h"
-#include "common/shard_map.h"
-#include "common/status_macros.h"
-#include "param_server/checkpointer.h"
+#include "common/model/model_registry.h"
+#include "common/model/shard_map.h"
+#include "common/support/local_run_files.h"
+#include "common/support/secret_file.h"
+#include "common/support/status_macros.h"
+#include "common/wire/security.h"
+#include "param_server/core/checkpointer.h"
 
 namespace convoy {
 namespace {
@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   // A run is sharded or not for its whole life: its checkpoints say which.
   const std::string checkpoints = options.run_dir + "/checkpoints";
   const bool was_sharded = std::filesystem::exists(checkpoints + "/shard-0");
-  const bool was_whole = !Checkpointer::CheckUnused(checkpoints).ok();
+  const bool was_whole = !ps::Checkpointer::CheckUnused(checkpoints).ok();
   if ((options.ps_shards > 1 && was_whole) || (options.ps_shards == 1 && was_sharded)) {
     return absl::FailedPreconditionError(
         absl::StrCat("run directory ", options.run_dir, " holds the checkpoints of a run with ",
@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   }
   if (!options.resume) {
     for (int i = 0; i < options.ps_shards; ++i) {
-      if (absl::Status s = Checkpointer::CheckUnused(CheckpointDir(options, i)); !s.ok()) {
+      if (absl::Status s = ps::Checkpointer::CheckUnused(CheckpointDir(options, i)); !s.ok()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "run directory ", options.run_dir, " is a run started before: ", s.message()));
       }

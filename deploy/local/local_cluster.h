@@ -20,20 +20,20 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/client/ps_client.h"
-#include "common/agent_settings.h"
-#include "common/child_process.h"
-#include "common/model_registry.h"
-#include "common/progress_record.h"
-#include "common/run_defaults.h"
-#include "common/run_settings.h"
-#include "common/time_split.h"
+#include "common/model/model_registry.h"
+#include "common/settings/agent_settings.h"
+#include "common/settings/run_defaults.h"
+#include "common/settings/run_settings.h"
+#include "common/support/child_process.h"
+#include "common/support/progress_record.h"
+#include "common/support/time_split.h"
 
 namespace convoy {
 
 // The defaults are convoy_train's. RunSettings: the run settings of the table
-// (common/run_settings.h), a run on one machine's defaults (run_defaults::kLocalRunSettings),
+// (common/settings/run_settings.h), a run on one machine's defaults (run_defaults::kLocalRunSettings),
 // passed once, to convoy_ps, whose RunConfig the agents adopt on Join.
-// AgentSettings: each agent's own (common/agent_settings.h), passed to every agent; torch_threads 0
+// AgentSettings: each agent's own (common/settings/agent_settings.h), passed to every agent; torch_threads 0
 // gives each agent this machine's cores / agents.
 struct LocalClusterOptions : RunSettings, AgentSettings {
   LocalClusterOptions() : RunSettings(run_defaults::kLocalRunSettings) {}
@@ -42,14 +42,14 @@ struct LocalClusterOptions : RunSettings, AgentSettings {
       bin_dir;  // Where convoy_ps and convoy_agent are; empty: beside the running executable.
   // Logs (convoy_ps.log, agent-<i>/ with each agent's CSVs and TensorBoard events), checkpoints/,
   // and what a client needs to reach the run: ps.port (ps-<i>.port with shards) and tls/
-  // (common/local_run_files.h, which convoy_status reads). Created if missing.
+  // (common/support/local_run_files.h, which convoy_status reads). Created if missing.
   std::string run_dir;
   int agents = 2;
   uint64_t seed = 1;  // Agent i uses seed + i.
   // Beside the table, passed to convoy_ps likewise.
   std::string model = run_defaults::kLocalModel;
   uint64_t average_horizon = run_defaults::kAverageHorizon;  // The averaged network's; 0: off.
-  // The driving task (simulator_bridge/scenario.h), and a time limit overriding its own.
+  // The driving task (simulator_bridge/task/scenario.h), and a time limit overriding its own.
   std::string scenario = "traffic";
   std::optional<double> max_epoch_runtime_sec;
   // Continue the run whose checkpoints are in run_dir/checkpoints (convoy_ps --resume), and with
@@ -93,7 +93,7 @@ struct ClusterTotals {
   double train_steps_per_s = 0;  // Sum of the agents' latest interval rates.
   double avg_return = 0;
   double epsilon = 0;
-  // The agents' time splits (common/time_split.h) and the wall seconds they cover, summed.
+  // The agents' time splits (common/support/time_split.h) and the wall seconds they cover, summed.
   TimeSplit time;
   double wall_seconds = 0;
 };
@@ -156,7 +156,7 @@ class LocalCluster {
 
  private:
   // The run's throwaway TLS certificate (its own CA) and bearer token, under <run_dir>/tls
-  // (common/local_run_files.h).
+  // (common/support/local_run_files.h).
   struct Credentials {
     std::string cert, key, token_file, token;
   };

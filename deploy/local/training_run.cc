@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "common/status_macros.h"
+#include "common/support/status_macros.h"
 
 namespace convoy {
 namespace {

@@ -2,12 +2,12 @@
 # are in learner.cmake).
 add_executable(agent_tests
   ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/environment_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/episode_video_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/eval_statistics_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/evaluation_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/preprocess_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/ps_transport_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/environment/environment_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/evaluation/episode_video_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/evaluation/eval_statistics_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/evaluation/evaluation_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/environment/preprocess_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client/ps_transport_test.cc
 )
 target_link_libraries(agent_tests PRIVATE
   convoy_agent convoy_evaluation convoy_param_server convoy_test_support convoy_test_main GIF::GIF)
@@ -31,11 +31,11 @@ convoy_catch_tests(learning_tests "learning:" TIER system PROPERTIES TIMEOUT 150
 # (the sharded session's tests wait for its shards' threads; no time is in any assertion).
 add_executable(agent_sync_tests
   ${CMAKE_CURRENT_LIST_DIR}/agent_metrics_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/outage_backlog_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/parameter_server_sync_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/push_log_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/server_presence_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/rejoin_pacer_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client/outage_backlog_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client/parameter_server_sync_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client/push_log_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client/server_presence_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client/rejoin_pacer_test.cc
 )
 target_link_libraries(agent_sync_tests PRIVATE convoy_agent convoy_agent_metrics convoy_test_main)
 convoy_target_defaults(agent_sync_tests)

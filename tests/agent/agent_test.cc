@@ -13,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "agent/client/ps_transport.h"
-#include "common/status_macros.h"
-#include "common/weights_file.h"
+#include "common/model/weights_file.h"
+#include "common/support/status_macros.h"
 #include "tests/catch.h"
-#include "tests/param_server/loopback_server.h"
+#include "tests/param_server/service/loopback_server.h"
 #include "tests/support/subprocess.h"
 
 namespace convoy {
@@ -42,16 +42,16 @@ AgentOptions SmallAgent(const std::string& log_dir) {
 }
 
 // A delta-rule server (w += pushed tensor) of the agents' model, for --push=deltas.
-ParameterServerOptions DeltaServer() {
-  ParameterServerOptions o;
+ps::ParameterServerOptions DeltaServer() {
+  ps::ParameterServerOptions o;
   o.model = "compact";
-  o.optimizer.kind = Optimizer::kDelta;
+  o.optimizer.kind = ps::Optimizer::kDelta;
   return o;
 }
 
 // A compact-model server for agents pushing `push` (a delta-rule one for deltas).
-ParameterServerOptions ServerFor(PushMode push) {
-  ParameterServerOptions o = push == PushMode::kDeltas ? DeltaServer() : ParameterServerOptions{};
+ps::ParameterServerOptions ServerFor(PushMode push) {
+  ps::ParameterServerOptions o = push == PushMode::kDeltas ? DeltaServer() : ps::ParameterServerOptions{};
   o.model = "compact";
   return o;
 }
@@ -73,7 +73,7 @@ struct TwoShardRun {
 TwoShardRun TwoShards(PushMode push) {
   TwoShardRun run;
   for (uint32_t i = 0; i < 2; ++i) {
-    ParameterServerOptions shard = ServerFor(push);
+    ps::ParameterServerOptions shard = ServerFor(push);
     shard.num_shards = 2;
     shard.shard_index = i;
     run.shards.push_back(std::make_unique<testing::LoopbackServer>(shard));
@@ -114,18 +114,18 @@ bool WaitFor(const std::function<bool()>& condition) {
 
 // `ps` stops serving (it keeps its state and incarnation) until `agent`, out of step, has learned more on
 // its own or finished its `max_steps`; then it serves again on the same port. Returns the server back.
-absl::StatusOr<std::unique_ptr<GrpcParameterServer>> AwayAndBack(Agent& agent,
+absl::StatusOr<std::unique_ptr<ps::GrpcParameterServer>> AwayAndBack(Agent& agent,
                                                                  testing::LoopbackServer& ps,
                                                                  uint64_t max_steps) {
   const int port = ps.server->port();
-  std::unique_ptr<ParameterServer> core = ps.server->TakeCore();
+  std::unique_ptr<ps::ParameterServer> core = ps.server->TakeCore();
   REQUIRE(WaitFor([&] { return !agent.stats().connected; }));
   const uint64_t trained_at_outage = agent.stats().train_steps;
   REQUIRE(WaitFor([&] {
     const AgentStats s = agent.stats();
     return s.train_steps >= trained_at_outage + 12 || s.env_steps >= max_steps;
   }));
-  absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back = GrpcParameterServer::Start(
+  absl::StatusOr<std::unique_ptr<ps::GrpcParameterServer>> back = ps::GrpcParameterServer::Start(
       std::move(core), absl::StrCat("127.0.0.1:", port), testing::LoopbackServer::PlaintextSecurity());
   REQUIRE(back.ok());
   return back;
@@ -160,7 +160,7 @@ TEST_CASE("An agent alone acts and learns and logs CSV and TensorBoard and saves
 }
 
 TEST_CASE("An agent pushes to and pulls from a real parameter server", "[agent]") {
-  ParameterServerOptions ps_options;
+  ps::ParameterServerOptions ps_options;
   ps_options.model = "compact";
   ps_options.n_step = 1;  // As SmallAgent alone: 100 minibatches exactly.
   testing::LoopbackServer ps(ps_options);
@@ -220,7 +220,7 @@ TEST_CASE("Prioritized replay with n-step returns trains alone", "[agent]") {
 }
 
 TEST_CASE("An agent runs the server's model unless it was given another one explicitly", "[agent]") {
-  ParameterServerOptions ps_options;
+  ps::ParameterServerOptions ps_options;
   ps_options.model = "cookbook";
   testing::LoopbackServer ps(ps_options);
   AgentOptions o = SmallAgent("");
@@ -239,7 +239,7 @@ TEST_CASE("An agent runs the server's model unless it was given another one expl
 
 TEST_CASE("An agent adopts the server's run settings, and refuses one pinned to another value",
           "[agent][run_config]") {
-  ParameterServerOptions ps_options;
+  ps::ParameterServerOptions ps_options;
   ps_options.model = "compact";
   ps_options.batch_size = 64;
   ps_options.batch_update_frequency = 8;
@@ -318,7 +318,7 @@ TEST_CASE("What an agent learns while the server is unreachable reaches it once 
       BackgroundAgent background(o);
       Agent& agent = background.agent();
       REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 3; }));
-      absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back = AwayAndBack(agent, ps, o.max_steps);
+      absl::StatusOr<std::unique_ptr<ps::GrpcParameterServer>> back = AwayAndBack(agent, ps, o.max_steps);
       REQUIRE(background.Stop().ok());
       const AgentStats stats = agent.stats();
       const v1::StatusResponse status = (*back)->core().Status();
@@ -383,7 +383,7 @@ TEST_CASE("A shard away and back: the others keep training, and every shard appl
       REQUIRE(WaitFor([&] { return agent.stats().ps_version >= 6; }));
       // Shard 1 stops serving (keeping its state); shard 0 stays up and must keep taking pushes.
       const int port = shards[1]->server->port();
-      std::unique_ptr<ParameterServer> core = shards[1]->server->TakeCore();
+      std::unique_ptr<ps::ParameterServer> core = shards[1]->server->TakeCore();
       const uint64_t shard0_at_outage = shards[0]->Status().version();
       const uint64_t shard1_at_outage = core->Status().applied_minibatches();
       REQUIRE(WaitFor([&] {
@@ -392,8 +392,8 @@ TEST_CASE("A shard away and back: the others keep training, and every shard appl
       }));
       CHECK(shards[0]->Status().version() >= shard0_at_outage + 8);
       CHECK(agent.stats().connected);  // In step with shard 0 all along.
-      absl::StatusOr<std::unique_ptr<GrpcParameterServer>> back =
-          GrpcParameterServer::Start(std::move(core), absl::StrCat("127.0.0.1:", port),
+      absl::StatusOr<std::unique_ptr<ps::GrpcParameterServer>> back =
+          ps::GrpcParameterServer::Start(std::move(core), absl::StrCat("127.0.0.1:", port),
                                      testing::LoopbackServer::PlaintextSecurity());
       REQUIRE(back.ok());
       REQUIRE(background.Stop().ok());
@@ -574,7 +574,7 @@ TEST_CASE("An agent resumed from its replay checkpoint goes on where it stopped"
 
 TEST_CASE("A resumed agent of a parameter server takes the server's weights and epsilon",
           "[agent][resume]") {
-  ParameterServerOptions ps_options;
+  ps::ParameterServerOptions ps_options;
   ps_options.model = "compact";
   ps_options.n_step = 1;
   testing::LoopbackServer ps(ps_options);

@@ -162,7 +162,7 @@ checkpoint incarnation=31 version=3
 
 
 class LogRecordsTest(unittest.TestCase):
-    """The records are read as common/log_records.txt declares them (the C++ writers' declaration too)."""
+    """The records are read as common/support/log_records.txt declares them (the C++ writers' declaration too)."""
     setUp, write, check = ChaosAgentsCheckTest.setUp, ChaosAgentsCheckTest.write, ChaosAgentsCheckTest.check
 
     def test_a_record_the_declaration_does_not_know_fails_naming_it(self):

@@ -29,7 +29,7 @@ PREFIX = "chaos_check"
 
 
 def fields(line, log, where):
-    """The kind and fields of a record of `log` (common/log_records.txt), or a failure naming `where`."""
+    """The kind and fields of a record of `log` (common/support/log_records.txt), or a failure naming `where`."""
     try:
         return log_records.parse(log, line)
     except ValueError as e:

@@ -20,9 +20,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "agent/client/synthetic_gradient.h"
-#include "common/model_registry.h"
-#include "common/weights_file.h"
-#include "param_server/optimizer.h"
+#include "common/model/model_registry.h"
+#include "common/model/weights_file.h"
+#include "param_server/core/optimizer.h"
 
 ABSL_FLAG(std::string, model, "tiny", "The run's model.");
 ABSL_FLAG(uint64_t, seed, 1, "The run's convoy_ps --seed (its initial weights).");
@@ -57,14 +57,14 @@ int Check(const ModelInfo& model) {
   std::string line;
   while (std::getline(lineage, line)) {
     std::istringstream step(line);
-    std::vector<StepInput> inputs;
+    std::vector<ps::StepInput> inputs;
     uint64_t session = 0, sequence = 0;
     uint32_t minibatches = 0;
     while (step >> session >> sequence >> minibatches) {
       if (gradients.size() <= inputs.size()) gradients.emplace_back(weights->size());
       std::vector<float>& gradient = gradients[inputs.size()];
       ReplayableGradient(session, sequence, gradient.size(), gradient.data());
-      inputs.push_back(StepInput{gradient.data(), minibatches, 1.0});
+      inputs.push_back(ps::StepInput{gradient.data(), minibatches, 1.0});
     }
     if (inputs.empty()) {
       std::fprintf(stderr, "convoy_chaos_replay: version %llu of the lineage has no push\n",

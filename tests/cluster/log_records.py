@@ -1,9 +1,9 @@
 """The key=value records convoy writes for checking a run afterwards (the apply log, the push log, PROGRESS
-lines), read as common/log_records.txt declares them. The C++ writers are built from the same file
-(common/log_record.h), so a record the writers change is changed here too."""
+lines), read as common/support/log_records.txt declares them. The C++ writers are built from the same file
+(common/support/log_record.h), so a record the writers change is changed here too."""
 import pathlib
 
-DECLARATION = pathlib.Path(__file__).resolve().parents[2] / "common" / "log_records.txt"
+DECLARATION = pathlib.Path(__file__).resolve().parents[2] / "common" / "support" / "log_records.txt"
 
 
 def _formats():

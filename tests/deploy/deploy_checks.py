@@ -28,7 +28,7 @@ def accepted_flags(binary: Path) -> set:
 
 def run_settings(convoy_agent: Path) -> tuple:
     """The run settings, as convoy_agent's --help marks them: the flags whose help says "A run setting" (the
-    rows of common/run_settings.h's table, and the model, learning rate and epsilon schedule beside it), which
+    rows of common/settings/run_settings.h's table, and the model, learning rate and epsilon schedule beside it), which
     the parameter server owns and the agents adopt."""
     return tuple(sorted(flag for flag, entry in _help_entries(convoy_agent).items() if "A run setting" in entry))
 

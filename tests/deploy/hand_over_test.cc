@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "agent/evaluation/evaluation.h"
-#include "common/model_registry.h"
+#include "common/model/model_registry.h"
 #include "tests/catch.h"
 
 namespace convoy {

@@ -517,7 +517,7 @@ def main():
     t.check("Secret" not in base_kinds, "base renders a Secret; the auth Secret is created by hand")
 
     # The base's run settings are a cluster's: convoy_ps's defaults (the settings table's), not convoy_train's own
-    # for one machine (common/run_defaults.h), and the model is the one convoy.sbatch runs, so the two cluster
+    # for one machine (common/settings/run_defaults.h), and the model is the one convoy.sbatch runs, so the two cluster
     # deployments start the same run. A change that moves a cluster default moves the ConfigMap with it. The
     # deployment's own sizes (agents, replay memory) are its own.
     cluster_defaults = flag_defaults(bindir / "convoy_ps")

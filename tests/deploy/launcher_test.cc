@@ -74,7 +74,7 @@ struct TrainRun {
   std::string log = dir + "/train.log";
   std::optional<Subprocess> train;
   std::set<pid_t> children;  // convoy_ps and the agents.
-  pid_t watchdog = 0;        // convoy_train's watchdog (common/child_process.h).
+  pid_t watchdog = 0;        // convoy_train's watchdog (common/support/child_process.h).
 
   // Running: convoy_ps wrote its port and both agents have pushed (their reports name a server
   // version above 0), and all three children have exec'd the run's programs. A child that is

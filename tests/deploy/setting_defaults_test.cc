@@ -1,17 +1,17 @@
 // No struct that carries a run setting may default it differently from the table that declares it
-// (common/run_settings.h, common/agent_settings.h, common/run_defaults.h): a struct made without
+// (common/settings/run_settings.h, common/settings/agent_settings.h, common/settings/run_defaults.h): a struct made without
 // the table, a test's or a tool's, must behave as a run does.
 #include "agent/agent.h"
 #include "agent/client/parameter_server_sync.h"
 #include "agent/learning/learner.h"
 #include "agent/learning/replay_memory.h"
-#include "common/agent_settings.h"
-#include "common/exploration.h"
-#include "common/run_defaults.h"
-#include "common/run_settings.h"
+#include "common/settings/agent_settings.h"
+#include "common/settings/exploration.h"
+#include "common/settings/run_defaults.h"
+#include "common/settings/run_settings.h"
 #include "deploy/local/local_cluster.h"
-#include "param_server/optimizer.h"
-#include "param_server/parameter_server.h"
+#include "param_server/core/optimizer.h"
+#include "param_server/core/parameter_server.h"
 #include "tests/catch.h"
 
 namespace convoy {
@@ -41,7 +41,7 @@ TEST_CASE("Every struct that carries a run setting defaults it as the settings t
   const SyncOptions sync;
   CHECK(sync.batch_update_frequency == static_cast<uint64_t>(table.batch_update_frequency));
 
-  const OptimizerOptions optimizer;
+  const ps::OptimizerOptions optimizer;
   CHECK(optimizer.learning_rate == table.learning_rate);
 
   const ExplorationOptions exploration;
@@ -50,7 +50,7 @@ TEST_CASE("Every struct that carries a run setting defaults it as the settings t
 
   // The settings beside the tables.
   const LocalClusterOptions launcher;
-  const ParameterServerOptions server;
+  const ps::ParameterServerOptions server;
   const AgentOptions agent;
   CHECK(launcher.average_horizon == run_defaults::kAverageHorizon);
   CHECK(server.average_horizon == run_defaults::kAverageHorizon);

@@ -32,11 +32,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "simulator_bridge/airsim_codec.h"
-#include "simulator_bridge/airsim_server.h"
-#include "simulator_bridge/road_map.h"
-#include "simulator_bridge/socket.h"
-#include "simulator_bridge/world.h"
+#include "simulator_bridge/airsim/airsim_codec.h"
+#include "simulator_bridge/airsim/airsim_server.h"
+#include "simulator_bridge/airsim/socket.h"
+#include "simulator_bridge/world/road_map.h"
+#include "simulator_bridge/world/world.h"
 #include "tests/fuzz/fuzz_invariant.h"
 
 namespace convoy {

@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "convoy/v1/checkpoint.pb.h"
-#include "param_server/checkpointer.h"
+#include "param_server/core/checkpointer.h"
 #include "tests/fuzz/fuzz_invariant.h"
 
 namespace convoy {
@@ -41,7 +41,7 @@ std::string Canonical(const v1::CheckpointManifest& manifest) {
 }
 
 void RunOne(const std::string& text) {
-  const absl::StatusOr<v1::CheckpointManifest> manifest = Checkpointer::ParseManifest(text);
+  const absl::StatusOr<v1::CheckpointManifest> manifest = ps::Checkpointer::ParseManifest(text);
   if (!manifest.ok()) {
     Check(absl::IsDataLoss(manifest.status()),
           "ParseManifest failed with a code other than DATA_LOSS");
@@ -62,7 +62,7 @@ void RunOne(const std::string& text) {
   std::string printed;
   Check(google::protobuf::TextFormat::PrintToString(*manifest, &printed),
         "cannot print a manifest");
-  const absl::StatusOr<v1::CheckpointManifest> reparsed = Checkpointer::ParseManifest(printed);
+  const absl::StatusOr<v1::CheckpointManifest> reparsed = ps::Checkpointer::ParseManifest(printed);
   Check(reparsed.ok(), "a printed manifest does not parse again");
   // NaN never compares equal to itself, and its payload bits need not survive text; skip those.
   if (!std::isnan(manifest->epsilon())) {

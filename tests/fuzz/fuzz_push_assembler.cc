@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "convoy/v1/parameter_server.pb.h"
-#include "param_server/push_assembler.h"
+#include "param_server/core/push_assembler.h"
 #include "tests/fuzz/fuzz_invariant.h"
 
 namespace convoy {
@@ -54,7 +54,7 @@ bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0
 void RunOne(const uint8_t* data, size_t size) {
   if (size == 0) return;
   const size_t parameter_count = 1 + data[0] % kMaxParameters;
-  PushAssembler assembler(kFingerprint, parameter_count);
+  ps::PushAssembler assembler(kFingerprint, parameter_count);
 
   bool failed = false;
   v1::RejectReason failed_reason = v1::REJECT_REASON_UNSPECIFIED;

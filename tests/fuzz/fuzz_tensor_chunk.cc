@@ -1,4 +1,4 @@
-// Fuzzes the zero-copy chunk parser (common/tensor_chunk.h) differentially against protobuf: the
+// Fuzzes the zero-copy chunk parser (common/wire/tensor_chunk.h) differentially against protobuf: the
 // bytes of a GradientChunk or a WeightChunk, as gRPC would hand them over in slices, must parse
 // exactly as protobuf parses them, or be refused exactly when protobuf refuses them.
 //
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "common/tensor_chunk.h"
+#include "common/wire/tensor_chunk.h"
 #include "convoy/v1/parameter_server.pb.h"
 #include "tests/fuzz/fuzz_invariant.h"
 

@@ -29,20 +29,20 @@ ANNOTATION = re.compile(r"\bABSL_(PT_)?GUARDED_BY\b|\bABSL_(EXCLUSIVE|SHARED)_LO
 # The parameter server's sources that take its locks: the list must keep every one of them, so that a
 # rename cannot drop one from the check unnoticed.
 REQUIRED = [
-    "param_server/admission.cc",
-    "param_server/agent_registry.cc",
-    "param_server/apply_counters.cc",
-    "param_server/apply_log.cc",
-    "param_server/checkpoint_trigger.cc",
-    "param_server/followed_pushes.cc",
-    "param_server/health_service.cc",
-    "param_server/parameter_server.cc",
-    "param_server/pull_cache.cc",
-    "param_server/push_buffer_pool.cc",
-    "param_server/push_queue.cc",
-    "param_server/service.cc",
-    "param_server/target_network.cc",
-    "param_server/weight_store.cc",
+    "param_server/core/admission.cc",
+    "param_server/core/agent_registry.cc",
+    "param_server/core/apply_counters.cc",
+    "param_server/core/apply_log.cc",
+    "param_server/core/checkpoint_trigger.cc",
+    "param_server/service/followed_pushes.cc",
+    "param_server/service/health_service.cc",
+    "param_server/core/parameter_server.cc",
+    "param_server/service/pull_cache.cc",
+    "param_server/core/push_buffer_pool.cc",
+    "param_server/core/push_queue.cc",
+    "param_server/service/service.cc",
+    "param_server/core/target_network.cc",
+    "param_server/core/weight_store.cc",
 ]
 
 
@@ -68,7 +68,7 @@ ANALYSIS = ["-fsyntax-only", "-Wthread-safety", "-Wthread-safety-beta", "-Werror
 PROBE = r"""
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "param_server/server_part.h"
+#include "param_server/core/server_part.h"
 
 class Probe {
  public:
@@ -77,8 +77,8 @@ class Probe {
     absl::MutexLock writer(&writer_);  // probe: order
   }
   void Unguarded() { ++count_; }  // probe: guarded
-  void PartWithoutLock(convoy::ServerPart& part) {
-    part.Applied(writer_, convoy::AppliedStep());  // probe: requires
+  void PartWithoutLock(convoy::ps::ServerPart& part) {
+    part.Applied(writer_, convoy::ps::AppliedStep());  // probe: requires
   }
   void Excluded() ABSL_LOCKS_EXCLUDED(writer_) {}
   void ExcludedWhileHeld() {
@@ -141,7 +141,7 @@ def main():
         return 1
 
     # The probe, with parameter_server.cc's flags: each broken rule must be reported.
-    base = entries["param_server/parameter_server.cc"]
+    base = entries["param_server/core/parameter_server.cc"]
     with tempfile.NamedTemporaryFile("w", suffix=".cc", dir=build, delete=False) as probe:
         probe.write(PROBE)
     try:

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "simulator_bridge/airsim_client.h"
+#include "simulator_bridge/airsim/airsim_client.h"
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/files.h"
+#include "common/support/files.h"
 
 
 namespace convoy::testing {

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/child_process.h"
+#include "common/support/child_process.h"
 
 namespace convoy::testing {
 

@@ -1,0 +1,96 @@
+// Prometheus metrics of a long-running convoy process (convoy_ps, convoy_agent, convoy_sim), served
+// in the Prometheus text format at http://--metrics_address/metrics by prometheus-cpp's Exposer.
+//
+// The port answers GET /metrics and nothing else: no request changes any state of the process, and
+// there is no other path (docs/deploy.md, "Monitoring", says how it is kept to the scraper). A
+// process's metrics are collected when scraped, from the same snapshot its own status report reads
+// (convoy_ps: GetStatus), so a scrape and a GetStatus at the same moment agree.
+#ifndef CONVOY_COMMON_METRICS_PROMETHEUS_ENDPOINT_H_
+#define CONVOY_COMMON_METRICS_PROMETHEUS_ENDPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prometheus/collectable.h"
+#include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
+
+namespace convoy {
+
+// Label name -> value of one sample.
+using MetricLabels = std::vector<std::pair<std::string, std::string>>;
+
+// Builds the metric families of one scrape. A family named twice (one sample per label set) is one
+// family: its HELP and TYPE are the first call's. Names follow Prometheus' conventions: base units
+// (seconds, bytes), counters end in _total, an info metric in _info with the value 1.
+class MetricFamilies {
+ public:
+  void Counter(const std::string& name, const std::string& help, double value,
+               const MetricLabels& labels = {});
+  void Gauge(const std::string& name, const std::string& help, double value,
+             const MetricLabels& labels = {});
+  // A histogram built elsewhere (prometheus::Histogram, e.g. filled by ObserveMultiple from counts
+  // kept as they were), as a sample with `labels`.
+  void Histogram(const std::string& name, const std::string& help,
+                 const prometheus::Histogram& histogram, const MetricLabels& labels = {});
+  // Appends families collected elsewhere (a prometheus::Registry's).
+  void Add(std::vector<prometheus::MetricFamily> families);
+
+  std::vector<prometheus::MetricFamily> Take() { return std::move(families_); }
+
+ private:
+  prometheus::ClientMetric& Sample(const std::string& name, const std::string& help,
+                                   prometheus::MetricType type, const MetricLabels& labels);
+
+  std::vector<prometheus::MetricFamily> families_;
+};
+
+// A Collectable whose families `collect` writes on each scrape (on the Exposer's threads: `collect`
+// must be thread-safe).
+class CollectedMetrics : public prometheus::Collectable {
+ public:
+  explicit CollectedMetrics(std::function<void(MetricFamilies&)> collect)
+      : collect_(std::move(collect)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const std::function<void(MetricFamilies&)> collect_;
+};
+
+class PrometheusEndpoint {
+ public:
+  // Serves `collectables` at http://address/metrics ("host:port", "[v6]:port"; port 0 picks a free
+  // one). Errors: INVALID_ARGUMENT naming --metrics_address when it has no port; UNAVAILABLE naming
+  // the address when it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> Start(
+      const std::string& address,
+      std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
+  // Start with --metrics_address; null (and OK) when the flag is empty. Writes the bound port to
+  // --metrics_port_file when that is set.
+  static absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> StartFromFlags(
+      std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
+  ~PrometheusEndpoint();
+
+  // The port bound.
+  int port() const { return port_; }
+
+ private:
+  PrometheusEndpoint() = default;
+
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_COMMON_METRICS_PROMETHEUS_ENDPOINT_H_

@@ -1,0 +1,51 @@
+// ExpertDriver: the scripted baseline a learned policy is measured against (as highway-env's and
+// MetaDrive's IDM drivers are). It reads the car's pose from the simulator, not the camera, and
+// keeps to the road centre line, turning at junctions on an arc of 11 m (what the car's grip
+// allows at the cookbook's 9 m/s), by pure pursuit of a point 9 m ahead on that path on a
+// straight and 5 m ahead through a turn. It picks the
+// nearest of the environment's steering actions (the cookbook's: it cannot brake at will either).
+// At a junction it goes straight on where it can, else turns the way a hash of the junction and
+// its road gives, so its route is a function of where it starts. It swerves left around a
+// stalled car on the centre line (into the oncoming lane, where traffic waits for it), 2.4 m out.
+// With a sight distance it knows a stalled car only once it is that close (as a camera sees one
+// only once it is near enough to show), to measure how far ahead a driver must see to drive round
+// them.
+#ifndef CONVOY_SIMULATOR_BRIDGE_TASK_EXPERT_DRIVER_H_
+#define CONVOY_SIMULATOR_BRIDGE_TASK_EXPERT_DRIVER_H_
+
+#include <limits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "simulator_bridge/task/driving_env.h"
+#include "simulator_bridge/world/road_map.h"
+
+namespace convoy {
+
+class ExpertDriver {
+ public:
+  explicit ExpertDriver(const RoadMap& map, double lookahead_m = 5.0, double turn_radius_m = 11.0,
+                        double straight_lookahead_m = 5.0);
+
+  // The action for the car as `env`'s simulator has it now, knowing the stalled cars within
+  // `sight_m` of the car (infinity: every one). Errors: the simulator's.
+  absl::StatusOr<int> Act(DrivingEnv& env,
+                          double sight_m = std::numeric_limits<double>::infinity()) const;
+  // The action for a car at (x, y) heading `yaw` (radians, NED) under `env_options`' actions,
+  // with cars stalled at `stalled` (centres).
+  int ActAt(double x, double y, double yaw, const DrivingEnvOptions& env_options,
+            const std::vector<Vec2>& stalled = {}, double wheelbase_m = 2.7,
+            double max_steer_rad = 0.5236) const;
+
+ private:
+  std::vector<Segment> roads_;
+  std::vector<Vec2> nodes_;
+  std::vector<std::pair<int, int>> ends_;  // each road's end nodes
+  double lookahead_m_;
+  double turn_radius_m_;
+  double straight_lookahead_m_;
+};
+
+}  // namespace convoy
+
+#endif  // CONVOY_SIMULATOR_BRIDGE_TASK_EXPERT_DRIVER_H_
