@@ -436,6 +436,7 @@ int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_ps: the convoy parameter server.\n"
                       "Usage: convoy_ps [--port=50051] [--model=cookbook] [--checkpoint_dir=DIR "
-                      "--resume] [flags]");
+                      "--resume] [flags]",
+                      convoy::ProcessPolicy{/*huge_pages_in_heap=*/true});
   return convoy::ps::Run();
 }

@@ -1344,6 +1344,8 @@ int main(int argc, char** argv) {
       "Reports medians and spreads; ends with RESULT key=value lines.\n"
       "Usage: convoy_bench_ps [--clients=1,4,16,64] [--encodings=fp32,bf16] [--seconds=5]\n"
       "                       [--repeats=3] [--servers='LABEL=[BINARY] FLAGS;...'] \n"
-      "                       [--ps=host:port,...]");
+      "                       [--ps=host:port,...]",
+      // Its clients copy model-sized messages as convoy_ps does; its figures were measured so.
+      convoy::ProcessPolicy{/*huge_pages_in_heap=*/true});
   return convoy::Run();
 }

@@ -21,8 +21,9 @@
 
 namespace convoy {
 
-std::vector<std::string> InitProcess(int argc, char** argv, const char* usage) {
-  UseHugePagesInHeap(argv);
+std::vector<std::string> InitProcess(int argc, char** argv, const char* usage,
+                                     ProcessPolicy policy) {
+  if (policy.huge_pages_in_heap) UseHugePagesInHeap(argv);
   PollGrpcConnectionAttempts();
   absl::SetProgramUsageMessage(usage);
   // --help lists every convoy flag the binary has, also those defined beside main's file (such as the

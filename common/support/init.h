@@ -7,11 +7,20 @@
 
 namespace convoy {
 
-// Calls UseHugePagesInHeap() (which may start the process again), parses flags (exits on --help
-// or a bad flag, as Abseil does), sets the usage message, starts glog logging to stderr and calls
-// KeepLargeAllocationsInHeap() and PollGrpcConnectionAttempts().
+// What a binary's start changes in its process beyond what every binary does. Each choice was measured
+// for the binaries that make it (docs/benchmarks.md); the others start without it.
+struct ProcessPolicy {
+  // UseHugePagesInHeap(): convoy_ps and its benchmark, whose gRPC threads copy model-sized messages
+  // for up to 256 clients ("Huge pages"). It starts the process a second time.
+  bool huge_pages_in_heap = false;
+};
+
+// Calls UseHugePagesInHeap() where `policy` asks for it (which may start the process again), parses
+// flags (exits on --help or a bad flag, as Abseil does), sets the usage message, starts glog logging to
+// stderr and calls KeepLargeAllocationsInHeap() and PollGrpcConnectionAttempts().
 // Returns the positional arguments, argv[0] first.
-std::vector<std::string> InitProcess(int argc, char** argv, const char* usage);
+std::vector<std::string> InitProcess(int argc, char** argv, const char* usage,
+                                     ProcessPolicy policy = {});
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread it starts afterwards, so that
 // WaitForTerminationSignal() takes them synchronously. Call it before starting threads.

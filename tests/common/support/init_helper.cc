@@ -1,4 +1,5 @@
-// For init_test: a process started as convoy's binaries start (InitProcess), which then reports on
+// For init_test: a process started as convoy's binaries start (InitProcess, with convoy_ps's policy when
+// CONVOY_INIT_HELPER_HUGE_PAGES=1), which then reports on
 // stdout what it runs with: its GLIBC_TUNABLES, its pid, its positional arguments, and whether its
 // heap, once 32 MiB were allocated and touched, is advised for huge pages (smaps' "hg" flag).
 #include <unistd.h>
@@ -16,7 +17,12 @@
 #include "common/support/init.h"
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> positional = convoy::InitProcess(argc, argv, "init_test helper");
+  // CONVOY_INIT_HELPER_HUGE_PAGES=1: the policy convoy_ps starts with; otherwise every other binary's.
+  const char* huge = std::getenv("CONVOY_INIT_HELPER_HUGE_PAGES");
+  convoy::ProcessPolicy policy;
+  policy.huge_pages_in_heap = huge != nullptr && std::strcmp(huge, "1") == 0;
+  const std::vector<std::string> positional =
+      convoy::InitProcess(argc, argv, "init_test helper", policy);
   constexpr size_t kBytes = size_t{32} << 20;
   char* block = static_cast<char*>(std::malloc(kBytes));
   std::memset(block, 1, kBytes);

@@ -55,13 +55,16 @@ std::string HugePageMode() {
   return mode;
 }
 
-TEST_CASE("A convoy process asks glibc for huge pages in its heap, starting once more to do so",
+// The environment that gives the helper convoy_ps's ProcessPolicy (huge pages in the heap).
+constexpr const char* kServerPolicy = "CONVOY_INIT_HELPER_HUGE_PAGES=1";
+
+TEST_CASE("convoy_ps's policy asks glibc for huge pages in its heap, starting once more to do so",
           "[init]") {
   const std::string mode = HugePageMode();
   if (mode.empty() || absl::StrContains(mode, "[never]")) {
     CONVOY_SKIP("this kernel gives no transparent huge pages (mode '" << mode << "')");
   }
-  const Report report = RunHelper({"-u", "GLIBC_TUNABLES"}, {"first", "second"});
+  const Report report = RunHelper({"-u", "GLIBC_TUNABLES", kServerPolicy}, {"first", "second"});
   CHECK(report.fields.at("TUNABLES") == "glibc.malloc.hugetlb=1");
   // Started again in place: the same process, its arguments intact.
   CHECK(report.fields.at("PID") == std::to_string(report.started));
@@ -75,16 +78,26 @@ TEST_CASE("Tunables already set are kept, the huge-page one added after them", "
   if (mode.empty() || absl::StrContains(mode, "[never]")) {
     CONVOY_SKIP("this kernel gives no transparent huge pages (mode '" << mode << "')");
   }
-  const Report report = RunHelper({"GLIBC_TUNABLES=glibc.malloc.perturb=0"}, {});
+  const Report report = RunHelper({"GLIBC_TUNABLES=glibc.malloc.perturb=0", kServerPolicy}, {});
   CHECK(report.fields.at("TUNABLES") == "glibc.malloc.perturb=0:glibc.malloc.hugetlb=1");
   CHECK(report.fields.at("HEAP_HUGE_ADVISED") == "1");
 }
 
 TEST_CASE("A user's own glibc.malloc.hugetlb wins: =0 keeps the heap in small pages", "[init]") {
-  const Report report = RunHelper({"GLIBC_TUNABLES=glibc.malloc.hugetlb=0"}, {"only"});
+  const Report report = RunHelper({"GLIBC_TUNABLES=glibc.malloc.hugetlb=0", kServerPolicy}, {"only"});
   CHECK(report.fields.at("TUNABLES") == "glibc.malloc.hugetlb=0");
   CHECK(report.fields.at("ARGS") == "only");
   CHECK(report.fields.at("HEAP_HUGE_ADVISED") == "0");
+}
+
+TEST_CASE("Every other binary's policy leaves the heap and the environment as they are", "[init]") {
+  const Report report = RunHelper({"-u", "GLIBC_TUNABLES"}, {"a", "b"});
+  // Not started again with the tunable: glibc's heap in the kernel's default pages.
+  CHECK(report.fields.at("TUNABLES") == "(unset)");
+  CHECK(report.fields.at("ARGS") == "a,b");
+  CHECK(report.fields.at("HEAP_HUGE_ADVISED") == "0");
+  const Report with_tunables = RunHelper({"GLIBC_TUNABLES=glibc.malloc.perturb=0"}, {});
+  CHECK(with_tunables.fields.at("TUNABLES") == "glibc.malloc.perturb=0");
 }
 
 }  // namespace
