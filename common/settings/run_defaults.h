@@ -53,6 +53,12 @@ inline constexpr double kPerIterEpsilonReduction = RunSettings{}.per_iter_epsilo
 // where 4,000 (70 s) held no better than the last weights; in 10-minute runs it is the weaker
 // candidate, and the final validation passes it over (docs/benchmarks.md, "The averaged network").
 inline constexpr uint64_t kAverageHorizon = 10000;
+// convoy_train's averaged network, whose run has a known length: 300 applied minibatches per minute of
+// training, about a ninth of the minibatches two agents apply on a 2-core machine (about 2,700 a minute).
+// At 10 minutes (3,000) it was the best candidate in three runs of four and 0.02 behind the best in the
+// fourth, where kAverageHorizon's was the best in one of four and 0.30 behind in another (docs/benchmarks.md,
+// "Toward the expert, round seven"); at 30 minutes (9,000) it is near the 10,000 measured there.
+inline constexpr uint64_t kLocalAverageHorizonPerMinute = 300;
 
 }  // namespace convoy::run_defaults
 

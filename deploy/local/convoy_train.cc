@@ -75,9 +75,10 @@ ABSL_FLAG(int, eval_episodes, 100,
 CONVOY_AGENT_SETTINGS(CONVOY_LAUNCHER_AGENT_SETTING_FLAG)
 // The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma, ...
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
-ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
+ABSL_FLAG(std::optional<uint64_t>, average_horizon, std::nullopt,
           "The server's averaged network: the online weights averaged exponentially over this many "
-          "applied minibatches, a candidate of the hand-over, evaluated at the end (0: off).");
+          "applied minibatches, a candidate of the hand-over, evaluated at the end (0: off). "
+          "Default: 300 per minute of --minutes (3000 for 10 minutes).");
 ABSL_FLAG(double, report_seconds, 5, "Seconds between merged progress lines.");
 ABSL_FLAG(bool, metrics, false,
           "Every process serves Prometheus metrics on 127.0.0.1 (a free port each), listed for "
@@ -200,7 +201,6 @@ bool NumericFlagsInRange() {
       IntRange("agents", absl::GetFlag(FLAGS_agents), 1, 256),
       IntRange("ps_shards", absl::GetFlag(FLAGS_ps_shards), 1, 64),
       IntRange("eval_episodes", absl::GetFlag(FLAGS_eval_episodes), 1, 100000),
-      UintRange("average_horizon", absl::GetFlag(FLAGS_average_horizon), 0, kNoUintMax),
       RealRange("report_seconds", absl::GetFlag(FLAGS_report_seconds), 0, kNoRealMax,
                 Ends::kOpenMin),
       RealRange("validate_every_seconds", absl::GetFlag(FLAGS_validate_every_seconds), 0,
@@ -304,7 +304,8 @@ LocalClusterOptions ClusterOptions(const std::string& run) {
   options.seed = absl::GetFlag(FLAGS_seed);
   static_cast<RunSettings&>(options) = RunSettingsFromFlags();
   static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
-  options.average_horizon = absl::GetFlag(FLAGS_average_horizon);
+  options.average_horizon =
+      absl::GetFlag(FLAGS_average_horizon).value_or(LocalAverageHorizon(total));
   options.scenario = ScenarioFlag();
   options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
   options.max_time = total;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -435,6 +436,13 @@ std::optional<int> LocalCluster::Stop(absl::Duration timeout) {
     }
   }
   return worst;
+}
+
+uint64_t LocalAverageHorizon(absl::Duration training) {
+  const double minutes = absl::ToDoubleMinutes(training);
+  const double horizon =
+      std::round(minutes * static_cast<double>(run_defaults::kLocalAverageHorizonPerMinute));
+  return horizon < 1 ? 1 : static_cast<uint64_t>(horizon);
 }
 
 }  // namespace convoy

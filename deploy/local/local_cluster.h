@@ -48,7 +48,8 @@ struct LocalClusterOptions : RunSettings, AgentSettings {
   uint64_t seed = 1;  // Agent i uses seed + i.
   // Beside the table, passed to convoy_ps likewise.
   std::string model = run_defaults::kLocalModel;
-  uint64_t average_horizon = run_defaults::kAverageHorizon;  // The averaged network's; 0: off.
+  // The averaged network's; 0: off. convoy_train's follows its length (LocalAverageHorizon).
+  uint64_t average_horizon = run_defaults::kAverageHorizon;
   // The driving task (simulator_bridge/task/scenario.h), and a time limit overriding its own.
   std::string scenario = "traffic";
   std::optional<double> max_epoch_runtime_sec;
@@ -184,6 +185,10 @@ class LocalCluster {
   std::vector<uint64_t> shard_begins_;
   bool stopped_ = false;
 };
+
+// The averaged network's horizon for a run of `training` on one machine: run_defaults::
+// kLocalAverageHorizonPerMinute applied minibatches per minute, at least 1 (3,000 for 10 minutes).
+uint64_t LocalAverageHorizon(absl::Duration training);
 
 }  // namespace convoy
 

@@ -53,6 +53,12 @@ TEST_CASE("Every struct that carries a run setting defaults it as the settings t
   const ps::ParameterServerOptions server;
   const AgentOptions agent;
   CHECK(launcher.average_horizon == run_defaults::kAverageHorizon);
+  // convoy_train's follows its length: 3,000 for its default 10 minutes, 9,000 for 30.
+  CHECK(LocalAverageHorizon(absl::Minutes(10)) == 3000);
+  CHECK(LocalAverageHorizon(absl::Minutes(30)) == 9000);
+  CHECK(LocalAverageHorizon(absl::Seconds(90)) == 450);
+  CHECK(LocalAverageHorizon(absl::Seconds(1)) == 5);
+  CHECK(LocalAverageHorizon(absl::Milliseconds(1)) == 1);
   CHECK(server.average_horizon == run_defaults::kAverageHorizon);
   CHECK(agent.model == run_defaults::kLocalModel);
   CHECK(launcher.model == run_defaults::kLocalModel);
