@@ -187,7 +187,7 @@ class Agent::Impl {
   absl::Status Restore(const std::string& annex, const std::string& path);
   // The agent's state now, for a replay checkpoint's annex: on the acting thread.
   std::string CheckpointAnnex();
-  void EndEpisode(const StepResult& last);
+  void EndEpisode(const sim::StepResult& last);
   // Charges the acting thread's time since the previous lap to `phase` (nothing before Run).
   void Lap(AgentPhase phase) {
     if (clock_.has_value()) clock_->Lap(phase);
@@ -229,7 +229,8 @@ class Agent::Impl {
   uint64_t episode_seed_ = 0;
   double episode_return_ = 0;
   int episode_length_ = 0;
-  std::array<int, kRoadPlaces> episode_steps_at_{};  // The episode's steps by place on the map.
+  // The episode's steps by place on the map.
+  std::array<int, sim::kRoadPlaces> episode_steps_at_{};
   MovingAverage recent_returns_{kReturnWindow};
   // Steps per second over the last report_every, for the reports.
   std::optional<RateMeter> env_rate_, train_rate_;
@@ -310,7 +311,7 @@ absl::Status Agent::Impl::Init() {
   learner.random_shift = options_.random_shift;
   if (options_.mirror_augmentation) {
     absl::StatusOr<std::vector<int64_t>> mirror =
-        MirrorActions(environment_->env->options().actions);
+        sim::MirrorActions(environment_->env->options().actions);
     if (!mirror.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--mirror_augmentation: ", mirror.status().message()));
@@ -550,7 +551,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     Lap(AgentPhase::kOther);
     const int action = ChooseAction();
     Lap(AgentPhase::kInference);
-    absl::StatusOr<StepResult> step = environment_->env->Step(action, env_frame_.data());
+    absl::StatusOr<sim::StepResult> step = environment_->env->Step(action, env_frame_.data());
     Lap(AgentPhase::kEnvironment);
     if (!step.ok()) {
       if (options_.environment.sim.kind == SimKind::kEmbedded) return step.status();
@@ -563,7 +564,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
     Lap(AgentPhase::kPreprocess);
     // A time limit or a driven route is not a true end: the last transition still bootstraps
     // from its next state.
-    const bool terminal = step->done && !IsTruncation(step->reason);
+    const bool terminal = step->done && !sim::IsTruncation(step->reason);
     replay_->Add(action, step->reward, terminal, model_frame_.data());
     Lap(AgentPhase::kReplay);
     episode_return_ += step->reward;
@@ -713,7 +714,7 @@ void Agent::Impl::SyncAlone() {
   epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
 }
 
-void Agent::Impl::EndEpisode(const StepResult& last) {
+void Agent::Impl::EndEpisode(const sim::StepResult& last) {
   recent_returns_.Add(episode_return_);
   const double average = recent_returns_.value();
   uint64_t episodes, env_steps;
@@ -730,11 +731,11 @@ void Agent::Impl::EndEpisode(const StepResult& last) {
         "episodes",
         {static_cast<double>(episodes), static_cast<double>(env_steps), episode_return_,
          static_cast<double>(episode_length_), last.car.distance_driven_m,
-         last.reason == TerminationReason::kCollision ? 1.0 : 0.0,
-         IsSuccess(last.reason, environment_->env->options()) ? 1.0 : 0.0, epsilon_,
+         last.reason == sim::TerminationReason::kCollision ? 1.0 : 0.0,
+         sim::IsSuccess(last.reason, environment_->env->options()) ? 1.0 : 0.0, epsilon_,
          absl::ToDoubleSeconds(absl::Now() - started_),
-         static_cast<double>(episode_steps_at_[static_cast<int>(RoadPlace::kCorner)]),
-         static_cast<double>(episode_steps_at_[static_cast<int>(RoadPlace::kIntersection)]),
+         static_cast<double>(episode_steps_at_[static_cast<int>(sim::RoadPlace::kCorner)]),
+         static_cast<double>(episode_steps_at_[static_cast<int>(sim::RoadPlace::kIntersection)]),
          static_cast<double>(environment_->env->map().PlaceOf({last.car.x, last.car.y}))});
     if (!s.ok()) LOG(WARNING) << "metrics: " << s;
   }

@@ -85,7 +85,7 @@ int Run() {
     LOG(ERROR) << evaluator.status();
     return 1;
   }
-  DrivingEnv& env = (*evaluator)->env();
+  sim::DrivingEnv& env = (*evaluator)->env();
   std::unique_ptr<EvalTrace> trace;
   StepObserver observer;
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {

@@ -21,8 +21,9 @@
 
 namespace {
 // The defaults every flag below shows: AirSimServerOptions', written once there.
-const convoy::AirSimServerOptions& Defaults() {
-  static const convoy::AirSimServerOptions* const defaults = new convoy::AirSimServerOptions();
+const convoy::sim::AirSimServerOptions& Defaults() {
+  static const convoy::sim::AirSimServerOptions* const defaults =
+      new convoy::sim::AirSimServerOptions();
   return *defaults;
 }
 }  // namespace
@@ -37,13 +38,13 @@ ABSL_FLAG(std::string, map_dir, "",
           "or $CONVOY_MAP_DIR).");
 ABSL_FLAG(uint64_t, seed, Defaults().sim.seed, "Seed of the parked cars' places and the traffic.");
 ABSL_FLAG(
-    std::string, scenario, convoy::kDefaultScenario,
+    std::string, scenario, convoy::sim::kDefaultScenario,
     absl::StrCat(
-        "The scene: ", convoy::ScenarioNames(),
+        "The scene: ", convoy::sim::ScenarioNames(),
         " (simulator_bridge/task/scenario.h): its parked, stalled and moving cars. The task (route "
         "length, time limit) is the client's: give the agent the same --scenario."));
 ABSL_FLAG(std::string, clock,
-          Defaults().clock == convoy::SimClockMode::kRealTime ? "realtime" : "lockstep",
+          Defaults().clock == convoy::sim::SimClockMode::kRealTime ? "realtime" : "lockstep",
           "realtime: the simulation clock follows the wall clock unless paused (as AirSim). "
           "lockstep: time advances only on simContinueForTime / simContinueForFrames.");
 ABSL_FLAG(double, step_seconds, Defaults().sim.step_seconds, "Fixed physics step, seconds.");
@@ -93,34 +94,35 @@ int main(int argc, char** argv) {
 
   std::string map_dir = absl::GetFlag(FLAGS_map_dir);
   if (map_dir.empty()) {
-    absl::StatusOr<std::string> found = convoy::FindDefaultMapDir();
+    absl::StatusOr<std::string> found = convoy::sim::FindDefaultMapDir();
     if (!found.ok()) {
       LOG(ERROR) << found.status();
       return 1;
     }
     map_dir = *found;
   }
-  absl::StatusOr<convoy::RoadMap> map = convoy::RoadMap::Load(map_dir);
+  absl::StatusOr<convoy::sim::RoadMap> map = convoy::sim::RoadMap::Load(map_dir);
   if (!map.ok()) {
     LOG(ERROR) << map.status();
     return 1;
   }
-  absl::StatusOr<std::shared_ptr<const convoy::World>> world =
-      convoy::World::Create(*std::move(map));
+  absl::StatusOr<std::shared_ptr<const convoy::sim::World>> world =
+      convoy::sim::World::Create(*std::move(map));
   if (!world.ok()) {
     LOG(ERROR) << world.status();
     return 1;
   }
 
-  convoy::AirSimServerOptions options;
+  convoy::sim::AirSimServerOptions options;
   options.sim.world = *world;
   options.sim.seed = absl::GetFlag(FLAGS_seed);
-  absl::StatusOr<convoy::Scenario> scenario = convoy::FindScenario(absl::GetFlag(FLAGS_scenario));
+  absl::StatusOr<convoy::sim::Scenario> scenario =
+      convoy::sim::FindScenario(absl::GetFlag(FLAGS_scenario));
   if (!scenario.ok()) {
     std::fprintf(stderr, "convoy_sim: %s\n", std::string(scenario.status().message()).c_str());
     return convoy::kExitUsage;
   }
-  convoy::ApplyScenario(*scenario, &options.sim, nullptr);
+  convoy::sim::ApplyScenario(*scenario, &options.sim, nullptr);
   options.sim.step_seconds = absl::GetFlag(FLAGS_step_seconds);
   options.sim.camera.width = absl::GetFlag(FLAGS_camera_width);
   options.sim.camera.height = absl::GetFlag(FLAGS_camera_height);
@@ -135,25 +137,25 @@ int main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   const std::string clock = absl::GetFlag(FLAGS_clock);
   if (clock == "realtime") {
-    options.clock = convoy::SimClockMode::kRealTime;
+    options.clock = convoy::sim::SimClockMode::kRealTime;
   } else if (clock == "lockstep") {
-    options.clock = convoy::SimClockMode::kLockStep;
+    options.clock = convoy::sim::SimClockMode::kLockStep;
   } else {
     LOG(ERROR) << "--clock must be realtime or lockstep, not '" << clock << "'";
     return 1;
   }
 
-  absl::StatusOr<std::unique_ptr<convoy::AirSimServer>> server =
-      convoy::AirSimServer::Start(options);
+  absl::StatusOr<std::unique_ptr<convoy::sim::AirSimServer>> server =
+      convoy::sim::AirSimServer::Start(options);
   if (!server.ok()) {
     LOG(ERROR) << server.status();
     return 1;
   }
-  convoy::AirSimServer* const served = server->get();
+  convoy::sim::AirSimServer* const served = server->get();
   absl::StatusOr<std::unique_ptr<convoy::PrometheusEndpoint>> metrics =
       convoy::PrometheusEndpoint::StartFromFlags(
           {std::make_shared<convoy::CollectedMetrics>([served](convoy::MetricFamilies& out) {
-            const convoy::AirSimServer::Stats stats = served->stats();
+            const convoy::sim::AirSimServer::Stats stats = served->stats();
             for (const auto& [vehicle, steps] : stats.steps_by_vehicle) {
               out.Counter("convoy_sim_steps_total", "Physics steps served, by car.",
                           static_cast<double>(steps), {{"vehicle", vehicle}});
@@ -185,7 +187,7 @@ int main(int argc, char** argv) {
   LOG(INFO) << "signal " << signal_number << ": shutting down";
   metrics->reset();  // No scrape reads the server once it stops.
   (*server)->Stop();
-  const convoy::AirSimServer::Stats stats = (*server)->stats();
+  const convoy::sim::AirSimServer::Stats stats = (*server)->stats();
   LOG(INFO) << "served " << stats.requests << " requests on " << stats.connections_accepted
             << " connections (" << stats.connections_closed_for_errors << " closed for errors, "
             << stats.connections_refused << " refused)";

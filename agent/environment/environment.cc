@@ -53,8 +53,8 @@ bool AbslParseFlag(absl::string_view text, SimTarget* target, std::string* error
 std::string AbslUnparseFlag(const SimTarget& target) { return SimTargetName(target); }
 
 absl::Status UseScenario(absl::string_view name, EnvironmentSpec* spec) {
-  CONVOY_ASSIGN_OR_RETURN(const Scenario scenario, FindScenario(name));
-  ApplyScenario(scenario, nullptr, &spec->env);
+  CONVOY_ASSIGN_OR_RETURN(const sim::Scenario scenario, sim::FindScenario(name));
+  sim::ApplyScenario(scenario, nullptr, &spec->env);
   spec->scenario = scenario.name;
   spec->parked_cars = scenario.parked_cars;
   spec->stalled_cars = scenario.stalled_cars;
@@ -65,26 +65,26 @@ absl::Status UseScenario(absl::string_view name, EnvironmentSpec* spec) {
 absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSpec& spec) {
   std::string map_dir = spec.map_dir;
   if (map_dir.empty()) {
-    CONVOY_ASSIGN_OR_RETURN(map_dir, FindDefaultMapDir());
+    CONVOY_ASSIGN_OR_RETURN(map_dir, sim::FindDefaultMapDir());
   }
-  CONVOY_ASSIGN_OR_RETURN(RoadMap map, RoadMap::Load(map_dir));
+  CONVOY_ASSIGN_OR_RETURN(sim::RoadMap map, sim::RoadMap::Load(map_dir));
   auto environment = std::make_unique<Environment>();
   if (spec.sim.kind == SimKind::kEmbedded) {
-    EmbeddedSimOptions options;
-    CONVOY_ASSIGN_OR_RETURN(options.world, World::Create(map));
+    sim::EmbeddedSimOptions options;
+    CONVOY_ASSIGN_OR_RETURN(options.world, sim::World::Create(map));
     options.num_parked_cars = spec.parked_cars;
     options.num_stalled_cars = spec.stalled_cars;
     options.traffic.cars = spec.traffic_cars;
     options.seed = spec.world_seed;
-    CONVOY_ASSIGN_OR_RETURN(environment->env, DrivingEnv::CreateEmbedded(options, spec.env));
+    CONVOY_ASSIGN_OR_RETURN(environment->env, sim::DrivingEnv::CreateEmbedded(options, spec.env));
     return environment;
   }
-  AirSimClientOptions options;
+  sim::AirSimClientOptions options;
   options.host = spec.sim.host;
   options.port = spec.sim.port;
-  CONVOY_ASSIGN_OR_RETURN(environment->sim, AirSimClient::Connect(options));
-  CONVOY_ASSIGN_OR_RETURN(environment->env,
-                          DrivingEnv::Create(environment->sim.get(), std::move(map), spec.env));
+  CONVOY_ASSIGN_OR_RETURN(environment->sim, sim::AirSimClient::Connect(options));
+  CONVOY_ASSIGN_OR_RETURN(
+      environment->env, sim::DrivingEnv::Create(environment->sim.get(), std::move(map), spec.env));
   return environment;
 }
 

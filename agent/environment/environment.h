@@ -47,7 +47,7 @@ struct EnvironmentSpec {
   int stalled_cars = 0;            // embedded only
   int traffic_cars = 0;            // embedded only
   uint64_t world_seed = 0;         // parked-car placement and traffic
-  DrivingEnvOptions env;
+  sim::DrivingEnvOptions env;
 };
 
 // The scenario `name` (simulator_bridge/task/scenario.h) into `spec`: its name, scene and task.
@@ -55,8 +55,8 @@ struct EnvironmentSpec {
 absl::Status UseScenario(absl::string_view name, EnvironmentSpec* spec);
 
 struct Environment {
-  std::unique_ptr<CarSim> sim;  // null when the DrivingEnv owns an EmbeddedSim
-  std::unique_ptr<DrivingEnv> env;
+  std::unique_ptr<sim::CarSim> sim;  // null when the DrivingEnv owns an EmbeddedSim
+  std::unique_ptr<sim::DrivingEnv> env;
 };
 
 // Errors: UNAVAILABLE when an AirSim server cannot be reached.

@@ -7,8 +7,8 @@
 #include "common/support/status_macros.h"
 #include "simulator_bridge/task/scenario.h"
 
-ABSL_FLAG(std::string, scenario, convoy::kDefaultScenario,
-          absl::StrCat("The driving task: ", convoy::ScenarioNames(),
+ABSL_FLAG(std::string, scenario, convoy::sim::kDefaultScenario,
+          absl::StrCat("The driving task: ", convoy::sim::ScenarioNames(),
                        " (simulator_bridge/task/scenario.h; the scene applies to the embedded "
                        "simulator, convoy_sim takes its own --scenario)."));
 ABSL_FLAG(std::optional<double>, max_epoch_runtime_sec, std::nullopt,

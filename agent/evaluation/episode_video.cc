@@ -126,7 +126,7 @@ constexpr double kMapPixelsPerMetre = 0.5;
 constexpr int kGapPixels = 4;
 }  // namespace
 
-EpisodeFilm::EpisodeFilm(const RoadMap& map, int camera_width, int camera_height,
+EpisodeFilm::EpisodeFilm(const sim::RoadMap& map, int camera_width, int camera_height,
                          int frame_centiseconds)
     : map_(DrawMap(map, kMapPixelsPerMetre)),
       camera_width_(camera_width),
@@ -181,12 +181,12 @@ namespace {
 absl::StatusOr<std::string> FilmEpisode(GreedyEvaluator& evaluator,
                                         const std::vector<float>& weights, uint64_t seed,
                                         int expected_steps, int* width, int* height) {
-  DrivingEnv& env = evaluator.env();
-  ImageRequest request;
+  sim::DrivingEnv& env = evaluator.env();
+  sim::ImageRequest request;
   request.camera_name = env.options().camera_name;
-  request.image_type = ImageType::kScene;
-  const std::vector<ImageRequest> requests = {request};
-  std::vector<ImageResponse> responses;
+  request.image_type = sim::ImageType::kScene;
+  const std::vector<sim::ImageRequest> requests = {request};
+  std::vector<sim::ImageResponse> responses;
   const int stride = std::max(1, (expected_steps + 149) / 150);
   const int centiseconds =
       std::max(2, static_cast<int>(std::lround(stride * env.options().control_period_sec * 100)));
@@ -196,7 +196,7 @@ absl::StatusOr<std::string> FilmEpisode(GreedyEvaluator& evaluator,
       evaluator.Greedy(weights, {seed}, [&](const EvalStep& step) -> absl::Status {
         if (step.step % stride != 0 && !step.result->done) return absl::OkStatus();
         CONVOY_RETURN_IF_ERROR(env.sim().GetImages(requests, &responses));
-        ImageResponse& image = responses[0];
+        sim::ImageResponse& image = responses[0];
         const size_t pixels = static_cast<size_t>(image.width) * image.height;
         if (image.image_data_uint8.size() == pixels * 4) {  // AirSim before 1.3: BGRA
           for (size_t p = 0; p < pixels; ++p) {

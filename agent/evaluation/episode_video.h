@@ -42,7 +42,7 @@ class GifAnimation {
 // the map with the path so far and the car on the right.
 class EpisodeFilm {
  public:
-  EpisodeFilm(const RoadMap& map, int camera_width, int camera_height, int frame_centiseconds);
+  EpisodeFilm(const sim::RoadMap& map, int camera_width, int camera_height, int frame_centiseconds);
   // Adds a frame of the car at (x, y) seeing `camera_bgr`.
   void AddFrame(const uint8_t* camera_bgr, double x, double y, bool collided);
   const GifAnimation& animation() const { return animation_; }

@@ -86,26 +86,26 @@ const char* EpisodeOutcomeLabel(EpisodeOutcome outcome) {
 EpisodeOutcome OutcomeOf(const EpisodeRecord& record) {
   if (record.completed) return EpisodeOutcome::kCompleted;
   switch (record.reason) {
-    case TerminationReason::kCollision:
-      if (record.collided_with == kCurbObjectName) return EpisodeOutcome::kCollisionCurb;
-      if (absl::StartsWith(record.collided_with, kParkedCarNamePrefix)) {
+    case sim::TerminationReason::kCollision:
+      if (record.collided_with == sim::kCurbObjectName) return EpisodeOutcome::kCollisionCurb;
+      if (absl::StartsWith(record.collided_with, sim::kParkedCarNamePrefix)) {
         return EpisodeOutcome::kCollisionParkedCar;
       }
-      if (absl::StartsWith(record.collided_with, kStalledCarNamePrefix)) {
+      if (absl::StartsWith(record.collided_with, sim::kStalledCarNamePrefix)) {
         return EpisodeOutcome::kCollisionStalledCar;
       }
-      if (absl::StartsWith(record.collided_with, kTrafficCarNamePrefix)) {
+      if (absl::StartsWith(record.collided_with, sim::kTrafficCarNamePrefix)) {
         return EpisodeOutcome::kCollisionVehicle;
       }
       return EpisodeOutcome::kCollisionOther;
-    case TerminationReason::kOffCenterLine:
+    case sim::TerminationReason::kOffCenterLine:
       return EpisodeOutcome::kOffCenterLine;
-    case TerminationReason::kTooSlow:
+    case sim::TerminationReason::kTooSlow:
       return EpisodeOutcome::kTooSlow;
-    case TerminationReason::kTimeLimit:
+    case sim::TerminationReason::kTimeLimit:
       return EpisodeOutcome::kTimedOut;
-    case TerminationReason::kCompleted:
-    case TerminationReason::kNone:
+    case sim::TerminationReason::kCompleted:
+    case sim::TerminationReason::kNone:
       break;
   }
   return EpisodeOutcome::kCompleted;

@@ -13,7 +13,7 @@ namespace convoy {
 
 absl::StatusOr<std::unique_ptr<EvalTrace>> EvalTrace::Create(const std::string& csv_path,
                                                              const std::string& frames_dir,
-                                                             const RoadMap& map,
+                                                             const sim::RoadMap& map,
                                                              std::array<int, 3> observation_shape,
                                                              int num_actions) {
   if (!frames_dir.empty()) {
@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<EvalTrace>> EvalTrace::Create(const std::string& 
 }
 
 EvalTrace::EvalTrace(std::FILE* csv, std::string csv_path, std::string frames_dir,
-                     const RoadMap& map, std::array<int, 3> shape, int num_actions)
+                     const sim::RoadMap& map, std::array<int, 3> shape, int num_actions)
     : csv_(csv),
       csv_path_(std::move(csv_path)),
       frames_dir_(std::move(frames_dir)),
@@ -53,13 +53,13 @@ absl::Status EvalTrace::Observe(const EvalStep& step, const std::vector<float>& 
     return absl::InvalidArgumentError(
         absl::StrCat(q_values.size(), " Q-values for ", num_actions_, " actions"));
   }
-  const DrivingCarState& car = step.result->car;
+  const sim::DrivingCarState& car = step.result->car;
   std::string row = absl::StrFormat("%u,%d,%.2f,%.2f,%.4f,%.2f,%.3f,%s,%d", step.seed, step.step,
                                     car.x, car.y, car.yaw, car.speed, car.distance_to_center_m,
-                                    RoadPlaceName(map_.PlaceOf({car.x, car.y})), step.action);
+                                    sim::RoadPlaceName(map_.PlaceOf({car.x, car.y})), step.action);
   for (float q : q_values) absl::StrAppendFormat(&row, ",%.4f", q);
   absl::StrAppendFormat(&row, ",%.4f,%s\n", step.result->reward,
-                        step.result->done ? TerminationReasonName(step.result->reason) : "");
+                        step.result->done ? sim::TerminationReasonName(step.result->reason) : "");
   if (std::fputs(row.c_str(), csv_) < 0) {
     return absl::InternalError(
         absl::StrCat("cannot write ", csv_path_, ": ", std::strerror(errno)));
@@ -74,7 +74,8 @@ absl::Status EvalTrace::Observe(const EvalStep& step, const std::vector<float>& 
   }
   recent_.back().assign(step.frame, step.frame + size);
   if (!step.result->done) return absl::OkStatus();
-  absl::Status written = IsTruncation(step.result->reason) ? absl::OkStatus() : WriteFrames(step);
+  absl::Status written =
+      sim::IsTruncation(step.result->reason) ? absl::OkStatus() : WriteFrames(step);
   recent_.clear();
   return written;
 }
@@ -96,8 +97,8 @@ absl::Status EvalTrace::WriteFrames(const EvalStep& step) {
     rows += h;
   }
   const std::string path = absl::StrCat(frames_dir_, "/episode-", step.seed, "-",
-                                        TerminationReasonName(step.result->reason), ".png");
-  return WritePng(path, strip.data(), w, rows, PixelOrder::kBgr);
+                                        sim::TerminationReasonName(step.result->reason), ".png");
+  return sim::WritePng(path, strip.data(), w, rows, sim::PixelOrder::kBgr);
 }
 
 absl::Status EvalTrace::Close() {

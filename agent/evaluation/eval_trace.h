@@ -30,7 +30,7 @@ class EvalTrace {
   // the cookbook crop's 3-channel images. Errors: INTERNAL naming a path that cannot be written.
   static absl::StatusOr<std::unique_ptr<EvalTrace>> Create(const std::string& csv_path,
                                                            const std::string& frames_dir,
-                                                           const RoadMap& map,
+                                                           const sim::RoadMap& map,
                                                            std::array<int, 3> observation_shape,
                                                            int num_actions);
   ~EvalTrace();
@@ -44,14 +44,14 @@ class EvalTrace {
   static constexpr std::array<int, 5> kFramesBeforeEnd = {20, 15, 10, 5, 1};
 
  private:
-  EvalTrace(std::FILE* csv, std::string csv_path, std::string frames_dir, const RoadMap& map,
+  EvalTrace(std::FILE* csv, std::string csv_path, std::string frames_dir, const sim::RoadMap& map,
             std::array<int, 3> shape, int num_actions);
   absl::Status WriteFrames(const EvalStep& step);
 
   std::FILE* csv_;
   std::string csv_path_;
   std::string frames_dir_;
-  const RoadMap& map_;
+  const sim::RoadMap& map_;
   std::array<int, 3> shape_;
   int num_actions_;
   std::deque<std::vector<uint8_t>> recent_;  // The episode's last frames, newest at the back.

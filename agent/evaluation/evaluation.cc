@@ -63,16 +63,17 @@ EvalSummary SummaryOf(std::vector<EpisodeRecord> episodes) {
   return summary;
 }
 
-absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preprocess, int frame_stack,
-                                     const Policy& policy, const std::vector<uint64_t>& seeds,
+absl::StatusOr<EvalSummary> Evaluate(sim::DrivingEnv& env, const Preprocess& preprocess,
+                                     int frame_stack, const Policy& policy,
+                                     const std::vector<uint64_t>& seeds,
                                      const StepObserver& observer) {
   std::vector<uint8_t> frame(env.observation_size()), model_frame(preprocess.output_size());
-  FrameStack stack(preprocess.output_size(), frame_stack);
+  sim::FrameStack stack(preprocess.output_size(), frame_stack);
   std::vector<EpisodeRecord> episodes;
   for (uint64_t seed : seeds) {
     EpisodeRecord record;
     record.seed = seed;
-    absl::StatusOr<StepResult> step = env.Reset(seed, frame.data());
+    absl::StatusOr<sim::StepResult> step = env.Reset(seed, frame.data());
     if (!step.ok()) return step.status();
     preprocess.Apply(frame.data(), model_frame.data());
     stack.Reset(model_frame.data());
@@ -95,9 +96,9 @@ absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preproce
       if (step->done) {
         record.distance_m = step->car.distance_driven_m;
         record.reason = step->reason;
-        record.completed = IsSuccess(step->reason, env.options());
-        record.route_completion = TaskCompletion(step->reason, step->car, env.options());
-        record.collided = step->reason == TerminationReason::kCollision;
+        record.completed = sim::IsSuccess(step->reason, env.options());
+        record.route_completion = sim::TaskCompletion(step->reason, step->car, env.options());
+        record.collided = step->reason == sim::TerminationReason::kCollision;
         if (record.collided) record.collided_with = step->car.collided_with;
         break;
       }
@@ -118,7 +119,7 @@ Policy RandomPolicy(int num_actions, uint64_t seed) {
 absl::StatusOr<std::unique_ptr<GreedyEvaluator>> GreedyEvaluator::Create(
     const std::string& model, const EnvironmentSpec& spec) {
   CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<Environment> environment, MakeEnvironment(spec));
-  DrivingEnv& env = *environment->env;
+  sim::DrivingEnv& env = *environment->env;
   LearnerOptions options;
   options.model = model;
   options.num_actions = env.num_actions();
@@ -185,8 +186,8 @@ absl::StatusOr<EvalSummary> GreedyEvaluator::Expert(int episodes, double sight_m
 
 absl::StatusOr<EvalSummary> GreedyEvaluator::Expert(const std::vector<uint64_t>& seeds,
                                                     double sight_m) {
-  DrivingEnv& env = *environment_->env;
-  const ExpertDriver expert(env.map());
+  sim::DrivingEnv& env = *environment_->env;
+  const sim::ExpertDriver expert(env.map());
   absl::Status failed;
   // The simulator's error, if any, ends the episode at the next Step too; it is reported there.
   CONVOY_ASSIGN_OR_RETURN(EvalSummary summary, Run(
@@ -328,7 +329,7 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
                              const EvalSummary* expert) {
   std::string out;
   if (!greedy.scenario.empty()) {
-    absl::StatusOr<Scenario> scenario = FindScenario(greedy.scenario);
+    absl::StatusOr<sim::Scenario> scenario = sim::FindScenario(greedy.scenario);
     absl::StrAppendFormat(&out, "\nscenario: %s%s\n", greedy.scenario,
                           scenario.ok() ? absl::StrCat(" (", scenario->summary, ")") : "");
   }
@@ -345,7 +346,8 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
   absl::StrAppendFormat(&out,
                         "\nepisodes not completed, by where they ended (%.0f m of "
                         "a junction counts as it)\n%-16s %12s %12s %14s\n",
-                        RoadMap::kJunctionRadiusM, "policy", "straight", "corner", "intersection");
+                        sim::RoadMap::kJunctionRadiusM, "policy", "straight", "corner",
+                        "intersection");
   auto ends = [&](const char* name, const EvalSummary& s) {
     absl::StrAppendFormat(&out, "%-16s %12d %12d %14d\n", name, s.ended_at[0], s.ended_at[1],
                           s.ended_at[2]);
@@ -361,8 +363,8 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
   absl::StrAppendFormat(&out, "RESULT random_collisions=%d\n", random.collisions);
   absl::StrAppendFormat(&out, "RESULT full_episodes=%d\n", greedy.full_episodes);
   absl::StrAppendFormat(&out, "RESULT episodes=%d\n", static_cast<int>(greedy.episodes.size()));
-  for (int place = 0; place < kRoadPlaces; ++place) {
-    const char* name = RoadPlaceName(static_cast<RoadPlace>(place));
+  for (int place = 0; place < sim::kRoadPlaces; ++place) {
+    const char* name = sim::RoadPlaceName(static_cast<sim::RoadPlace>(place));
     absl::StrAppendFormat(&out, "RESULT ended_%s=%d\nRESULT random_ended_%s=%d\n", name,
                           greedy.ended_at[place], name, random.ended_at[place]);
   }

@@ -29,11 +29,11 @@ struct EpisodeRecord {
   double distance_m = 0;
   bool collided = false;
   std::string collided_with;  // What the car hit (the simulator's object name), when it collided.
-  TerminationReason reason = TerminationReason::kNone;
+  sim::TerminationReason reason = sim::TerminationReason::kNone;
   bool completed = false;                     // It did what the task asked (IsSuccess).
   double route_completion = 0;                // How much of it, in [0, 1] (TaskCompletion).
   std::vector<std::pair<float, float>> path;  // (x, y) metres, one point per step.
-  RoadPlace end_place = RoadPlace::kStraight;  // Where on the map the episode ended.
+  sim::RoadPlace end_place = sim::RoadPlace::kStraight;  // Where on the map the episode ended.
 };
 
 struct EvalSummary {
@@ -49,7 +49,7 @@ struct EvalSummary {
       0;  // Completed: the route driven, or (no route) on the road to the time limit.
   // The other episodes by where they ended (RoadMap::PlaceOf): on a straight, in a corner, in an
   // intersection. Indexed by RoadPlace.
-  std::array<int, kRoadPlaces> ended_at{};
+  std::array<int, sim::kRoadPlaces> ended_at{};
 };
 
 // Maps a stacked observation (the model's input, uint8 CHW) to an action.
@@ -61,7 +61,7 @@ struct EvalStep {
   uint64_t seed = 0;
   int step = 0;  // 1 for an episode's first action.
   int action = 0;
-  const StepResult* result = nullptr;
+  const sim::StepResult* result = nullptr;
   const uint8_t* frame = nullptr;
 };
 // Called after every step; an error ends the evaluation with it.
@@ -83,8 +83,9 @@ EvalSummary SummaryOf(std::vector<EpisodeRecord> episodes);
 bool BetterPolicy(const EvalSummary& a, const EvalSummary& b);
 
 // Runs one episode per seed. `frame_stack` frames of `preprocess`'s output make one observation.
-absl::StatusOr<EvalSummary> Evaluate(DrivingEnv& env, const Preprocess& preprocess, int frame_stack,
-                                     const Policy& policy, const std::vector<uint64_t>& seeds,
+absl::StatusOr<EvalSummary> Evaluate(sim::DrivingEnv& env, const Preprocess& preprocess,
+                                     int frame_stack, const Policy& policy,
+                                     const std::vector<uint64_t>& seeds,
                                      const StepObserver& observer = nullptr);
 
 // A uniformly random policy, reproducible for `seed`.
@@ -120,7 +121,7 @@ class GreedyEvaluator {
   absl::StatusOr<EvalSummary> Expert(const std::vector<uint64_t>& seeds,
                                      double sight_m = std::numeric_limits<double>::infinity());
 
-  DrivingEnv& env() { return *environment_->env; }
+  sim::DrivingEnv& env() { return *environment_->env; }
 
  private:
   GreedyEvaluator(std::string scenario, std::unique_ptr<Environment> environment,

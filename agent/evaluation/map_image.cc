@@ -47,10 +47,10 @@ void MapPicture::Line(double x1, double y1, double x2, double y2, double width_m
   }
 }
 
-MapPicture DrawMap(const RoadMap& map, double pixels_per_metre) {
+MapPicture DrawMap(const sim::RoadMap& map, double pixels_per_metre) {
   double min_x = 1e18, min_y = 1e18, max_x = -1e18, max_y = -1e18;
-  for (const Segment& s : map.roads()) {
-    for (const Vec2& p : {s.a, s.b}) {
+  for (const sim::Segment& s : map.roads()) {
+    for (const sim::Vec2& p : {s.a, s.b}) {
       min_x = std::min(min_x, p.x);
       max_x = std::max(max_x, p.x);
       min_y = std::min(min_y, p.y);
@@ -67,23 +67,26 @@ MapPicture DrawMap(const RoadMap& map, double pixels_per_metre) {
   const uint8_t grass[3] = {70, 120, 60}, road[3] = {90, 90, 90}, centre[3] = {220, 200, 60},
                 ring_intersection[3] = {245, 245, 245}, ring_corner[3] = {140, 200, 250};
   for (size_t i = 0; i < canvas.rgb.size(); i += 3) std::copy(grass, grass + 3, &canvas.rgb[i]);
-  for (const Segment& s : map.roads()) canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, kRoadWidthM, road);
-  for (const Segment& s : map.center_lines()) canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, 0.3, centre);
-  for (const Junction& j : map.junctions()) {
-    const uint8_t* ring = j.kind == RoadPlace::kIntersection ? ring_intersection : ring_corner;
-    const int steps = static_cast<int>(2 * M_PI * RoadMap::kJunctionRadiusM * pixels_per_metre * 2);
+  for (const sim::Segment& s : map.roads())
+    canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, kRoadWidthM, road);
+  for (const sim::Segment& s : map.center_lines())
+    canvas.Line(s.a.x, s.a.y, s.b.x, s.b.y, 0.3, centre);
+  for (const sim::Junction& j : map.junctions()) {
+    const uint8_t* ring = j.kind == sim::RoadPlace::kIntersection ? ring_intersection : ring_corner;
+    const int steps =
+        static_cast<int>(2 * M_PI * sim::RoadMap::kJunctionRadiusM * pixels_per_metre * 2);
     for (int i = 0; i < steps; ++i) {
       const double angle = 2 * M_PI * i / steps;
       double px, py;
-      canvas.ToPixel(j.position.x + RoadMap::kJunctionRadiusM * std::cos(angle),
-                     j.position.y + RoadMap::kJunctionRadiusM * std::sin(angle), &px, &py);
+      canvas.ToPixel(j.position.x + sim::RoadMap::kJunctionRadiusM * std::cos(angle),
+                     j.position.y + sim::RoadMap::kJunctionRadiusM * std::sin(angle), &px, &py);
       canvas.Put(static_cast<int>(std::lround(px)), static_cast<int>(std::lround(py)), ring);
     }
   }
   return canvas;
 }
 
-absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map,
+absl::Status WriteEpisodeMap(const std::string& path, const sim::RoadMap& map,
                              const EvalSummary& summary, double pixels_per_metre) {
   MapPicture canvas = DrawMap(map, pixels_per_metre);
   const uint8_t crash[3] = {230, 30, 30}, stopped[3] = {250, 150, 20},
@@ -113,7 +116,7 @@ absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map,
         canvas.Put(static_cast<int>(px) + d, static_cast<int>(py) - d + w, color);
       }
     }
-    if (episode.end_place != RoadPlace::kStraight) {
+    if (episode.end_place != sim::RoadPlace::kStraight) {
       for (int dy = -1; dy <= 1; ++dy) {
         for (int dx = -1; dx <= 1; ++dx) {
           canvas.Put(static_cast<int>(px) + dx, static_cast<int>(py) + dy, ring_intersection);
@@ -121,7 +124,7 @@ absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map,
       }
     }
   }
-  return WritePng(path, canvas.rgb.data(), canvas.width, canvas.height, PixelOrder::kRgb);
+  return sim::WritePng(path, canvas.rgb.data(), canvas.width, canvas.height, sim::PixelOrder::kRgb);
 }
 
 }  // namespace convoy

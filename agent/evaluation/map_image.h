@@ -33,11 +33,11 @@ struct MapPicture {
 
 // The map's roads, lane centre lines and junction rings at `pixels_per_metre`, over the roads'
 // bounding box plus a margin.
-MapPicture DrawMap(const RoadMap& map, double pixels_per_metre);
+MapPicture DrawMap(const sim::RoadMap& map, double pixels_per_metre);
 
 // `pixels_per_metre` sets the scale; the image covers the roads' bounding box plus a margin.
-absl::Status WriteEpisodeMap(const std::string& path, const RoadMap& map, const EvalSummary& summary,
-                             double pixels_per_metre = 2.0);
+absl::Status WriteEpisodeMap(const std::string& path, const sim::RoadMap& map,
+                             const EvalSummary& summary, double pixels_per_metre = 2.0);
 
 }  // namespace convoy
 

@@ -92,19 +92,19 @@ struct Filled {
 };
 
 Filled Fill(const ReplayOptions& options, uint64_t transitions, double epsilon, uint64_t seed) {
-  absl::StatusOr<std::shared_ptr<const World>> world = World::CreateDefault();
+  absl::StatusOr<std::shared_ptr<const sim::World>> world = sim::World::CreateDefault();
   BENCH_CHECK_OK(world.status());
-  EmbeddedSimOptions sim_options;
+  sim::EmbeddedSimOptions sim_options;
   sim_options.world = *world;
   sim_options.seed = seed;
-  DrivingEnvOptions env_options;  // the cookbook crop, as AirSim would render it
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
-      DrivingEnv::CreateEmbedded(sim_options, env_options);
+  sim::DrivingEnvOptions env_options;  // the cookbook crop, as AirSim would render it
+  absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> env =
+      sim::DrivingEnv::CreateEmbedded(sim_options, env_options);
   BENCH_CHECK_OK(env.status());
   absl::StatusOr<Preprocess> preprocess =
       Preprocess::Create((*env)->observation_shape(), options.frame_shape);
   BENCH_CHECK_OK(preprocess.status());
-  const ExpertDriver expert((*env)->map());
+  const sim::ExpertDriver expert((*env)->map());
 
   Filled filled;
   absl::StatusOr<std::unique_ptr<ReplayMemory>> memory = ReplayMemory::Create(options);
@@ -117,7 +117,8 @@ Filled Fill(const ReplayOptions& options, uint64_t transitions, double epsilon, 
   const Clock::time_point start = Clock::now();
   uint64_t added = 0;
   while (added < transitions) {
-    absl::StatusOr<StepResult> step = (*env)->Reset(seed + filled.episodes++, observation.data());
+    absl::StatusOr<sim::StepResult> step =
+        (*env)->Reset(seed + filled.episodes++, observation.data());
     BENCH_CHECK_OK(step.status());
     preprocess->Apply(observation.data(), frame.data());
     filled.memory->StartEpisode(frame.data());
@@ -131,7 +132,7 @@ Filled Fill(const ReplayOptions& options, uint64_t transitions, double epsilon, 
       step = (*env)->Step(action, observation.data());
       BENCH_CHECK_OK(step.status());
       preprocess->Apply(observation.data(), frame.data());
-      filled.memory->Add(action, step->reward, step->done && !IsTruncation(step->reason),
+      filled.memory->Add(action, step->reward, step->done && !sim::IsTruncation(step->reason),
                          frame.data());
       ++added;
       if (filled.spare.size() < 1000) filled.spare.push_back(frame);

@@ -87,7 +87,7 @@ struct EnvRate {
   int64_t episodes = 0;
 };
 
-EnvRate MeasureEnv(DrivingEnv* env, double seconds, uint64_t seed) {
+EnvRate MeasureEnv(sim::DrivingEnv* env, double seconds, uint64_t seed) {
   std::vector<uint8_t> obs(env->observation_size());
   uint64_t action_state = seed;
   EnvRate rate;
@@ -96,7 +96,7 @@ EnvRate MeasureEnv(DrivingEnv* env, double seconds, uint64_t seed) {
   const Meter meter;
   while (true) {
     for (int i = 0; i < 64; ++i) {
-      absl::StatusOr<StepResult> r =
+      absl::StatusOr<sim::StepResult> r =
           env->Step(NextAction(&action_state, env->num_actions()), obs.data());
       BENCH_CHECK_OK(r.status());
       ++rate.steps;
@@ -122,7 +122,7 @@ struct CallTimes {
   double images_us = 0;
 };
 
-CallTimes MeasureCalls(AirSimClient* client, double control_period_sec) {
+CallTimes MeasureCalls(sim::AirSimClient* client, double control_period_sec) {
   constexpr int kCalls = 2000;
   auto time = [](const std::function<absl::Status()>& call) {
     const Clock::time_point start = Clock::now();
@@ -130,10 +130,10 @@ CallTimes MeasureCalls(AirSimClient* client, double control_period_sec) {
     return Since(start) / kCalls * 1e6;
   };
   CallTimes t;
-  CarControls controls;
+  sim::CarControls controls;
   controls.throttle = 0.2f;
-  std::vector<ImageRequest> requests(1);
-  std::vector<ImageResponse> responses;
+  std::vector<sim::ImageRequest> requests(1);
+  std::vector<sim::ImageResponse> responses;
   t.ping_us = time([&] { return client->Ping().status(); });
   t.set_controls_us = time([&] { return client->SetControls(controls); });
   t.continue_us = time([&] { return client->ContinueForTime(absl::Seconds(control_period_sec)); });
@@ -153,20 +153,23 @@ struct LoopbackRate {
 };
 
 // DrivingEnv (crop) over AirSimClient to an in-process convoy_sim in lock-step mode on 127.0.0.1.
-LoopbackRate MeasureLoopback(const EmbeddedSimOptions& sim_options,
-                             const DrivingEnvOptions& env_options, double seconds, uint64_t seed) {
-  AirSimServerOptions server_options;
+LoopbackRate MeasureLoopback(const sim::EmbeddedSimOptions& sim_options,
+                             const sim::DrivingEnvOptions& env_options, double seconds,
+                             uint64_t seed) {
+  sim::AirSimServerOptions server_options;
   server_options.sim = sim_options;
   server_options.port = 0;
-  server_options.clock = SimClockMode::kLockStep;
-  absl::StatusOr<std::unique_ptr<AirSimServer>> server = AirSimServer::Start(server_options);
+  server_options.clock = sim::SimClockMode::kLockStep;
+  absl::StatusOr<std::unique_ptr<sim::AirSimServer>> server =
+      sim::AirSimServer::Start(server_options);
   BENCH_CHECK_OK(server.status());
-  AirSimClientOptions client_options;
+  sim::AirSimClientOptions client_options;
   client_options.port = (*server)->port();
-  absl::StatusOr<std::unique_ptr<AirSimClient>> client = AirSimClient::Connect(client_options);
+  absl::StatusOr<std::unique_ptr<sim::AirSimClient>> client =
+      sim::AirSimClient::Connect(client_options);
   BENCH_CHECK_OK(client.status());
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> remote_env =
-      DrivingEnv::Create(client->get(), sim_options.world->map(), env_options);
+  absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> remote_env =
+      sim::DrivingEnv::Create(client->get(), sim_options.world->map(), env_options);
   BENCH_CHECK_OK(remote_env.status());
   const int64_t requests_before = (*server)->stats().requests;
   const int64_t round_trips_before = (*client)->round_trips();
@@ -209,11 +212,11 @@ void PrintLoopbackResults(const LoopbackRate& loop) {
 
 // Steering that follows the nearest centre line: heading error plus lateral offset, both towards
 // the line, with the line's direction taken as the one closest to the car's heading.
-float LaneKeepingSteering(const RoadMap& map, const DrivingCarState& car) {
+float LaneKeepingSteering(const sim::RoadMap& map, const sim::DrivingCarState& car) {
   double best = 1e18;
-  Segment nearest;
-  for (const Segment& s : map.center_lines()) {
-    const double d = DistanceToSegment({car.x, car.y}, s);
+  sim::Segment nearest;
+  for (const sim::Segment& s : map.center_lines()) {
+    const double d = sim::DistanceToSegment({car.x, car.y}, s);
     if (d < best) {
       best = d;
       nearest = s;
@@ -233,27 +236,28 @@ float LaneKeepingSteering(const RoadMap& map, const DrivingCarState& car) {
   return static_cast<float>(std::clamp(1.5 * heading_error - 0.3 * lateral, -1.0, 1.0));
 }
 
-void DumpFrames(const EmbeddedSimOptions& base, const std::string& dir, uint64_t seed) {
-  EmbeddedSimOptions options = base;
+void DumpFrames(const sim::EmbeddedSimOptions& base, const std::string& dir, uint64_t seed) {
+  sim::EmbeddedSimOptions options = base;
   options.num_parked_cars = absl::GetFlag(FLAGS_dump_parked_cars);
-  absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(options);
+  absl::StatusOr<std::unique_ptr<sim::EmbeddedSim>> sim = sim::EmbeddedSim::Create(options);
   BENCH_CHECK_OK(sim.status());
-  DrivingEnvOptions env_options;
+  sim::DrivingEnvOptions env_options;
   env_options.actions.clear();
   for (int i = 0; i <= 20; ++i) env_options.actions.push_back({-1.0f + 0.1f * i, -1.0f, 0.0f});
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
-      DrivingEnv::Create(sim->get(), options.world->map(), env_options);
+  absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> env =
+      sim::DrivingEnv::Create(sim->get(), options.world->map(), env_options);
   BENCH_CHECK_OK(env.status());
   std::vector<uint8_t> obs((*env)->observation_size());
   std::vector<uint8_t> scene(static_cast<size_t>(options.camera.width) * options.camera.height * 3);
-  absl::StatusOr<StepResult> r = (*env)->Reset(seed, obs.data());
+  absl::StatusOr<sim::StepResult> r = (*env)->Reset(seed, obs.data());
   BENCH_CHECK_OK(r.status());
   int written = 0;
   for (int step = 0; step < 300 && !r->done; ++step) {
     if (step % 10 == 0) {
       (*sim)->RenderScene(scene.data());
-      BENCH_CHECK_OK(WritePng(absl::StrFormat("%s/frame_%03d.png", dir, written++), scene.data(),
-                              options.camera.width, options.camera.height, PixelOrder::kBgr));
+      BENCH_CHECK_OK(sim::WritePng(absl::StrFormat("%s/frame_%03d.png", dir, written++),
+                                   scene.data(), options.camera.width, options.camera.height,
+                                   sim::PixelOrder::kBgr));
     }
     const float steering = LaneKeepingSteering((*env)->map(), r->car);
     const int action = static_cast<int>(std::lround((steering + 1.0f) * 10.0f));
@@ -261,13 +265,14 @@ void DumpFrames(const EmbeddedSimOptions& base, const std::string& dir, uint64_t
     BENCH_CHECK_OK(r.status());
   }
   std::printf("wrote %d frames to %s (episode: %.1f s, %.0f m, ended: %s)\n", written, dir.c_str(),
-              r->car.episode_time_sec, r->car.distance_driven_m, TerminationReasonName(r->reason));
+              r->car.episode_time_sec, r->car.distance_driven_m,
+              sim::TerminationReasonName(r->reason));
 }
 
 // Physics only: one fixed step, collision checks and a state read, no images; steps per
 // wall-clock and per CPU-second.
-void MeasurePhysics(EmbeddedSim* sim, const CarControls& controls, double seconds, double* per_sec,
-                    double* per_cpu_sec) {
+void MeasurePhysics(sim::EmbeddedSim* sim, const sim::CarControls& controls, double seconds,
+                    double* per_sec, double* per_cpu_sec) {
   BENCH_CHECK_OK(sim->Reset());
   BENCH_CHECK_OK(sim->SetControls(controls));
   int64_t steps = 0;
@@ -302,15 +307,15 @@ int Main() {
   const double seconds = absl::GetFlag(FLAGS_seconds);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   Clock::time_point t0 = Clock::now();
-  absl::StatusOr<std::shared_ptr<const World>> world = World::CreateDefault();
+  absl::StatusOr<std::shared_ptr<const sim::World>> world = sim::World::CreateDefault();
   BENCH_CHECK_OK(world.status());
   const double world_build_ms = Since(t0) * 1e3;
 
-  EmbeddedSimOptions sim_options;
+  sim::EmbeddedSimOptions sim_options;
   sim_options.world = *world;
   sim_options.num_parked_cars = 40;
   sim_options.seed = seed;
-  DrivingEnvOptions crop_options;
+  sim::DrivingEnvOptions crop_options;
 
   if (absl::GetFlag(FLAGS_loopback_only)) {
     const LoopbackRate loop = MeasureLoopback(sim_options, crop_options, seconds, seed);
@@ -328,7 +333,7 @@ int Main() {
   }
 
   // Render time per frame.
-  absl::StatusOr<std::unique_ptr<EmbeddedSim>> sim = EmbeddedSim::Create(sim_options);
+  absl::StatusOr<std::unique_ptr<sim::EmbeddedSim>> sim = sim::EmbeddedSim::Create(sim_options);
   BENCH_CHECK_OK(sim.status());
   std::vector<uint8_t> bgr(static_cast<size_t>(sim_options.camera.width) *
                            sim_options.camera.height * 3);
@@ -344,64 +349,65 @@ int Main() {
   const double render_cpu_us = render_meter.cpu() / frames * 1e6;
 
   // Physics alone, without traffic here and with it below.
-  CarControls controls;
+  sim::CarControls controls;
   controls.throttle = 0.5f;
   controls.steering = 0.05f;
   double physics_per_sec, physics_per_cpu_sec;
   MeasurePhysics(sim->get(), controls, seconds, &physics_per_sec, &physics_per_cpu_sec);
 
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> crop_env =
-      DrivingEnv::CreateEmbedded(sim_options, crop_options);
+  absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> crop_env =
+      sim::DrivingEnv::CreateEmbedded(sim_options, crop_options);
   BENCH_CHECK_OK(crop_env.status());
   const EnvRate crop = MeasureEnv(crop_env->get(), seconds, seed);
 
   // The default scenario's scene: the same 40 parked cars and 24 moving ones.
-  EmbeddedSimOptions traffic_options = sim_options;
+  sim::EmbeddedSimOptions traffic_options = sim_options;
   {
-    absl::StatusOr<Scenario> traffic = FindScenario("traffic");
+    absl::StatusOr<sim::Scenario> traffic = sim::FindScenario("traffic");
     BENCH_CHECK_OK(traffic.status());
-    ApplyScenario(*traffic, &traffic_options, nullptr);
+    sim::ApplyScenario(*traffic, &traffic_options, nullptr);
   }
-  absl::StatusOr<std::unique_ptr<EmbeddedSim>> traffic_sim = EmbeddedSim::Create(traffic_options);
+  absl::StatusOr<std::unique_ptr<sim::EmbeddedSim>> traffic_sim =
+      sim::EmbeddedSim::Create(traffic_options);
   BENCH_CHECK_OK(traffic_sim.status());
   double traffic_physics_per_sec, traffic_physics_per_cpu_sec;
   MeasurePhysics(traffic_sim->get(), controls, seconds, &traffic_physics_per_sec,
                  &traffic_physics_per_cpu_sec);
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> traffic_env =
-      DrivingEnv::CreateEmbedded(traffic_options, crop_options);
+  absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> traffic_env =
+      sim::DrivingEnv::CreateEmbedded(traffic_options, crop_options);
   BENCH_CHECK_OK(traffic_env.status());
   const EnvRate traffic_crop = MeasureEnv(traffic_env->get(), seconds, seed);
 
-  DrivingEnvOptions gray_options;
-  gray_options.observation = ObservationKind::kGray84;
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> gray_env =
-      DrivingEnv::CreateEmbedded(sim_options, gray_options);
+  sim::DrivingEnvOptions gray_options;
+  gray_options.observation = sim::ObservationKind::kGray84;
+  absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> gray_env =
+      sim::DrivingEnv::CreateEmbedded(sim_options, gray_options);
   BENCH_CHECK_OK(gray_env.status());
   const EnvRate gray = MeasureEnv(gray_env->get(), seconds, seed);
 
   // The 84x84 observation only: the camera itself renders 84x84.
-  EmbeddedSimOptions small_camera = sim_options;
+  sim::EmbeddedSimOptions small_camera = sim_options;
   small_camera.camera.width = 84;
   small_camera.camera.height = 84;
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> small_env =
-      DrivingEnv::CreateEmbedded(small_camera, gray_options);
+  absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> small_env =
+      sim::DrivingEnv::CreateEmbedded(small_camera, gray_options);
   BENCH_CHECK_OK(small_env.status());
   const EnvRate small = MeasureEnv(small_env->get(), seconds, seed);
 
-  DrivingEnvOptions blind_options;
-  blind_options.observation = ObservationKind::kNone;
-  absl::StatusOr<std::unique_ptr<DrivingEnv>> blind_env =
-      DrivingEnv::CreateEmbedded(sim_options, blind_options);
+  sim::DrivingEnvOptions blind_options;
+  blind_options.observation = sim::ObservationKind::kNone;
+  absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> blind_env =
+      sim::DrivingEnv::CreateEmbedded(sim_options, blind_options);
   BENCH_CHECK_OK(blind_env.status());
   const EnvRate blind = MeasureEnv(blind_env->get(), seconds, seed);
 
   // Independent simulators on parallel threads, one World shared between them.
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::unique_ptr<DrivingEnv>> parallel_envs;
+  std::vector<std::unique_ptr<sim::DrivingEnv>> parallel_envs;
   for (int t = 0; t < threads; ++t) {
-    absl::StatusOr<std::unique_ptr<DrivingEnv>> env =
-        DrivingEnv::CreateEmbedded(sim_options, crop_options);
+    absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> env =
+        sim::DrivingEnv::CreateEmbedded(sim_options, crop_options);
     BENCH_CHECK_OK(env.status());
     parallel_envs.push_back(*std::move(env));
   }

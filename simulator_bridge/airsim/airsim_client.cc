@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 using airsim::Packer;
 using airsim::Read;
@@ -655,4 +655,4 @@ absl::StatusOr<std::vector<std::string>> AirSimClient::ListVehicles() {
   return names;
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -48,7 +48,7 @@
 #include "simulator_bridge/airsim/socket.h"
 #include "simulator_bridge/world/car_sim.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 struct AirSimClientOptions {
   std::string host = "127.0.0.1";
@@ -179,6 +179,6 @@ class AirSimClient : public CarSim {
   std::optional<bool> paused_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_AIRSIM_AIRSIM_CLIENT_H_

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace airsim {
 namespace {
 
@@ -186,4 +186,4 @@ void Write(Packer& pk, const std::vector<float>& v) {
 }
 
 }  // namespace airsim
-}  // namespace convoy
+}  // namespace convoy::sim

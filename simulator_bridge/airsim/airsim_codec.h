@@ -20,7 +20,7 @@
 #include "common/support/status_macros.h"
 #include "simulator_bridge/world/car_sim.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace airsim {
 
 // msgpack-cxx 4 writes a float with an integral value (0.0f, 1.0f) as an integer; AirSim's
@@ -237,6 +237,6 @@ std::enable_if_t<IsWireStruct<T>::value> Write(Packer& pk, const std::vector<T>&
 }
 
 }  // namespace airsim
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_AIRSIM_AIRSIM_CODEC_H_

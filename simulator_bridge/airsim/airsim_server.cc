@@ -24,7 +24,7 @@
 #include "simulator_bridge/airsim/airsim_codec.h"
 #include "simulator_bridge/world/png.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 using airsim::Packer;
 using airsim::Read;
@@ -685,4 +685,4 @@ void AirSimServer::ServeConnection(Connection* c) {
   ::shutdown(fd, SHUT_RDWR);
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -32,7 +32,7 @@
 #include "simulator_bridge/airsim/socket.h"
 #include "simulator_bridge/world/embedded_sim.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 enum class SimClockMode { kRealTime, kLockStep };
 
@@ -106,6 +106,6 @@ class AirSimServer {
   friend class Handler;
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_AIRSIM_AIRSIM_SERVER_H_

@@ -17,7 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 absl::Status Errno(absl::string_view what) {
@@ -200,4 +200,4 @@ bool IsLoopbackAddress(const std::string& address) {
   return false;
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 // An owned file descriptor, closed on destruction.
 class ScopedFd {
@@ -57,6 +57,6 @@ absl::Status WaitReadable(int fd, absl::Time deadline);
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool IsLoopbackAddress(const std::string& address);
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_AIRSIM_SOCKET_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 constexpr int kGraySize = 84;
@@ -337,4 +337,4 @@ absl::Status DrivingEnv::WriteFrame(const ImageResponse& image, uint8_t* frame) 
   return absl::OkStatus();
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

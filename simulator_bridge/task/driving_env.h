@@ -42,7 +42,7 @@
 #include "simulator_bridge/world/embedded_sim.h"
 #include "simulator_bridge/world/road_map.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 enum class ObservationKind { kCookbookCrop, kGray84, kNone };
 
@@ -185,6 +185,6 @@ class DrivingEnv {
   float last_speed_ = 0.0f;
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_TASK_DRIVING_ENV_H_

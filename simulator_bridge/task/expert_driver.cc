@@ -8,7 +8,7 @@
 #include "simulator_bridge/world/car_sim.h"
 #include "simulator_bridge/world/embedded_sim.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 ExpertDriver::ExpertDriver(const RoadMap& map, double lookahead_m, double turn_radius_m,
                            double straight_lookahead_m)
@@ -153,4 +153,4 @@ int ExpertDriver::ActAt(double x, double y, double yaw, const DrivingEnvOptions&
   return action;
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -20,7 +20,7 @@
 #include "simulator_bridge/task/driving_env.h"
 #include "simulator_bridge/world/road_map.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 class ExpertDriver {
  public:
@@ -46,6 +46,6 @@ class ExpertDriver {
   double straight_lookahead_m_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_TASK_EXPERT_DRIVER_H_

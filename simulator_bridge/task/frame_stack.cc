@@ -4,7 +4,7 @@
 
 #include "glog/logging.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 FrameStack::FrameStack(size_t frame_size, int k) : frame_size_(frame_size), k_(k) {
   CHECK_GE(k, 1) << "a frame stack holds at least one frame";
@@ -28,4 +28,4 @@ void FrameStack::FillWithNewest() {
   for (int i = 0; i < k_ - 1; ++i) std::memcpy(data_.data() + i * frame_size_, newest, frame_size_);
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace convoy {
+namespace convoy::sim {
 
 class FrameStack {
  public:
@@ -46,6 +46,6 @@ class FrameStack {
   std::vector<uint8_t> data_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_TASK_FRAME_STACK_H_

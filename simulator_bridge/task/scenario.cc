@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 const std::vector<Scenario>& Scenarios() {
   static const auto* const scenarios = new std::vector<Scenario>{
@@ -44,4 +44,4 @@ void ApplyScenario(const Scenario& scenario, EmbeddedSimOptions* sim, DrivingEnv
   }
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

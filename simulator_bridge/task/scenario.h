@@ -17,7 +17,7 @@
 #include "simulator_bridge/task/driving_env.h"
 #include "simulator_bridge/world/embedded_sim.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 struct Scenario {
   const char* name;
@@ -42,6 +42,6 @@ std::string ScenarioNames();
 // Its scene into `sim` (parked and moving cars) and its task into `env`.
 void ApplyScenario(const Scenario& scenario, EmbeddedSimOptions* sim, DrivingEnvOptions* env);
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_TASK_SCENARIO_H_

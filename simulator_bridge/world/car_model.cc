@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace convoy {
+namespace convoy::sim {
 
 void StepCar(const CarParams& p, const CarControls& controls, double dt, CarKinematics* car) {
   const double throttle = std::clamp(static_cast<double>(controls.throttle), 0.0, 1.0);
@@ -48,4 +48,4 @@ void StepCar(const CarParams& p, const CarControls& controls, double dt, CarKine
   car->yaw = std::remainder(car->yaw + car->yaw_rate * dt, 2.0 * M_PI);
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -5,7 +5,7 @@
 
 #include "simulator_bridge/world/car_sim.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 // A mid-size sedan's limits.
 struct CarParams {
@@ -49,6 +49,6 @@ struct CarKinematics {
 //      yaw + yaw_rate dt / 2 + beta, with the new speed.
 void StepCar(const CarParams& params, const CarControls& controls, double dt, CarKinematics* car);
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_WORLD_CAR_MODEL_H_

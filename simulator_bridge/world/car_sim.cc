@@ -4,7 +4,7 @@
 
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 Quaternionr QuaternionFromYaw(double yaw) {
   Quaternionr q;
@@ -37,4 +37,4 @@ absl::Status CarSim::Advance(const CarControls& controls, absl::Duration duratio
   return Observe(requests, out);
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

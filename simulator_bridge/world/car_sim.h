@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 struct Vector3r {
   float x_val = 0.0f;
@@ -175,6 +175,6 @@ class CarSim {
                                const std::vector<ImageRequest>& requests, SimObservation* out);
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_WORLD_CAR_SIM_H_

@@ -9,7 +9,7 @@
 #include "common/support/status_macros.h"
 #include "simulator_bridge/world/png.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 constexpr int32_t kCurbObjectId = 0;
@@ -428,4 +428,4 @@ void EmbeddedSim::CompressToPng(ImageResponse* r) {
   r->image_data_uint8.swap(png_scratch_);
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

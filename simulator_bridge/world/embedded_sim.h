@@ -23,7 +23,7 @@
 #include "simulator_bridge/world/traffic.h"
 #include "simulator_bridge/world/world.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 struct EmbeddedSimOptions {
   std::shared_ptr<const World> world;  // required
@@ -122,6 +122,6 @@ class EmbeddedSim : public CarSim {
   std::vector<uint8_t> png_scratch_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_WORLD_EMBEDDED_SIM_H_

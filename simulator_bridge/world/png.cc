@@ -12,7 +12,7 @@
 #include "common/support/status_macros.h"
 #include "glog/logging.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 // The largest width or height DecodePng accepts.
@@ -233,4 +233,4 @@ absl::StatusOr<std::vector<uint8_t>> DecodePng(const std::vector<uint8_t>& png, 
   return out;
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 enum class PixelOrder { kGray, kRgb, kBgr, kRgba, kBgra };
 
@@ -32,6 +32,6 @@ absl::Status WritePng(const std::string& path, const uint8_t* pixels, int width,
 absl::StatusOr<std::vector<uint8_t>> DecodePng(const std::vector<uint8_t>& png, int* width,
                                                int* height, int* channels);
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_WORLD_PNG_H_

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 constexpr double kNearM = 0.05;
@@ -384,4 +384,4 @@ void Renderer::FillPolygon(const Vec3* in, int n, const uint8_t* color, double f
   }
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

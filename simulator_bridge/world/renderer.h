@@ -15,7 +15,7 @@
 #include "simulator_bridge/world/car_sim.h"
 #include "simulator_bridge/world/world.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 // A camera mounted on the car, in the car's frame (x forward, y right, z down, metres, from the
 // body centre on the ground). Defaults follow AirSim's scene camera: 256x144, 90 degree horizontal
@@ -80,6 +80,6 @@ class Renderer {
   std::vector<std::pair<double, int>> order_;  // obstacle draw order scratch
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_WORLD_RENDERER_H_

@@ -18,7 +18,7 @@
 #include "common/support/files.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 // Splits on tabs, spaces and commas, dropping empty fields.
@@ -196,4 +196,4 @@ absl::StatusOr<std::string> FindDefaultMapDir() {
                                           absl::StrJoin(tried, ", "), "; set CONVOY_MAP_DIR"));
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

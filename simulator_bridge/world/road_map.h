@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 struct Vec2 {
   double x = 0.0;
@@ -86,6 +86,6 @@ class RoadMap {
 // looked.
 absl::StatusOr<std::string> FindDefaultMapDir();
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_WORLD_ROAD_MAP_H_

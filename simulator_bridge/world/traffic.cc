@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 constexpr double kNodeMergeM = 0.01;
@@ -488,4 +488,4 @@ void Traffic::WriteBoxes(Obstacle* out) const {
   }
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

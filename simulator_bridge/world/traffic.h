@@ -21,7 +21,7 @@
 
 #include "simulator_bridge/world/world.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 struct TrafficOptions {
   int cars = 0;
@@ -138,6 +138,6 @@ class Traffic {
   std::mt19937_64 rng_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_WORLD_TRAFFIC_H_

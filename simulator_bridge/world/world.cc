@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 constexpr int kTile = 8;
@@ -313,4 +313,4 @@ bool World::PlaceStalledCar(std::mt19937_64& rng, const std::vector<Obstacle>& o
   return true;
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "simulator_bridge/world/road_map.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 struct WorldOptions {
   double road_half_width_m = 4.5;  // curb to road centre
@@ -137,6 +137,6 @@ class World {
   std::vector<uint8_t> texture_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_SIMULATOR_BRIDGE_WORLD_WORLD_H_

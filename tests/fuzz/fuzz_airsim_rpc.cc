@@ -54,23 +54,23 @@ msgpack::unpack_limit ServerLimits() {
                                /*bin=*/kMaxMessageBytes, /*ext=*/0, /*depth=*/32);
 }
 
-AirSimServer& Server() {
-  static AirSimServer* server = [] {
-    absl::StatusOr<RoadMap> map =
-        RoadMap::Load(std::string(CONVOY_SOURCE_DIR) + "/simulator_bridge/maps/neighborhood");
+sim::AirSimServer& Server() {
+  static sim::AirSimServer* server = [] {
+    absl::StatusOr<sim::RoadMap> map =
+        sim::RoadMap::Load(std::string(CONVOY_SOURCE_DIR) + "/simulator_bridge/maps/neighborhood");
     Check(map.ok(), "cannot load the neighborhood map");
-    absl::StatusOr<std::shared_ptr<const World>> world = World::Create(*std::move(map));
+    absl::StatusOr<std::shared_ptr<const sim::World>> world = sim::World::Create(*std::move(map));
     Check(world.ok(), "cannot build the world");
-    AirSimServerOptions options;
+    sim::AirSimServerOptions options;
     options.sim.world = *world;
     options.sim.camera.width = 32;  // rendering is not what is fuzzed here; keep it cheap
     options.sim.camera.height = 18;
     options.vehicle_names = {"PhysXCar", "Car2"};
     options.port = 0;
-    options.clock = SimClockMode::kLockStep;
+    options.clock = sim::SimClockMode::kLockStep;
     options.max_connections = 1024;
     options.max_message_bytes = kMaxMessageBytes;
-    absl::StatusOr<std::unique_ptr<AirSimServer>> started = AirSimServer::Start(options);
+    absl::StatusOr<std::unique_ptr<sim::AirSimServer>> started = sim::AirSimServer::Start(options);
     Check(started.ok(), "cannot start the AirSim server");
     return started->release();  // lives as long as the fuzzer
   }();
@@ -87,13 +87,14 @@ std::vector<uint32_t> ExpectedAnswers(const std::vector<msgpack::object_handle>&
     const msgpack::object* f = m.via.array.ptr;
     const bool is_call = m.via.array.size == 4;
     if (f[0].type != msgpack::type::POSITIVE_INTEGER ||
-        f[0].via.u64 != static_cast<uint64_t>(is_call ? airsim::kRequest : airsim::kNotification)) {
+        f[0].via.u64 !=
+            static_cast<uint64_t>(is_call ? sim::airsim::kRequest : sim::airsim::kNotification)) {
       break;
     }
     uint32_t msgid = 0;
-    if (is_call && !airsim::Read(f[1], &msgid).ok()) break;
+    if (is_call && !sim::airsim::Read(f[1], &msgid).ok()) break;
     std::string method;
-    if (!airsim::Read(f[is_call ? 2 : 1], &method).ok() ||
+    if (!sim::airsim::Read(f[is_call ? 2 : 1], &method).ok() ||
         f[is_call ? 3 : 2].type != msgpack::type::ARRAY) {
       break;
     }
@@ -105,7 +106,8 @@ std::vector<uint32_t> ExpectedAnswers(const std::vector<msgpack::object_handle>&
 // Sends `input` on a new connection, then reads until the server closes. The bytes received, and
 // whether the connection ended with an orderly close (not a reset, not the timeout).
 std::string Exchange(const uint8_t* data, size_t size, bool* orderly) {
-  absl::StatusOr<ScopedFd> fd = ConnectTcp("127.0.0.1", Server().port(), absl::Seconds(10));
+  absl::StatusOr<sim::ScopedFd> fd =
+      sim::ConnectTcp("127.0.0.1", Server().port(), absl::Seconds(10));
   Check(fd.ok(), "cannot connect to the AirSim server");
   const absl::Time deadline = absl::Now() + kExchangeTimeout;
   std::string received;
@@ -156,10 +158,10 @@ void CheckResponses(const std::string& bytes, const std::vector<uint32_t>& expec
     Check(m.type == msgpack::type::ARRAY && m.via.array.size == 4,
           "a response is not an array of 4");
     const msgpack::object* f = m.via.array.ptr;
-    Check(f[0].type == msgpack::type::POSITIVE_INTEGER && f[0].via.u64 == airsim::kResponse,
+    Check(f[0].type == msgpack::type::POSITIVE_INTEGER && f[0].via.u64 == sim::airsim::kResponse,
           "a response's type field is not 1");
     uint32_t msgid = 0;
-    Check(airsim::Read(f[1], &msgid).ok(), "a response's msgid is not a uint32");
+    Check(sim::airsim::Read(f[1], &msgid).ok(), "a response's msgid is not a uint32");
     Check(f[2].type == msgpack::type::NIL || f[2].type == msgpack::type::STR,
           "a response's error is neither nil nor a string");
     if (f[2].type == msgpack::type::STR) {
@@ -178,8 +180,8 @@ void CheckResponses(const std::string& bytes, const std::vector<uint32_t>& expec
 template <typename T>
 std::string Encode(const T& value) {
   msgpack::sbuffer buffer;
-  airsim::Packer pk(buffer);
-  airsim::Write(pk, value);
+  sim::airsim::Packer pk(buffer);
+  sim::airsim::Write(pk, value);
   return std::string(buffer.data(), buffer.size());
 }
 
@@ -187,22 +189,22 @@ std::string Encode(const T& value) {
 template <typename T>
 void CheckCodec(const msgpack::object& o) {
   T first;
-  if (!airsim::Read(o, &first).ok()) return;
+  if (!sim::airsim::Read(o, &first).ok()) return;
   const std::string bytes = Encode(first);
   msgpack::object_handle h = msgpack::unpack(bytes.data(), bytes.size());
   T second;
-  Check(airsim::Read(h.get(), &second).ok(), "a written struct does not read back");
+  Check(sim::airsim::Read(h.get(), &second).ok(), "a written struct does not read back");
   Check(Encode(second) == bytes, "a struct reads back to different bytes");
 }
 
 void CheckCodecAll(const msgpack::object& o) {
-  CheckCodec<CarControls>(o);
-  CheckCodec<CarState>(o);
-  CheckCodec<CollisionInfo>(o);
-  CheckCodec<Pose>(o);
-  CheckCodec<KinematicsState>(o);
-  CheckCodec<ImageResponse>(o);
-  CheckCodec<std::vector<ImageRequest>>(o);
+  CheckCodec<sim::CarControls>(o);
+  CheckCodec<sim::CarState>(o);
+  CheckCodec<sim::CollisionInfo>(o);
+  CheckCodec<sim::Pose>(o);
+  CheckCodec<sim::KinematicsState>(o);
+  CheckCodec<sim::ImageResponse>(o);
+  CheckCodec<std::vector<sim::ImageRequest>>(o);
 }
 
 void RunOne(const uint8_t* data, size_t size) {

@@ -9,7 +9,7 @@
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 constexpr char kListening[] = "convoy_sim listening on ";
@@ -59,4 +59,4 @@ TEST_CASE("convoy_sim rejects a bad clock mode", "[convoy_sim]") {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -14,16 +14,16 @@
 namespace convoy {
 namespace {
 
-EpisodeRecord Episode(TerminationReason reason, double distance_m, double total_return,
+EpisodeRecord Episode(sim::TerminationReason reason, double distance_m, double total_return,
                       std::string collided_with = "") {
   EpisodeRecord record;
   record.reason = reason;
   record.distance_m = distance_m;
   record.total_return = total_return;
-  record.collided = reason == TerminationReason::kCollision;
+  record.collided = reason == sim::TerminationReason::kCollision;
   record.collided_with = std::move(collided_with);
   // The cookbook's task: the time limit is success.
-  record.completed = reason == TerminationReason::kTimeLimit;
+  record.completed = reason == sim::TerminationReason::kTimeLimit;
   record.route_completion = record.completed ? 1.0 : 0.5;
   return record;
 }
@@ -77,45 +77,45 @@ TEST_CASE("A score's interval stays in [0, 1] and is not a point at a perfect ru
 }
 
 TEST_CASE("An episode's outcome says what the car hit", "[evaluation]") {
-  CHECK(OutcomeOf(Episode(TerminationReason::kTimeLimit, 1, 1)) == EpisodeOutcome::kCompleted);
-  CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "Curb")) ==
+  CHECK(OutcomeOf(Episode(sim::TerminationReason::kTimeLimit, 1, 1)) == EpisodeOutcome::kCompleted);
+  CHECK(OutcomeOf(Episode(sim::TerminationReason::kCollision, 1, 1, "Curb")) ==
         EpisodeOutcome::kCollisionCurb);
-  CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "ParkedCar_12")) ==
+  CHECK(OutcomeOf(Episode(sim::TerminationReason::kCollision, 1, 1, "ParkedCar_12")) ==
         EpisodeOutcome::kCollisionParkedCar);
-  CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "StalledCar_3")) ==
+  CHECK(OutcomeOf(Episode(sim::TerminationReason::kCollision, 1, 1, "StalledCar_3")) ==
         EpisodeOutcome::kCollisionStalledCar);
-  CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "SM_Fence")) ==
+  CHECK(OutcomeOf(Episode(sim::TerminationReason::kCollision, 1, 1, "SM_Fence")) ==
         EpisodeOutcome::kCollisionOther);
-  CHECK(OutcomeOf(Episode(TerminationReason::kOffCenterLine, 1, 1)) ==
+  CHECK(OutcomeOf(Episode(sim::TerminationReason::kOffCenterLine, 1, 1)) ==
         EpisodeOutcome::kOffCenterLine);
-  CHECK(OutcomeOf(Episode(TerminationReason::kTooSlow, 1, 1)) == EpisodeOutcome::kTooSlow);
-  CHECK(OutcomeOf(Episode(TerminationReason::kCollision, 1, 1, "TrafficCar_3")) ==
+  CHECK(OutcomeOf(Episode(sim::TerminationReason::kTooSlow, 1, 1)) == EpisodeOutcome::kTooSlow);
+  CHECK(OutcomeOf(Episode(sim::TerminationReason::kCollision, 1, 1, "TrafficCar_3")) ==
         EpisodeOutcome::kCollisionVehicle);
   // With a route, the time limit before its end is a time-out, and its end a completion.
-  EpisodeRecord late = Episode(TerminationReason::kTimeLimit, 300, 1);
+  EpisodeRecord late = Episode(sim::TerminationReason::kTimeLimit, 300, 1);
   late.completed = false;
   CHECK(OutcomeOf(late) == EpisodeOutcome::kTimedOut);
-  EpisodeRecord arrived = Episode(TerminationReason::kCompleted, 500, 1);
+  EpisodeRecord arrived = Episode(sim::TerminationReason::kCompleted, 500, 1);
   arrived.completed = true;
   CHECK(OutcomeOf(arrived) == EpisodeOutcome::kCompleted);
 }
 
 TEST_CASE("The driving score is route completion times CARLA's penalty for the infraction",
           "[evaluation]") {
-  EpisodeRecord vehicle = Episode(TerminationReason::kCollision, 200, 1, "TrafficCar_1");
+  EpisodeRecord vehicle = Episode(sim::TerminationReason::kCollision, 200, 1, "TrafficCar_1");
   vehicle.route_completion = 0.4;
   CHECK(DrivingScore(vehicle) == Approx(0.4 * 0.60));
-  EpisodeRecord parked = Episode(TerminationReason::kCollision, 200, 1, "ParkedCar_2");
+  EpisodeRecord parked = Episode(sim::TerminationReason::kCollision, 200, 1, "ParkedCar_2");
   parked.route_completion = 0.4;
   CHECK(DrivingScore(parked) == Approx(0.4 * 0.65));
-  EpisodeRecord curb = Episode(TerminationReason::kCollision, 200, 1, "Curb");
+  EpisodeRecord curb = Episode(sim::TerminationReason::kCollision, 200, 1, "Curb");
   curb.route_completion = 0.5;
   CHECK(DrivingScore(curb) == Approx(0.5 * 0.65));
   // Leaving the route or stopping ends the episode: the completion pays for it.
-  EpisodeRecord off = Episode(TerminationReason::kOffCenterLine, 200, 1);
+  EpisodeRecord off = Episode(sim::TerminationReason::kOffCenterLine, 200, 1);
   off.route_completion = 0.3;
   CHECK(DrivingScore(off) == Approx(0.3));
-  CHECK(DrivingScore(Episode(TerminationReason::kTimeLimit, 250, 1)) == 1.0);
+  CHECK(DrivingScore(Episode(sim::TerminationReason::kTimeLimit, 250, 1)) == 1.0);
   // Over episodes: the mean with its t interval.
   EvalSummary summary = SummaryOf({vehicle, parked, curb, off});
   const EvalStatistics stats = StatisticsOf(summary);
@@ -127,10 +127,10 @@ TEST_CASE("The driving score is route completion times CARLA's penalty for the i
 
 TEST_CASE("Statistics count outcomes and metres per infraction, reproducibly", "[evaluation]") {
   const EvalSummary summary = SummaryOf({
-      Episode(TerminationReason::kTimeLimit, 100, 50),
-      Episode(TerminationReason::kTimeLimit, 100, 50),
-      Episode(TerminationReason::kCollision, 50, 20, "Curb"),
-      Episode(TerminationReason::kTooSlow, 10, 0),
+      Episode(sim::TerminationReason::kTimeLimit, 100, 50),
+      Episode(sim::TerminationReason::kTimeLimit, 100, 50),
+      Episode(sim::TerminationReason::kCollision, 50, 20, "Curb"),
+      Episode(sim::TerminationReason::kTooSlow, 10, 0),
   });
   const EvalStatistics stats = StatisticsOf(summary);
   CHECK(stats.episodes == 4);
@@ -149,8 +149,8 @@ TEST_CASE("Statistics count outcomes and metres per infraction, reproducibly", "
 
   // No infraction: the metres driven are a lower bound, with no upper one.
   const EvalStatistics clean = StatisticsOf(SummaryOf({
-      Episode(TerminationReason::kTimeLimit, 120, 60),
-      Episode(TerminationReason::kTimeLimit, 80, 40),
+      Episode(sim::TerminationReason::kTimeLimit, 120, 60),
+      Episode(sim::TerminationReason::kTimeLimit, 80, 40),
   }));
   CHECK(clean.infractions == 0);
   CHECK(clean.metres_per_infraction.estimate == Approx(200.0));

@@ -57,7 +57,7 @@ TEST_CASE("A summary's mean driving score is the mean of its episodes' driving s
   done.route_completion = 1;
   crashed.collided = true;
   crashed.collided_with = "stalled_car_3";
-  crashed.reason = TerminationReason::kCollision;
+  crashed.reason = sim::TerminationReason::kCollision;
   crashed.route_completion = 0.5;
   const EvalSummary summary = SummaryOf({done, crashed});
   CHECK(summary.mean_driving_score == Approx((DrivingScore(done) + DrivingScore(crashed)) / 2));
@@ -186,13 +186,13 @@ TEST_CASE("An evaluation says where each episode that did not reach the time lim
   REQUIRE(evaluator.ok());
   absl::StatusOr<EvalSummary> random = (*evaluator)->Random(8);
   REQUIRE(random.ok());
-  const RoadMap& map = (*evaluator)->env().map();
+  const sim::RoadMap& map = (*evaluator)->env().map();
   REQUIRE(map.junctions().size() == 11);  // The Neighborhood: 7 intersections, 4 corners.
-  std::array<int, kRoadPlaces> counted{};
+  std::array<int, sim::kRoadPlaces> counted{};
   for (const EpisodeRecord& e : random->episodes) {
     REQUIRE_FALSE(e.path.empty());
     CHECK(e.end_place == map.PlaceOf({e.path.back().first, e.path.back().second}));
-    if (e.reason != TerminationReason::kTimeLimit) ++counted[static_cast<int>(e.end_place)];
+    if (e.reason != sim::TerminationReason::kTimeLimit) ++counted[static_cast<int>(e.end_place)];
   }
   CHECK(counted == random->ended_at);
   CHECK(random->ended_at[0] + random->ended_at[1] + random->ended_at[2] ==
@@ -213,7 +213,7 @@ TEST_CASE("A trace records every greedy step with its Q-values and the frames be
   absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
       GreedyEvaluator::Create("compact", spec);
   REQUIRE(evaluator.ok());
-  DrivingEnv& env = (*evaluator)->env();
+  sim::DrivingEnv& env = (*evaluator)->env();
   absl::StatusOr<std::unique_ptr<EvalTrace>> trace = EvalTrace::Create(
       dir + "/trace.csv", dir + "/frames", env.map(), env.observation_shape(), env.num_actions());
   REQUIRE(trace.ok());
@@ -251,20 +251,20 @@ TEST_CASE("A trace records every greedy step with its Q-values and the frames be
       if (step < e.steps) {
         CHECK(f[15].empty());
       } else {
-        CHECK(f[15] == TerminationReasonName(e.reason));
-        CHECK(f[7] == RoadPlaceName(e.end_place));
+        CHECK(f[15] == sim::TerminationReasonName(e.reason));
+        CHECK(f[7] == sim::RoadPlaceName(e.end_place));
       }
     }
-    if (e.reason == TerminationReason::kTimeLimit) continue;
+    if (e.reason == sim::TerminationReason::kTimeLimit) continue;
     ++early;
-    const std::string png =
-        absl::StrCat(dir, "/frames/episode-", e.seed, "-", TerminationReasonName(e.reason), ".png");
+    const std::string png = absl::StrCat(dir, "/frames/episode-", e.seed, "-",
+                                         sim::TerminationReasonName(e.reason), ".png");
     absl::StatusOr<std::string> bytes = ReadFileToString(png);
     REQUIRE(bytes.ok());
     int width = 0, height = 0, channels = 0;
-    REQUIRE(
-        DecodePng(std::vector<uint8_t>(bytes->begin(), bytes->end()), &width, &height, &channels)
-            .ok());
+    REQUIRE(sim::DecodePng(std::vector<uint8_t>(bytes->begin(), bytes->end()), &width, &height,
+                           &channels)
+                .ok());
     int frames = 0;
     for (int back : EvalTrace::kFramesBeforeEnd) frames += back <= e.steps ? 1 : 0;
     CHECK(width == env.observation_shape()[2]);

@@ -20,7 +20,7 @@
 #include "tests/catch.h"
 #include "tests/simulator_bridge/world/test_world.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 using airsim::Packer;
@@ -983,4 +983,4 @@ TEST_CASE("dumping frames writes the served scene images as PNG", "[airsim_proto
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -34,7 +34,7 @@ void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept {
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 int64_t CountAllocations(DrivingEnv& env, uint8_t* obs, int steps) {
@@ -78,4 +78,4 @@ TEST_CASE("stepping a DrivingEnv over an EmbeddedSim allocates nothing", "[alloc
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

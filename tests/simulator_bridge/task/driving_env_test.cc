@@ -8,7 +8,7 @@
 #include "tests/catch.h"
 #include "tests/simulator_bridge/world/test_world.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 std::unique_ptr<DrivingEnv> MakeEnv(const DrivingEnvOptions& options = {}, int parked = 0) {
@@ -297,9 +297,9 @@ TEST_CASE("episodes are reproducible for a seed and action sequence", "[driving_
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 TEST_CASE("the 84x84 observation is the area-averaged luma of the scene", "[driving_env]") {
@@ -335,4 +335,4 @@ TEST_CASE("the 84x84 observation is the area-averaged luma of the scene", "[driv
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -4,7 +4,7 @@
 
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 std::vector<uint8_t> Contents(const FrameStack& stack) {
@@ -72,4 +72,4 @@ TEST_CASE("a stack of one frame is the newest frame", "[frame_stack]") {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

@@ -4,7 +4,7 @@
 
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 CarParams NoResistance() {
@@ -126,4 +126,4 @@ TEST_CASE("reverse gear drives backwards up to the reverse limit", "[car]") {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

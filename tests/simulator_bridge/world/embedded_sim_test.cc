@@ -9,7 +9,7 @@
 #include "tests/catch.h"
 #include "tests/simulator_bridge/world/test_world.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 std::unique_ptr<EmbeddedSim> MakeSim(int parked_cars = 0, uint64_t seed = 7) {
@@ -304,9 +304,9 @@ TEST_CASE("a parked car in view is drawn and nearer than the ground behind it",
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 TEST_CASE("simulators on separate threads sharing one world run independently", "[embedded_sim]") {
@@ -339,4 +339,4 @@ TEST_CASE("simulators on separate threads sharing one world run independently", 
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

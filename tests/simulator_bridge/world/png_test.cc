@@ -8,7 +8,7 @@
 
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 TEST_CASE("PNG encoding round-trips grey, RGB and BGRA pixels", "[png]") {
@@ -155,4 +155,4 @@ TEST_CASE("libpng's errors come back as statuses that name the fault", "[png]") 
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

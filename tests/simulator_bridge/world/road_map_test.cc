@@ -7,7 +7,7 @@
 #include "tests/catch.h"
 #include "tests/simulator_bridge/world/test_world.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 TEST_CASE("the Neighborhood map loads with the cookbook's unit conversion", "[road_map]") {
@@ -103,4 +103,4 @@ TEST_CASE("a bend is a corner only past 30 degrees, and three roads make an inte
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::sim

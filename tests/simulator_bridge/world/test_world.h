@@ -10,7 +10,7 @@
 #include "simulator_bridge/world/world.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::sim {
 
 inline std::string TestMapDir() {
   return std::string(CONVOY_SOURCE_DIR) + "/simulator_bridge/maps/neighborhood";
@@ -35,6 +35,6 @@ inline Pose PoseAt(double x, double y, double yaw) {
   return pose;
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim
 
 #endif  // CONVOY_TESTS_SIMULATOR_BRIDGE_WORLD_TEST_WORLD_H_

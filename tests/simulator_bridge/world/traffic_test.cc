@@ -10,7 +10,7 @@
 #include "tests/catch.h"
 #include "tests/simulator_bridge/world/test_world.h"
 
-namespace convoy {
+namespace convoy::sim {
 namespace {
 
 std::unique_ptr<EmbeddedSim> MakeTrafficSim(int traffic_cars, int parked_cars, uint64_t seed = 5,
@@ -331,4 +331,4 @@ TEST_CASE("stalled cars are in the way: a driver blind to them hits them, the ex
   CHECK(expert_hits == 0);
 }
 
-}  // namespace convoy
+}  // namespace convoy::sim
