@@ -4,7 +4,7 @@ room is a folder with its own build and its tests' folder.
 
 Usage: include_rule.py [--repo DIR]
 
-Reads the rooms, then every .cc and .h that git tracks outside tests/ and checks each `#include "..."`:
+Reads the rooms, then every .cc and .h under the rooms' folders and checks each `#include "..."`:
 a file may include its own room's files and those of a room of a lower level; a generated protobuf header
 (`*.pb.h`) is proto/'s, level 0; an include of tests/ or of a room of the same or a higher level fails, as
 does one of a file kept to a few includers ("only" lines). Before the repository, the check is run on
@@ -15,7 +15,6 @@ Exit 0: no include breaks the rule and every room is whole; 1: some do (each nam
 import argparse
 import os
 import re
-import subprocess
 import sys
 
 INCLUDE = re.compile(r'\s*#\s*include\s+"([^"]+)"')
@@ -110,14 +109,18 @@ def self_test(rooms):
            [f"the check refuses the planted {w[0]}'s include of {w[2]}" for w in wrong]
 
 
-def tracked_sources(repo):
-    listed = subprocess.run(["git", "-C", repo, "ls-files", "-z"], check=True, capture_output=True,
-                            text=True).stdout.split("\0")
+def product_sources(repo, rooms):
+    """{path: text} of every .cc and .h under the rooms' top folders, as the tree holds them (no git needed:
+    the Debian 13 root and the container builds have the files, not the repository)."""
     sources = {}
-    for path in listed:
-        if path.endswith(SOURCE_ENDINGS) and not path.startswith("tests/"):
-            with open(os.path.join(repo, path), encoding="utf-8", errors="replace") as f:
-                sources[path] = f.read()
+    for top in sorted({folder.split("/")[0] for folder in rooms.levels}):
+        for folder, dirs, files in os.walk(os.path.join(repo, top)):
+            dirs.sort()
+            for name in files:
+                if name.endswith(SOURCE_ENDINGS):
+                    full = os.path.join(folder, name)
+                    with open(full, encoding="utf-8", errors="replace") as f:
+                        sources[os.path.relpath(full, repo)] = f.read()
     return sources
 
 
@@ -134,7 +137,7 @@ def main():
     problems = self_test(rooms)
     for p in problems:
         print(f"FAIL: {p}")
-    sources = tracked_sources(args.repo)
+    sources = product_sources(args.repo, rooms)
     outside = [f"{p} is in no room of common/rooms.txt"
                for p in sorted(sources) if rooms.room(p) is None]
     # Every room that holds sources is a folder with its own build (CMakeLists.txt) and tests' folder.
