@@ -49,10 +49,6 @@ class Rooms:
                 best = folder
         return best
 
-    def level(self, path):
-        room = self.room(path)
-        return None if room is None else self.levels[room]
-
     def breaks(self, path, target):
         """Why `path` may not include `target`, or None when it may."""
         if target.startswith("tests/"):
@@ -138,21 +134,21 @@ def main():
     for p in problems:
         print(f"FAIL: {p}")
     sources = product_sources(args.repo, rooms)
-    outside = [f"{p} is in no room of common/rooms.txt"
-               for p in sorted(sources) if rooms.room(p) is None]
+    unhoused = [f"{p} is in no room of common/rooms.txt"
+                for p in sorted(sources) if rooms.room(p) is None]
     # Every room that holds sources is a folder with its own build (CMakeLists.txt) and tests' folder.
     for room in sorted(rooms.levels):
         if not any(rooms.room(p) == room for p in sources):
             continue
         for needed in (os.path.join(room, "CMakeLists.txt"), os.path.join("tests", room)):
             if not os.path.exists(os.path.join(args.repo, needed)):
-                outside.append(f"{room} has no {needed}")
+                unhoused.append(f"{room} has no {needed}")
     found = violations(rooms, sources)
-    for problem in outside:
+    for problem in unhoused:
         print(f"FAIL: {problem}")
     for path, n, target, why in found:
         print(f"FAIL: {path}:{n} includes {target}: {why}")
-    if problems or outside or found:
+    if problems or unhoused or found:
         return 1
     print(f"ok: {len(sources)} sources in {len(rooms.levels)} rooms, every include goes down the order")
     return 0
