@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -65,86 +67,110 @@ ABSL_FLAG(int, max_connections, Defaults().max_connections,
 ABSL_FLAG(uint64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest request accepted, bytes.");
 
+namespace {
+
+// Every numeric flag but --seed, which takes any value.
+bool FlagsAreInRange() {
+  return convoy::FlagsInRange(
+      "convoy_sim",
+      {convoy::IntRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
+       convoy::RealRange("step_seconds", absl::GetFlag(FLAGS_step_seconds), 0, 10,
+                         convoy::Ends::kOpenMin),
+       convoy::IntRange("camera_width", absl::GetFlag(FLAGS_camera_width), 1, 8192),
+       convoy::IntRange("camera_height", absl::GetFlag(FLAGS_camera_height), 1, 8192),
+       convoy::RealRange("camera_fov_deg", absl::GetFlag(FLAGS_camera_fov_deg), 0, 180,
+                         convoy::Ends::kOpen),
+       convoy::RealRange("camera_height_m", absl::GetFlag(FLAGS_camera_height_m), -100, 100),
+       convoy::RealRange("camera_pitch_deg", absl::GetFlag(FLAGS_camera_pitch_deg), -90, 90),
+       convoy::IntRange("max_connections", absl::GetFlag(FLAGS_max_connections), 1, 65536),
+       convoy::UintRange("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 1,
+                         uint64_t{1} << 32)});
+}
+
+// The world of --map_dir (or the bundled map). Errors: the map's.
+absl::StatusOr<std::shared_ptr<const convoy::sim::World>> LoadWorld(std::string* map_dir) {
+  *map_dir = absl::GetFlag(FLAGS_map_dir);
+  if (map_dir->empty()) {
+    absl::StatusOr<std::string> found = convoy::sim::FindDefaultMapDir();
+    if (!found.ok()) return found.status();
+    *map_dir = *found;
+  }
+  absl::StatusOr<convoy::sim::RoadMap> map = convoy::sim::RoadMap::Load(*map_dir);
+  if (!map.ok()) return map.status();
+  return convoy::sim::World::Create(*std::move(map));
+}
+
+// The server's options from the flags. Errors: INVALID_ARGUMENT naming --scenario or --clock.
+absl::Status OptionsFromFlags(std::shared_ptr<const convoy::sim::World> world,
+                              convoy::sim::AirSimServerOptions* options) {
+  options->sim.world = std::move(world);
+  options->sim.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<convoy::sim::Scenario> scenario =
+      convoy::sim::FindScenario(absl::GetFlag(FLAGS_scenario));
+  if (!scenario.ok()) return scenario.status();
+  convoy::sim::ApplyScenario(*scenario, &options->sim, nullptr);
+  options->sim.step_seconds = absl::GetFlag(FLAGS_step_seconds);
+  options->sim.camera.width = absl::GetFlag(FLAGS_camera_width);
+  options->sim.camera.height = absl::GetFlag(FLAGS_camera_height);
+  options->sim.camera.fov_deg = absl::GetFlag(FLAGS_camera_fov_deg);
+  options->sim.camera.z_m = -absl::GetFlag(FLAGS_camera_height_m);
+  options->sim.camera.pitch_deg = absl::GetFlag(FLAGS_camera_pitch_deg);
+  options->vehicle_names = absl::StrSplit(absl::GetFlag(FLAGS_vehicles), ',', absl::SkipEmpty());
+  options->bind_address = absl::GetFlag(FLAGS_bind);
+  options->port = absl::GetFlag(FLAGS_port);
+  options->dump_frames_dir = absl::GetFlag(FLAGS_dump_frames);
+  options->max_connections = absl::GetFlag(FLAGS_max_connections);
+  options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  const std::string clock = absl::GetFlag(FLAGS_clock);
+  if (clock == "realtime") {
+    options->clock = convoy::sim::SimClockMode::kRealTime;
+  } else if (clock == "lockstep") {
+    options->clock = convoy::sim::SimClockMode::kLockStep;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--clock must be realtime or lockstep, not '", clock, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// The server's counters, each a row of common/metrics/metric_table.h.
+void CollectMetrics(const convoy::sim::AirSimServer::Stats& stats, convoy::MetricFamilies& out) {
+  namespace metric = convoy::metric;
+  for (const auto& [vehicle, steps] : stats.steps_by_vehicle) {
+    out.Set(metric::kSimSteps, static_cast<double>(steps), {{"vehicle", vehicle}});
+  }
+  out.Set(metric::kSimRequests, static_cast<double>(stats.requests));
+  out.Set(metric::kSimConnections, static_cast<double>(stats.connections_accepted),
+          {{"result", "accepted"}});
+  out.Set(metric::kSimConnections, static_cast<double>(stats.connections_refused),
+          {{"result", "refused"}});
+  out.Set(metric::kSimConnections, static_cast<double>(stats.connections_closed_for_errors),
+          {{"result", "closed_for_errors"}});
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   convoy::InitProcess(
       argc, argv,
       "serves EmbeddedSim cars over the AirSim RPC protocol (msgpack-rpc on TCP).\n"
       "  convoy_sim --port=41451 --clock=lockstep --dump_frames=/tmp/frames\n"
       "Then, from Python: import airsim; c = airsim.CarClient(); c.confirmConnection()");
-
-  // Every numeric flag but --seed, which takes any value.
-  if (!convoy::FlagsInRange(
-          "convoy_sim",
-          {convoy::IntRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
-           convoy::RealRange("step_seconds", absl::GetFlag(FLAGS_step_seconds), 0, 10,
-                             convoy::Ends::kOpenMin),
-           convoy::IntRange("camera_width", absl::GetFlag(FLAGS_camera_width), 1, 8192),
-           convoy::IntRange("camera_height", absl::GetFlag(FLAGS_camera_height), 1, 8192),
-           convoy::RealRange("camera_fov_deg", absl::GetFlag(FLAGS_camera_fov_deg), 0, 180,
-                             convoy::Ends::kOpen),
-           convoy::RealRange("camera_height_m", absl::GetFlag(FLAGS_camera_height_m), -100, 100),
-           convoy::RealRange("camera_pitch_deg", absl::GetFlag(FLAGS_camera_pitch_deg), -90, 90),
-           convoy::IntRange("max_connections", absl::GetFlag(FLAGS_max_connections), 1, 65536),
-           convoy::UintRange("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 1,
-                             uint64_t{1} << 32)})) {
-    return convoy::kExitUsage;
-  }
+  if (!FlagsAreInRange()) return convoy::kExitUsage;
   // SIGINT/SIGTERM are taken synchronously below, not by a handler; block them before any thread.
   convoy::BlockTerminationSignals();
 
-  std::string map_dir = absl::GetFlag(FLAGS_map_dir);
-  if (map_dir.empty()) {
-    absl::StatusOr<std::string> found = convoy::sim::FindDefaultMapDir();
-    if (!found.ok()) {
-      LOG(ERROR) << found.status();
-      return 1;
-    }
-    map_dir = *found;
-  }
-  absl::StatusOr<convoy::sim::RoadMap> map = convoy::sim::RoadMap::Load(map_dir);
-  if (!map.ok()) {
-    LOG(ERROR) << map.status();
-    return 1;
-  }
-  absl::StatusOr<std::shared_ptr<const convoy::sim::World>> world =
-      convoy::sim::World::Create(*std::move(map));
+  std::string map_dir;
+  absl::StatusOr<std::shared_ptr<const convoy::sim::World>> world = LoadWorld(&map_dir);
   if (!world.ok()) {
     LOG(ERROR) << world.status();
     return 1;
   }
-
   convoy::sim::AirSimServerOptions options;
-  options.sim.world = *world;
-  options.sim.seed = absl::GetFlag(FLAGS_seed);
-  absl::StatusOr<convoy::sim::Scenario> scenario =
-      convoy::sim::FindScenario(absl::GetFlag(FLAGS_scenario));
-  if (!scenario.ok()) {
-    std::fprintf(stderr, "convoy_sim: %s\n", std::string(scenario.status().message()).c_str());
+  if (absl::Status s = OptionsFromFlags(*std::move(world), &options); !s.ok()) {
+    std::fprintf(stderr, "convoy_sim: %s\n", std::string(s.message()).c_str());
     return convoy::kExitUsage;
   }
-  convoy::sim::ApplyScenario(*scenario, &options.sim, nullptr);
-  options.sim.step_seconds = absl::GetFlag(FLAGS_step_seconds);
-  options.sim.camera.width = absl::GetFlag(FLAGS_camera_width);
-  options.sim.camera.height = absl::GetFlag(FLAGS_camera_height);
-  options.sim.camera.fov_deg = absl::GetFlag(FLAGS_camera_fov_deg);
-  options.sim.camera.z_m = -absl::GetFlag(FLAGS_camera_height_m);
-  options.sim.camera.pitch_deg = absl::GetFlag(FLAGS_camera_pitch_deg);
-  options.vehicle_names = absl::StrSplit(absl::GetFlag(FLAGS_vehicles), ',', absl::SkipEmpty());
-  options.bind_address = absl::GetFlag(FLAGS_bind);
-  options.port = absl::GetFlag(FLAGS_port);
-  options.dump_frames_dir = absl::GetFlag(FLAGS_dump_frames);
-  options.max_connections = absl::GetFlag(FLAGS_max_connections);
-  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  const std::string clock = absl::GetFlag(FLAGS_clock);
-  if (clock == "realtime") {
-    options.clock = convoy::sim::SimClockMode::kRealTime;
-  } else if (clock == "lockstep") {
-    options.clock = convoy::sim::SimClockMode::kLockStep;
-  } else {
-    LOG(ERROR) << "--clock must be realtime or lockstep, not '" << clock << "'";
-    return 1;
-  }
-
   absl::StatusOr<std::unique_ptr<convoy::sim::AirSimServer>> server =
       convoy::sim::AirSimServer::Start(options);
   if (!server.ok()) {
@@ -153,32 +179,15 @@ int main(int argc, char** argv) {
   }
   convoy::sim::AirSimServer* const served = server->get();
   absl::StatusOr<std::unique_ptr<convoy::PrometheusEndpoint>> metrics =
-      convoy::PrometheusEndpoint::StartFromFlags(
-          {std::make_shared<convoy::CollectedMetrics>([served](convoy::MetricFamilies& out) {
-            const convoy::sim::AirSimServer::Stats stats = served->stats();
-            for (const auto& [vehicle, steps] : stats.steps_by_vehicle) {
-              out.Counter("convoy_sim_steps_total", "Physics steps served, by car.",
-                          static_cast<double>(steps), {{"vehicle", vehicle}});
-            }
-            out.Counter("convoy_sim_requests_total", "AirSim RPC requests answered.",
-                        static_cast<double>(stats.requests));
-            out.Counter("convoy_sim_connections_total",
-                        "Connections: accepted, refused (over --max_connections), or closed for "
-                        "errors.",
-                        static_cast<double>(stats.connections_accepted), {{"result", "accepted"}});
-            out.Counter("convoy_sim_connections_total", "",
-                        static_cast<double>(stats.connections_refused), {{"result", "refused"}});
-            out.Counter("convoy_sim_connections_total", "",
-                        static_cast<double>(stats.connections_closed_for_errors),
-                        {{"result", "closed_for_errors"}});
-          })});
+      convoy::PrometheusEndpoint::StartFromFlags({std::make_shared<convoy::CollectedMetrics>(
+          [served](convoy::MetricFamilies& out) { CollectMetrics(served->stats(), out); })});
   if (!metrics.ok()) {
     LOG(ERROR) << metrics.status();
     return metrics.status().code() == absl::StatusCode::kInvalidArgument ? convoy::kExitUsage : 1;
   }
   LOG(INFO) << "convoy_sim serving " << options.vehicle_names.size() << " car(s) on the map "
-            << map_dir << ", clock " << clock << ", on " << options.bind_address << ":"
-            << (*server)->port();
+            << map_dir << ", clock " << absl::GetFlag(FLAGS_clock) << ", on "
+            << options.bind_address << ":" << (*server)->port();
   // One machine-readable line on stdout, for scripts and tests that start with --port=0.
   std::printf("convoy_sim listening on %s:%d\n", options.bind_address.c_str(), (*server)->port());
   std::fflush(stdout);

@@ -23,39 +23,70 @@ ABSL_FLAG(std::string, metrics_port_file, "",
 
 namespace convoy {
 
-prometheus::ClientMetric& MetricFamilies::Sample(const std::string& name, const std::string& help,
-                                                 prometheus::MetricType type,
+namespace {
+
+prometheus::MetricType PrometheusType(MetricType type) {
+  switch (type) {
+    case MetricType::kCounter:
+      return prometheus::MetricType::Counter;
+    case MetricType::kGauge:
+      return prometheus::MetricType::Gauge;
+    case MetricType::kHistogram:
+      return prometheus::MetricType::Histogram;
+  }
+  return prometheus::MetricType::Untyped;
+}
+
+}  // namespace
+
+prometheus::ClientMetric& MetricFamilies::Sample(const MetricSpec& metric,
                                                  const MetricLabels& labels) {
   prometheus::MetricFamily* family = nullptr;
   for (prometheus::MetricFamily& f : families_) {
-    if (f.name == name) family = &f;
+    if (f.name == metric.name) family = &f;
   }
   if (family == nullptr) {
     family = &families_.emplace_back();
-    family->name = name;
-    family->help = help;
-    family->type = type;
+    family->name = std::string(metric.name);
+    family->help = std::string(metric.help);
+    family->type = PrometheusType(metric.type);
   }
-  CHECK(family->type == type) << "metric " << name << " collected with two types";
   prometheus::ClientMetric& sample = family->metric.emplace_back();
   for (const auto& [label, value] : labels) sample.label.push_back({label, value});
   return sample;
 }
 
-void MetricFamilies::Counter(const std::string& name, const std::string& help, double value,
-                             const MetricLabels& labels) {
-  Sample(name, help, prometheus::MetricType::Counter, labels).counter.value = value;
+void MetricFamilies::Set(const MetricSpec& metric, double value, const MetricLabels& labels) {
+  if (metric.type == MetricType::kCounter) {
+    Sample(metric, labels).counter.value = value;
+  } else {
+    CHECK(metric.type == MetricType::kGauge) << metric.name << " is a histogram";
+    Sample(metric, labels).gauge.value = value;
+  }
 }
 
-void MetricFamilies::Gauge(const std::string& name, const std::string& help, double value,
-                           const MetricLabels& labels) {
-  Sample(name, help, prometheus::MetricType::Gauge, labels).gauge.value = value;
+void MetricFamilies::Histogram(const MetricSpec& metric, const prometheus::Histogram& histogram,
+                               const MetricLabels& labels) {
+  CHECK(metric.type == MetricType::kHistogram) << metric.name << " is no histogram";
+  Sample(metric, labels).histogram = histogram.Collect().histogram;
 }
 
-void MetricFamilies::Histogram(const std::string& name, const std::string& help,
-                               const prometheus::Histogram& histogram, const MetricLabels& labels) {
-  Sample(name, help, prometheus::MetricType::Histogram, labels).histogram =
-      histogram.Collect().histogram;
+prometheus::Family<prometheus::Counter>& RegisterCounter(const MetricSpec& metric,
+                                                         prometheus::Registry& registry) {
+  CHECK(metric.type == MetricType::kCounter) << metric.name << " is no counter";
+  return prometheus::BuildCounter()
+      .Name(std::string(metric.name))
+      .Help(std::string(metric.help))
+      .Register(registry);
+}
+
+prometheus::Family<prometheus::Histogram>& RegisterHistogram(const MetricSpec& metric,
+                                                             prometheus::Registry& registry) {
+  CHECK(metric.type == MetricType::kHistogram) << metric.name << " is no histogram";
+  return prometheus::BuildHistogram()
+      .Name(std::string(metric.name))
+      .Help(std::string(metric.help))
+      .Register(registry);
 }
 
 void MetricFamilies::Add(std::vector<prometheus::MetricFamily> families) {

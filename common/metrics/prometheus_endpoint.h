@@ -16,9 +16,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/metrics/metric_table.h"
 #include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
 #include "prometheus/histogram.h"
 #include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
 
 namespace prometheus {
 class Exposer;
@@ -29,30 +33,33 @@ namespace convoy {
 // Label name -> value of one sample.
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 
-// Builds the metric families of one scrape. A family named twice (one sample per label set) is one
-// family: its HELP and TYPE are the first call's. Names follow Prometheus' conventions: base units
-// (seconds, bytes), counters end in _total, an info metric in _info with the value 1.
+// Builds the metric families of one scrape, each a row of common/metrics/metric_table.h (its name,
+// type and HELP are the row's). A family given twice (one sample per label set) is one family.
 class MetricFamilies {
  public:
-  void Counter(const std::string& name, const std::string& help, double value,
-               const MetricLabels& labels = {});
-  void Gauge(const std::string& name, const std::string& help, double value,
-             const MetricLabels& labels = {});
+  // A counter's or a gauge's sample.
+  void Set(const MetricSpec& metric, double value, const MetricLabels& labels = {});
   // A histogram built elsewhere (prometheus::Histogram, e.g. filled by ObserveMultiple from counts
   // kept as they were), as a sample with `labels`.
-  void Histogram(const std::string& name, const std::string& help,
-                 const prometheus::Histogram& histogram, const MetricLabels& labels = {});
+  void Histogram(const MetricSpec& metric, const prometheus::Histogram& histogram,
+                 const MetricLabels& labels = {});
   // Appends families collected elsewhere (a prometheus::Registry's).
   void Add(std::vector<prometheus::MetricFamily> families);
 
   std::vector<prometheus::MetricFamily> Take() { return std::move(families_); }
 
  private:
-  prometheus::ClientMetric& Sample(const std::string& name, const std::string& help,
-                                   prometheus::MetricType type, const MetricLabels& labels);
+  prometheus::ClientMetric& Sample(const MetricSpec& metric, const MetricLabels& labels);
 
   std::vector<prometheus::MetricFamily> families_;
 };
+
+// A family of metrics observed as they happen (prometheus-cpp's), named and described by its row of
+// the table, which must be a counter's (RegisterCounter) or a histogram's (RegisterHistogram).
+prometheus::Family<prometheus::Counter>& RegisterCounter(const MetricSpec& metric,
+                                                         prometheus::Registry& registry);
+prometheus::Family<prometheus::Histogram>& RegisterHistogram(const MetricSpec& metric,
+                                                             prometheus::Registry& registry);
 
 // A Collectable whose families `collect` writes on each scrape (on the Exposer's threads: `collect`
 // must be thread-safe).

@@ -68,20 +68,11 @@ PsMetrics::PsMetrics(uint32_t shard, std::function<v1::StatusResponse()> status,
       status_(std::move(status)),
       run_labels_(RunLabels(run)),
       now_(std::move(now)) {
-  apply_seconds_ =
-      &prometheus::BuildHistogram()
-           .Name("convoy_ps_apply_duration_seconds")
-           .Help("Optimizer steps by their duration: the step and the publish of its weights.")
-           .Register(registry_)
-           .Add({{"shard", shard_}},
-                prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                        0.05, 0.1, 0.25, 0.5, 1, 2.5});
-  staleness_ = &prometheus::BuildHistogram()
-                    .Name("convoy_ps_push_staleness_versions")
-                    .Help(
-                        "Applied pushes by their staleness: the versions applied between the "
-                        "weights a push was computed on and its step.")
-                    .Register(registry_)
+  apply_seconds_ = &RegisterHistogram(metric::kPsApplyDuration, registry_)
+                        .Add({{"shard", shard_}}, prometheus::Histogram::BucketBoundaries{
+                                                      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                      0.05, 0.1, 0.25, 0.5, 1, 2.5});
+  staleness_ = &RegisterHistogram(metric::kPsPushStaleness, registry_)
                     .Add({{"shard", shard_}}, prometheus::Histogram::BucketBoundaries{
                                                   0, 1, 2, 4, 8, 16, 32, 64, 128, 256});
 }
@@ -111,34 +102,22 @@ void PsMetrics::AddStatus(const v1::StatusResponse& s, MetricFamilies& out) cons
   info.emplace_back("model_fingerprint", s.model_fingerprint());
   info.emplace_back("num_shards", absl::StrCat(std::max<uint32_t>(1, s.shard().num_shards())));
   info.insert(info.end(), run_labels_.begin(), run_labels_.end());
-  out.Gauge("convoy_ps_run_info",
-            "The run, this server start (incarnation) and the run's settings, as the server hands "
-            "them to agents.",
-            1, info);
-  out.Gauge("convoy_ps_version", "Version of the master weights (one per optimizer step).",
-            static_cast<double>(s.version()), shard);
-  out.Gauge("convoy_ps_target_version", "Version of the target network's snapshot.",
-            static_cast<double>(s.target_version()), shard);
-  out.Gauge("convoy_ps_parameters", "Parameters this server serves (its slice of the model).",
-            static_cast<double>(s.parameter_count()), shard);
-  out.Gauge("convoy_ps_epsilon", "The exploration rate of the global schedule.", s.epsilon(),
-            shard);
-  out.Gauge("convoy_ps_uptime_seconds", "Seconds since this server started.", s.uptime_seconds(),
-            shard);
+  out.Set(metric::kPsRunInfo, 1, info);
+  out.Set(metric::kPsVersion, static_cast<double>(s.version()), shard);
+  out.Set(metric::kPsTargetVersion, static_cast<double>(s.target_version()), shard);
+  out.Set(metric::kPsParameters, static_cast<double>(s.parameter_count()), shard);
+  out.Set(metric::kPsEpsilon, s.epsilon(), shard);
+  out.Set(metric::kPsUptime, s.uptime_seconds(), shard);
 
   AddCounters(s, out);
-  out.Gauge("convoy_ps_checkpoint_version",
-            "Version of the newest checkpoint this run wrote or resumed from (0: none).",
-            static_cast<double>(s.checkpoint_version()), shard);
-  out.Gauge("convoy_ps_checkpoint_timestamp_seconds",
-            "When the newest checkpoint was written or resumed from, Unix seconds (0: none).",
-            static_cast<double>(s.checkpoint_unix_ms()) / 1000, shard);
-  out.Gauge("convoy_ps_checkpoint_age_seconds",
-            "Seconds since the newest checkpoint, or since the start when there is none.",
-            s.checkpoint_unix_ms() > 0
-                ? absl::ToDoubleSeconds(now - absl::FromUnixMillis(s.checkpoint_unix_ms()))
-                : s.uptime_seconds(),
-            shard);
+  out.Set(metric::kPsCheckpointVersion, static_cast<double>(s.checkpoint_version()), shard);
+  out.Set(metric::kPsCheckpointTimestamp, static_cast<double>(s.checkpoint_unix_ms()) / 1000,
+          shard);
+  out.Set(metric::kPsCheckpointAge,
+          s.checkpoint_unix_ms() > 0
+              ? absl::ToDoubleSeconds(now - absl::FromUnixMillis(s.checkpoint_unix_ms()))
+              : s.uptime_seconds(),
+          shard);
 
   // Batches by their pushes: drained_batches is exact, so the histogram's buckets are too.
   prometheus::Histogram::BucketBoundaries bounds;
@@ -154,19 +133,13 @@ void PsMetrics::AddStatus(const v1::StatusResponse& s, MetricFamilies& out) cons
   }
   prometheus::Histogram batches(bounds);
   batches.ObserveMultiple(per_bucket, pushes_drained);
-  out.Histogram("convoy_ps_apply_batch_pushes",
-                "Batches the apply worker drained, by the pushes each held (applied or not).",
-                batches, shard);
+  out.Histogram(metric::kPsApplyBatchPushes, batches, shard);
 
-  out.Gauge("convoy_ps_pushes_queued", "Pushes received whole, waiting for the apply worker.",
-            s.pushes_queued(), shard);
-  out.Gauge("convoy_ps_push_buffers", "Model-sized receive buffers: the bound on pushes in flight.",
-            s.push_buffers(), shard);
-  out.Gauge("convoy_ps_push_buffers_in_use", "Push buffers being received, queued or applied.",
-            s.push_buffers_in_use(), shard);
-  out.Gauge("convoy_ps_pushes_waiting", "Push streams waiting for a buffer.", s.pushes_waiting(),
-            shard);
-  out.Gauge("convoy_ps_pulls_waiting", "Pulls waiting for their turn.", s.pulls_waiting(), shard);
+  out.Set(metric::kPsPushesQueued, s.pushes_queued(), shard);
+  out.Set(metric::kPsPushBuffers, s.push_buffers(), shard);
+  out.Set(metric::kPsPushBuffersInUse, s.push_buffers_in_use(), shard);
+  out.Set(metric::kPsPushesWaiting, s.pushes_waiting(), shard);
+  out.Set(metric::kPsPullsWaiting, s.pulls_waiting(), shard);
 
   AddAgents(s, now, out);
 }
@@ -178,8 +151,7 @@ void PsMetrics::AddCounters(const v1::StatusResponse& s, MetricFamilies& out) co
     labels.emplace_back(std::move(name), std::move(value));
     return labels;
   };
-  out.Counter("convoy_ps_pushes_accepted_total", "Pushes applied (counted on across --resume).",
-              static_cast<double>(s.updates_applied()), shard);
+  out.Set(metric::kPsPushesAccepted, static_cast<double>(s.updates_applied()), shard);
   // Every reason a push can be refused for, 0 until it happens, so that rate() sees the first.
   std::map<std::string, uint64_t> refused;
   for (int r = v1::RejectReason_MIN; r <= v1::RejectReason_MAX; ++r) {
@@ -188,31 +160,19 @@ void PsMetrics::AddCounters(const v1::StatusResponse& s, MetricFamilies& out) co
   }
   for (const auto& [reason, count] : s.rejections()) refused[reason] = count;
   for (const auto& [reason, count] : refused) {
-    out.Counter("convoy_ps_pushes_refused_total", "Pushes refused, by reason (nothing applied).",
-                static_cast<double>(count), with("reason", ReasonLabel(reason)));
+    out.Set(metric::kPsPushesRefused, static_cast<double>(count),
+            with("reason", ReasonLabel(reason)));
   }
-  out.Counter("convoy_ps_pushes_repeated_total",
-              "Retries of a push already answered: answered again, not applied.",
-              static_cast<double>(s.repeated_pushes()), shard);
-  out.Counter("convoy_ps_applied_minibatches_total", "Minibatches the applied pushes averaged.",
-              static_cast<double>(s.applied_minibatches()), shard);
-  out.Counter("convoy_ps_apply_steps_total", "Optimizer steps taken by this process.",
-              static_cast<double>(s.apply_steps()), shard);
-  out.Counter("convoy_ps_received_bytes_total", "Bytes of gradient chunks received.",
-              static_cast<double>(s.bytes_in()), shard);
-  out.Counter("convoy_ps_sent_bytes_total", "Bytes of weight chunks sent.",
-              static_cast<double>(s.bytes_out()), shard);
-  out.Counter("convoy_ps_pulls_total", "Pulls answered: with weights, or none newer to send.",
-              static_cast<double>(s.pulls_served()), with("result", "sent"));
-  out.Counter("convoy_ps_pulls_total", "Pulls answered: with weights, or none newer to send.",
-              static_cast<double>(s.pulls_not_newer()), with("result", "not_newer"));
-  out.Counter("convoy_ps_unauthenticated_calls_total",
-              "Calls refused for a missing or wrong bearer token.",
-              static_cast<double>(s.unauthenticated_calls()), shard);
-  out.Counter("convoy_ps_checkpoints_written_total", "Checkpoints this process wrote.",
-              static_cast<double>(s.checkpoints_written()), shard);
-  out.Counter("convoy_ps_checkpoint_failures_total", "Checkpoints this process failed to write.",
-              static_cast<double>(s.checkpoint_failures()), shard);
+  out.Set(metric::kPsPushesRepeated, static_cast<double>(s.repeated_pushes()), shard);
+  out.Set(metric::kPsAppliedMinibatches, static_cast<double>(s.applied_minibatches()), shard);
+  out.Set(metric::kPsApplySteps, static_cast<double>(s.apply_steps()), shard);
+  out.Set(metric::kPsReceivedBytes, static_cast<double>(s.bytes_in()), shard);
+  out.Set(metric::kPsSentBytes, static_cast<double>(s.bytes_out()), shard);
+  out.Set(metric::kPsPulls, static_cast<double>(s.pulls_served()), with("result", "sent"));
+  out.Set(metric::kPsPulls, static_cast<double>(s.pulls_not_newer()), with("result", "not_newer"));
+  out.Set(metric::kPsUnauthenticatedCalls, static_cast<double>(s.unauthenticated_calls()), shard);
+  out.Set(metric::kPsCheckpointsWritten, static_cast<double>(s.checkpoints_written()), shard);
+  out.Set(metric::kPsCheckpointFailures, static_cast<double>(s.checkpoint_failures()), shard);
 }
 
 void PsMetrics::AddAgents(const v1::StatusResponse& s, absl::Time now, MetricFamilies& out) const {
@@ -223,21 +183,15 @@ void PsMetrics::AddAgents(const v1::StatusResponse& s, absl::Time now, MetricFam
     if (now - seen <= kConnectedWithin) ++connected;
     MetricLabels labels = shard;
     labels.emplace_back("agent", agent.agent_id());
-    out.Gauge("convoy_ps_agent_last_seen_timestamp_seconds",
-              "When the agent last pushed, pulled or joined, Unix seconds.",
-              static_cast<double>(agent.last_seen_unix_ms()) / 1000, labels);
-    out.Gauge("convoy_ps_agent_staleness_versions", "Staleness of the agent's last applied push.",
-              static_cast<double>(agent.last_staleness()), labels);
-    out.Gauge("convoy_ps_agent_epsilon", "The agent's exploration rate.", agent.epsilon(), labels);
-    out.Counter("convoy_ps_agent_pushes_accepted_total", "The agent's pushes applied.",
-                static_cast<double>(agent.pushes_accepted()), labels);
-    out.Counter("convoy_ps_agent_pushes_refused_total", "The agent's pushes refused.",
-                static_cast<double>(agent.pushes_rejected()), labels);
+    out.Set(metric::kPsAgentLastSeen, static_cast<double>(agent.last_seen_unix_ms()) / 1000,
+            labels);
+    out.Set(metric::kPsAgentStaleness, static_cast<double>(agent.last_staleness()), labels);
+    out.Set(metric::kPsAgentEpsilon, agent.epsilon(), labels);
+    out.Set(metric::kPsAgentPushesAccepted, static_cast<double>(agent.pushes_accepted()), labels);
+    out.Set(metric::kPsAgentPushesRefused, static_cast<double>(agent.pushes_rejected()), labels);
   }
-  out.Gauge("convoy_ps_agents", "Agents that joined this server start.",
-            static_cast<double>(s.agents_size()), shard);
-  out.Gauge("convoy_ps_agents_connected", "Agents that pushed, pulled or joined in the last 60 s.",
-            connected, shard);
+  out.Set(metric::kPsAgents, static_cast<double>(s.agents_size()), shard);
+  out.Set(metric::kPsAgentsConnected, connected, shard);
 }
 
 }  // namespace convoy::ps

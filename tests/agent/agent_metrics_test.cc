@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics/metric_table.h"
 #include "prometheus/text_serializer.h"
 #include "tests/catch.h"
 
@@ -139,6 +140,10 @@ TEST_CASE("An agent's metrics are its stats when scraped, and its exchanges as t
   const std::string text = prometheus::TextSerializer().Serialize(metrics.Collect());
   CHECK(text.find("# TYPE convoy_agent_pushes_total counter") != std::string::npos);
   CHECK(text.find("# TYPE convoy_agent_push_duration_seconds histogram") != std::string::npos);
+  // Every family, its HELP and TYPE, and every sample's labels are the metric table's rows.
+  const absl::Status as_declared = CheckScrapeAgainstTable(text);
+  INFO(as_declared);
+  CHECK(as_declared.ok());
 }
 
 }  // namespace

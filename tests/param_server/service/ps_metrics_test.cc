@@ -2,11 +2,6 @@
 // HTTP the way Prometheus scrapes it, against GetStatus; and the endpoint's own errors.
 #include "param_server/service/ps_metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <map>
 #include <memory>
 #include <random>
@@ -18,9 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/metrics/metric_table.h"
 #include "common/metrics/prometheus_endpoint.h"
 #include "tests/catch.h"
 #include "tests/param_server/service/loopback_server.h"
+#include "tests/support/http.h"
 
 namespace convoy::ps {
 namespace {
@@ -28,31 +25,10 @@ namespace {
 using testing::LoopbackServer;
 
 // One HTTP/1.0 request to 127.0.0.1:port: the status line and the body.
-struct HttpAnswer {
-  std::string status_line;
-  std::string body;
-};
-HttpAnswer Http(int port, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-  std::string response;
-  char buffer[65536];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof(buffer))) > 0)
-    response.append(buffer, static_cast<size_t>(n));
-  ::close(fd);
-  HttpAnswer answer;
-  const size_t line_end = response.find("\r\n");
-  answer.status_line = response.substr(0, line_end);
-  const size_t body = response.find("\r\n\r\n");
-  if (body != std::string::npos) answer.body = response.substr(body + 4);
-  return answer;
+testing::HttpAnswer Http(int port, const std::string& request) {
+  absl::StatusOr<testing::HttpAnswer> answer = testing::HttpExchange(port, request);
+  REQUIRE(answer.ok());
+  return *std::move(answer);
 }
 
 // The exposition's samples: "name{labels}" -> value.
@@ -105,7 +81,7 @@ TEST_CASE(
   std::vector<float> weights;
   REQUIRE(client.Pull(0, 0, v1::NETWORK_ONLINE, &weights).ok());
 
-  const HttpAnswer answer = Http((*endpoint)->port(), "GET /metrics HTTP/1.0\r\n\r\n");
+  const testing::HttpAnswer answer = Http((*endpoint)->port(), "GET /metrics HTTP/1.0\r\n\r\n");
   INFO(answer.body);
   CHECK(absl::StrContains(answer.status_line, "200"));
   const v1::StatusResponse status = ps.Status();  // Nothing moved since the scrape.
@@ -150,6 +126,10 @@ TEST_CASE(
     CHECK(absl::StrContains(key, "optimizer=\"sgd\""));
   }
   CHECK(info);
+  // Every family, its HELP and TYPE, and every sample's labels are the metric table's rows.
+  const absl::Status as_declared = CheckScrapeAgainstTable(answer.body);
+  INFO(as_declared);
+  CHECK(as_declared.ok());
   // The families carry Prometheus' HELP and TYPE lines.
   CHECK(absl::StrContains(answer.body, "# TYPE convoy_ps_pushes_accepted_total counter"));
   CHECK(absl::StrContains(answer.body, "# TYPE convoy_ps_apply_duration_seconds histogram"));
