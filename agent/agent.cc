@@ -98,6 +98,62 @@ class LearnerModel final : public SyncedModel {
   DqnLearner* const learner_;
 };
 
+// The options the agent checks before it starts anything. Errors: INVALID_ARGUMENT naming the
+// flags.
+absl::Status CheckAgentOptions(const AgentOptions& options) {
+  if (options.batch_size < 1 || options.batch_update_frequency < 1 || options.replay_ratio <= 0) {
+    return absl::InvalidArgumentError(
+        "--batch_size, --batch_update_frequency and --replay_ratio must be positive");
+  }
+  if (options.resume && options.replay_checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--resume continues from a replay checkpoint: it needs --replay_checkpoint_dir");
+  }
+  if (options.learning_rate_decay_minibatches > 0 && options.learning_rate_decay_minutes > 0) {
+    return absl::InvalidArgumentError(
+        "--learning_rate_decay_minibatches and --learning_rate_decay_minutes both schedule the "
+        "learning rate's fall: give one");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LearnerOptions> LearnerOptionsOf(const AgentOptions& agent,
+                                                const sim::DrivingEnv& env, torch::Device device) {
+  LearnerOptions learner;
+  learner.model = agent.model;
+  learner.num_actions = env.num_actions();
+  learner.seed = agent.seed;
+  learner.device = device;
+  learner.double_dqn = agent.double_dqn;
+  learner.max_grad_norm = agent.learner_max_grad_norm;
+  learner.learning_rate = agent.learning_rate;
+  learner.amp = agent.amp;
+  learner.random_shift = agent.random_shift;
+  if (agent.mirror_augmentation) {
+    absl::StatusOr<std::vector<int64_t>> mirror = sim::MirrorActions(env.options().actions);
+    if (!mirror.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mirror_augmentation: ", mirror.status().message()));
+    }
+    learner.mirror_actions = *std::move(mirror);
+  }
+  return learner;
+}
+
+ReplayOptions ReplayOptionsOf(const AgentOptions& agent, std::array<int, 3> frame_shape,
+                              int frame_stack) {
+  ReplayOptions replay;
+  replay.capacity = agent.replay_memory_size;
+  replay.frame_shape = frame_shape;
+  replay.frame_stack = frame_stack;
+  replay.n_step = agent.n_step;
+  replay.gamma = agent.gamma;
+  replay.prioritized = agent.prioritized;
+  replay.alpha = agent.priority_exponent;
+  replay.seed = agent.seed;
+  return replay;
+}
+
 }  // namespace
 
 absl::Status AdoptRunConfig(const v1::RunConfig& config, AgentOptions* options) {
@@ -168,6 +224,10 @@ class Agent::Impl {
   absl::Status ReconnectSimulator();
   int ChooseAction();
   absl::Status TrainOne();
+  // One step of the loop: act, store, train on the replay ratio's credit, sync, report, save. A
+  // simulator call that failed is retried on a new connection (AirSim; the embedded one's error is
+  // returned).
+  absl::Status ActOnce(const std::atomic<bool>& stop);
   // Trains while the replay ratio's credit lasts and training need not wait for the server, at most
   // twice what one environment step owes (rounded up); with `drain`, all of it, waiting for
   // answers.
@@ -181,6 +241,9 @@ class Agent::Impl {
     for (const auto& server : servers_) servers.push_back(server.get());
     return servers;
   }
+  // With --ps: joins the servers (listed into `servers`) and adopts their run settings; alone: the
+  // local exploration schedule.
+  absl::Status JoinOrGoAlone(std::vector<std::string>* servers);
   // The replay memory: loaded from its checkpoint with --resume, else empty; and its checkpointer.
   absl::Status OpenReplay(const ReplayOptions& replay);
   // Takes the agent's state from a replay checkpoint's annex (read from `path`).
@@ -195,7 +258,24 @@ class Agent::Impl {
   // Where the agent's time went since Run started: the acting thread's phases, the sampler's and
   // the process's CPU.
   TimeSplit TimeSplitNow() const;
+  // One report's figures: the stats now, and the rates, means and time split over the interval
+  // since the previous report (which TakeInterval starts anew).
+  struct Interval {
+    absl::Time now;
+    AgentStats stats;
+    double env_sps = 0, train_sps = 0, loss = 0, mean_q = 0;
+    ExchangeTimes exchanges;
+    uint64_t ps_version = 0;
+    double gpu_util = 0, gpu_mb = 0;
+    TimeSplit split, interval;  // Since Run started; since the previous report.
+    double wall_s = 0, interval_wall = 0;
+  };
+  Interval TakeInterval();
+  // The report: a line on stderr, a progress record on stdout (--machine_progress) and a row of
+  // the intervals table (--log_dir).
   void Report(bool final);
+  void PrintReport(const Interval& r, bool final) const;
+  void AppendInterval(const Interval& r);
   absl::Status OpenLogs();
   void SaveWeights();
 
@@ -252,42 +332,13 @@ class Agent::Impl {
 };
 
 absl::Status Agent::Impl::Init() {
-  if (options_.batch_size < 1 || options_.batch_update_frequency < 1 ||
-      options_.replay_ratio <= 0) {
-    return absl::InvalidArgumentError(
-        "--batch_size, --batch_update_frequency and --replay_ratio must be positive");
-  }
-  if (options_.resume && options_.replay_checkpoint_dir.empty()) {
-    return absl::InvalidArgumentError(
-        "--resume continues from a replay checkpoint: it needs --replay_checkpoint_dir");
-  }
-  if (options_.learning_rate_decay_minibatches > 0 && options_.learning_rate_decay_minutes > 0) {
-    return absl::InvalidArgumentError(
-        "--learning_rate_decay_minibatches and --learning_rate_decay_minutes both schedule the "
-        "learning rate's fall: give one");
-  }
+  CONVOY_RETURN_IF_ERROR(CheckAgentOptions(options_));
   CONVOY_ASSIGN_OR_RETURN(device_, ResolveDevice(options_.device));
   if (options_.torch_threads > 0) torch::set_num_threads(options_.torch_threads);
 
   CONVOY_ASSIGN_OR_RETURN(environment_, MakeEnvironment(options_.environment));
   std::vector<std::string> servers;  // --ps: the server, or the shards in order.
-  if (!options_.ps_address.empty()) {
-    // Joins and adopts the server's run settings before anything depends on them.
-    CONVOY_ASSIGN_OR_RETURN(servers, ParseServerList(options_.ps_address));
-    CONVOY_ASSIGN_OR_RETURN(servers_,
-                            CreateTransports(servers, TransportOptionsOf(options_), observer_));
-    CONVOY_ASSIGN_OR_RETURN(
-        const JoinResult joined,
-        JoinServers(ServerPointers(), environment_->env->num_actions(), JoinOptionsOf(options_)));
-    CONVOY_RETURN_IF_ERROR(AdoptRunConfig(joined.config, &options_));
-    epsilon_ = joined.epsilon;
-  } else {
-    ExplorationOptions exploration;
-    exploration.min_epsilon = options_.min_epsilon;
-    exploration.per_iter_epsilon_reduction = options_.per_iter_epsilon_reduction;
-    local_exploration_.emplace(exploration);
-    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
-  }
+  CONVOY_RETURN_IF_ERROR(JoinOrGoAlone(&servers));
   CONVOY_ASSIGN_OR_RETURN(const ModelSpec spec, ResolveModel(options_.model));
   const std::array<int, 3> env_shape = environment_->env->observation_shape();
   if (spec.channels % env_shape[0] != 0) {
@@ -298,40 +349,14 @@ absl::Status Agent::Impl::Init() {
   const int frame_stack = spec.channels / env_shape[0];
   CONVOY_ASSIGN_OR_RETURN(preprocess_,
                           Preprocess::Create(env_shape, {env_shape[0], spec.height, spec.width}));
-
-  LearnerOptions learner;
-  learner.model = options_.model;
-  learner.num_actions = environment_->env->num_actions();
-  learner.seed = options_.seed;
-  learner.device = device_;
-  learner.double_dqn = options_.double_dqn;
-  learner.max_grad_norm = options_.learner_max_grad_norm;
-  learner.learning_rate = options_.learning_rate;
-  learner.amp = options_.amp;
-  learner.random_shift = options_.random_shift;
-  if (options_.mirror_augmentation) {
-    absl::StatusOr<std::vector<int64_t>> mirror =
-        sim::MirrorActions(environment_->env->options().actions);
-    if (!mirror.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--mirror_augmentation: ", mirror.status().message()));
-    }
-    learner.mirror_actions = *std::move(mirror);
-  }
+  CONVOY_ASSIGN_OR_RETURN(const LearnerOptions learner,
+                          LearnerOptionsOf(options_, *environment_->env, device_));
   CONVOY_ASSIGN_OR_RETURN(learner_, DqnLearner::Create(learner));
   learner_->CopyOnlineToTarget();
 
-  ReplayOptions replay;
-  replay.capacity = options_.replay_memory_size;
-  replay.frame_shape = preprocess_->output_shape();
-  replay.frame_stack = frame_stack;
-  replay.n_step = options_.n_step;
-  replay.gamma = options_.gamma;
-  replay.prioritized = options_.prioritized;
-  replay.alpha = options_.priority_exponent;
-  replay.seed = options_.seed;
   // Before the sync's first pull: a resumed learner's weights give way to the server's.
-  CONVOY_RETURN_IF_ERROR(OpenReplay(replay));
+  CONVOY_RETURN_IF_ERROR(
+      OpenReplay(ReplayOptionsOf(options_, preprocess_->output_shape(), frame_stack)));
   sampler_ = std::make_unique<BatchSampler>(
       replay_.get(), options_.batch_size,
       std::max<size_t>(options_.min_replay_size, options_.batch_size), device_,
@@ -356,6 +381,27 @@ absl::Status Agent::Impl::Init() {
     sync_ = std::make_unique<ParameterServerSync>(
         ServerPointers(), &*synced_model_, SyncOptionsOf(options_, std::move(servers)), epsilon_);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::JoinOrGoAlone(std::vector<std::string>* servers) {
+  if (options_.ps_address.empty()) {
+    ExplorationOptions exploration;
+    exploration.min_epsilon = options_.min_epsilon;
+    exploration.per_iter_epsilon_reduction = options_.per_iter_epsilon_reduction;
+    local_exploration_.emplace(exploration);
+    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
+    return absl::OkStatus();
+  }
+  // Joins and adopts the server's run settings before anything depends on them.
+  CONVOY_ASSIGN_OR_RETURN(*servers, ParseServerList(options_.ps_address));
+  CONVOY_ASSIGN_OR_RETURN(servers_,
+                          CreateTransports(*servers, TransportOptionsOf(options_), observer_));
+  CONVOY_ASSIGN_OR_RETURN(
+      const JoinResult joined,
+      JoinServers(ServerPointers(), environment_->env->num_actions(), JoinOptionsOf(options_)));
+  CONVOY_RETURN_IF_ERROR(AdoptRunConfig(joined.config, &options_));
+  epsilon_ = joined.epsilon;
   return absl::OkStatus();
 }
 
@@ -483,8 +529,8 @@ absl::Status Agent::Impl::OpenLogs() {
       {"wall_s", "env_steps", "train_steps", "episodes", "loss", "mean_q", "epsilon",
        "env_steps_per_s", "train_steps_per_s", "push_ms", "pull_ms", "staleness", "ps_version",
        "sampler_wait_s", "gpu_util_percent", "gpu_memory_mb",
-       // The interval's time split (common/support/time_split.h): shares of the process's CPU-seconds,
-       // the wait's of the wall time, and the cores the process kept busy.
+       // The interval's time split (common/support/time_split.h): shares of the process's
+       // CPU-seconds, the wait's of the wall time, and the cores the process kept busy.
        "cpu_env", "cpu_preprocess", "cpu_inference", "cpu_replay", "cpu_sampler", "cpu_train",
        "cpu_sync", "cpu_threads", "cpu_other", "wait_share", "cores_used"},
       "env_steps");
@@ -541,64 +587,12 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   process_cpu_at_start_ = ProcessCpuSeconds();
   if (absl::Status s = ResetEpisode(); !s.ok()) return s;
   Lap(AgentPhase::kEnvironment);
-  const double train_steps_per_env_step = options_.replay_ratio / options_.batch_size;
   while (!stop.load()) {
     const AgentStats now = stats();
     if (options_.max_steps > 0 && now.env_steps >= options_.max_steps) break;
     if (options_.max_time > absl::ZeroDuration() && absl::Now() - started_ >= options_.max_time)
       break;
-
-    Lap(AgentPhase::kOther);
-    const int action = ChooseAction();
-    Lap(AgentPhase::kInference);
-    absl::StatusOr<sim::StepResult> step = environment_->env->Step(action, env_frame_.data());
-    Lap(AgentPhase::kEnvironment);
-    if (!step.ok()) {
-      if (options_.environment.sim.kind == SimKind::kEmbedded) return step.status();
-      LOG(WARNING) << options_.agent_id << ": simulator call failed (" << step.status()
-                   << "); reconnecting";
-      if (absl::Status s = ReconnectSimulator(); !s.ok()) return s;
-      continue;
-    }
-    preprocess_->Apply(env_frame_.data(), model_frame_.data());
-    Lap(AgentPhase::kPreprocess);
-    // A time limit or a driven route is not a true end: the last transition still bootstraps
-    // from its next state.
-    const bool terminal = step->done && !sim::IsTruncation(step->reason);
-    replay_->Add(action, step->reward, terminal, model_frame_.data());
-    Lap(AgentPhase::kReplay);
-    episode_return_ += step->reward;
-    ++episode_length_;
-    ++episode_steps_at_[static_cast<int>(
-        environment_->env->map().PlaceOf({step->car.x, step->car.y}))];
-    {
-      absl::MutexLock lock(&stats_mu_);
-      ++stats_.env_steps;
-    }
-    env_rate_->Record(1);
-    if (step->done) {
-      EndEpisode(*step);
-      Lap(AgentPhase::kOther);
-      if (absl::Status s = ResetEpisode(); !s.ok()) {
-        if (options_.environment.sim.kind == SimKind::kEmbedded) return s;
-        if (absl::Status r = ReconnectSimulator(); !r.ok()) return r;
-      }
-      Lap(AgentPhase::kEnvironment);
-    }
-    if (replay_->size() >= std::max<size_t>(options_.min_replay_size, options_.batch_size)) {
-      train_credit_ += train_steps_per_env_step;  // The replay ratio's minibatches owed.
-      if (absl::Status s = TrainOnCredit(stop, /*drain=*/false); !s.ok()) return s;
-    }
-    Lap(AgentPhase::kOther);
-    PollSession();
-    Lap(AgentPhase::kSync);
-    if (absl::Now() - last_report_ >= options_.report_every) Report(false);
-    if (!options_.log_dir.empty() && absl::Now() - last_weights_save_ >= kWeightsEvery) {
-      SaveWeights();
-    }
-    if (checkpointer_ != nullptr && checkpointer_->Due(absl::Now())) {
-      checkpointer_->Start(CheckpointAnnex(), absl::Now());
-    }
+    CONVOY_RETURN_IF_ERROR(ActOnce(stop));
   }
   // The minibatches the replay ratio owes to the last steps; then the last sync.
   if (absl::Status s = TrainOnCredit(stop, /*drain=*/true); !s.ok()) return s;
@@ -612,6 +606,61 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   if (checkpointer_ != nullptr) {
     // The episode in progress is in it too: a resumed agent ends it as cut by a time limit.
     CONVOY_RETURN_IF_ERROR(checkpointer_->SaveNow(CheckpointAnnex()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Impl::ActOnce(const std::atomic<bool>& stop) {
+  Lap(AgentPhase::kOther);
+  const int action = ChooseAction();
+  Lap(AgentPhase::kInference);
+  absl::StatusOr<sim::StepResult> step = environment_->env->Step(action, env_frame_.data());
+  Lap(AgentPhase::kEnvironment);
+  if (!step.ok()) {
+    if (options_.environment.sim.kind == SimKind::kEmbedded) return step.status();
+    LOG(WARNING) << options_.agent_id << ": simulator call failed (" << step.status()
+                 << "); reconnecting";
+    return ReconnectSimulator();
+  }
+  preprocess_->Apply(env_frame_.data(), model_frame_.data());
+  Lap(AgentPhase::kPreprocess);
+  // A time limit or a driven route is not a true end: the last transition still bootstraps from
+  // its next state.
+  const bool terminal = step->done && !sim::IsTruncation(step->reason);
+  replay_->Add(action, step->reward, terminal, model_frame_.data());
+  Lap(AgentPhase::kReplay);
+  episode_return_ += step->reward;
+  ++episode_length_;
+  ++episode_steps_at_[static_cast<int>(
+      environment_->env->map().PlaceOf({step->car.x, step->car.y}))];
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.env_steps;
+  }
+  env_rate_->Record(1);
+  if (step->done) {
+    EndEpisode(*step);
+    Lap(AgentPhase::kOther);
+    if (absl::Status s = ResetEpisode(); !s.ok()) {
+      if (options_.environment.sim.kind == SimKind::kEmbedded) return s;
+      if (absl::Status r = ReconnectSimulator(); !r.ok()) return r;
+    }
+    Lap(AgentPhase::kEnvironment);
+  }
+  if (replay_->size() >= std::max<size_t>(options_.min_replay_size, options_.batch_size)) {
+    // The replay ratio's minibatches owed.
+    train_credit_ += options_.replay_ratio / options_.batch_size;
+    if (absl::Status s = TrainOnCredit(stop, /*drain=*/false); !s.ok()) return s;
+  }
+  Lap(AgentPhase::kOther);
+  PollSession();
+  Lap(AgentPhase::kSync);
+  if (absl::Now() - last_report_ >= options_.report_every) Report(false);
+  if (!options_.log_dir.empty() && absl::Now() - last_weights_save_ >= kWeightsEvery) {
+    SaveWeights();
+  }
+  if (checkpointer_ != nullptr && checkpointer_->Due(absl::Now())) {
+    checkpointer_->Start(CheckpointAnnex(), absl::Now());
   }
   return absl::OkStatus();
 }
@@ -741,45 +790,70 @@ void Agent::Impl::EndEpisode(const sim::StepResult& last) {
   }
 }
 
-void Agent::Impl::Report(bool final) {
-  const absl::Time now = absl::Now();
-  const AgentStats s = stats();
-  const double env_sps = env_rate_->PerSecond(now);
-  const double train_sps = train_rate_->PerSecond(now);
-  last_report_ = now;
-  const double loss = loss_count_ > 0 ? loss_sum_ / loss_count_ : 0;
-  const double mean_q = loss_count_ > 0 ? q_sum_ / loss_count_ : 0;
-  const ExchangeTimes exchanges = sync_ != nullptr ? sync_->TakeExchangeTimes() : ExchangeTimes{};
+Agent::Impl::Interval Agent::Impl::TakeInterval() {
+  Interval r;
+  r.now = absl::Now();
+  r.stats = stats();
+  r.env_sps = env_rate_->PerSecond(r.now);
+  r.train_sps = train_rate_->PerSecond(r.now);
+  last_report_ = r.now;
+  r.loss = loss_count_ > 0 ? loss_sum_ / loss_count_ : 0;
+  r.mean_q = loss_count_ > 0 ? q_sum_ / loss_count_ : 0;
+  r.exchanges = sync_ != nullptr ? sync_->TakeExchangeTimes() : ExchangeTimes{};
   loss_sum_ = q_sum_ = 0;
   loss_count_ = 0;
-  const uint64_t ps_version = sync_ != nullptr ? sync_->version() : 0;
-  double gpu_util = 0, gpu_mb = 0;
+  r.ps_version = sync_ != nullptr ? sync_->version() : 0;
   if (gpu_ != nullptr) {
     absl::StatusOr<GpuSample> sample = gpu_->Sample();
     if (sample.ok()) {
-      gpu_util = sample->utilisation_percent;
-      gpu_mb = sample->memory_used_bytes / 1048576.0;
+      r.gpu_util = sample->utilisation_percent;
+      r.gpu_mb = sample->memory_used_bytes / 1048576.0;
     }
   }
-  const TimeSplit split = TimeSplitNow();
-  const double wall_s = absl::ToDoubleSeconds(now - started_);
-  // The interval since the previous report.
-  const TimeSplit interval = split - reported_split_;
-  const double interval_wall = wall_s - reported_wall_s_;
-  reported_split_ = split;
-  reported_wall_s_ = wall_s;
-  auto cpu_share = [&interval](double seconds) {
-    return interval.process_cpu > 0 ? seconds / interval.process_cpu : 0;
-  };
+  r.split = TimeSplitNow();
+  r.wall_s = absl::ToDoubleSeconds(r.now - started_);
+  r.interval = r.split - reported_split_;
+  r.interval_wall = r.wall_s - reported_wall_s_;
+  reported_split_ = r.split;
+  reported_wall_s_ = r.wall_s;
+  return r;
+}
+
+void Agent::Impl::Report(bool final) {
+  const Interval r = TakeInterval();
   {
     absl::MutexLock lock(&stats_mu_);
     stats_.epsilon = epsilon_;
-    stats_.time = split;
+    stats_.time = r.split;
   }
+  PrintReport(r, final);
+  if (options_.machine_progress) {
+    ProgressRecord progress;
+    progress.agent = options_.agent_id;
+    progress.episodes = r.stats.episodes;
+    progress.env_steps = r.stats.env_steps;
+    progress.train_steps = r.stats.train_steps;
+    progress.avg_return = r.stats.average_return;
+    progress.env_sps = r.env_sps;
+    progress.train_sps = r.train_sps;
+    progress.epsilon = epsilon_;
+    progress.loss = r.loss;
+    progress.version = r.ps_version;
+    progress.connected = sync_ == nullptr || sync_->state() == SyncState::kInStep;
+    progress.wall_s = r.wall_s;
+    progress.time = r.split;
+    std::printf("%s\n", FormatProgress(progress).c_str());
+    std::fflush(stdout);
+  }
+  if (metrics_ != nullptr) AppendInterval(r);
+}
+
+void Agent::Impl::PrintReport(const Interval& r, bool final) const {
+  const AgentStats& s = r.stats;
   std::string left;
   if (options_.max_time > absl::ZeroDuration()) {
     const absl::Duration remaining =
-        std::max(absl::ZeroDuration(), options_.max_time - (now - started_));
+        std::max(absl::ZeroDuration(), options_.max_time - (r.now - started_));
     left = absl::StrFormat(", %.0fs left", absl::ToDoubleSeconds(remaining));
   } else if (options_.max_steps > 0) {
     left = absl::StrFormat(", %d steps left",
@@ -790,58 +864,45 @@ void Agent::Impl::Report(bool final) {
       "[%s] %s%llu episodes, %llu steps, avg return %.1f, %.0f env steps/s, %.1f train "
       "steps/s, loss %.4f, eps %.2f%s%s; cpu: %s\n",
       options_.agent_id.c_str(), final ? "done: " : "", static_cast<unsigned long long>(s.episodes),
-      static_cast<unsigned long long>(s.env_steps), s.average_return, env_sps, train_sps, loss,
-      epsilon_, sync_ != nullptr ? absl::StrCat(", ", sync_->Describe()).c_str() : "", left.c_str(),
-      FormatTimeShares(interval, interval_wall).c_str());
-  if (options_.machine_progress) {
-    ProgressRecord progress;
-    progress.agent = options_.agent_id;
-    progress.episodes = s.episodes;
-    progress.env_steps = s.env_steps;
-    progress.train_steps = s.train_steps;
-    progress.avg_return = s.average_return;
-    progress.env_sps = env_sps;
-    progress.train_sps = train_sps;
-    progress.epsilon = epsilon_;
-    progress.loss = loss;
-    progress.version = ps_version;
-    progress.connected = sync_ == nullptr || sync_->state() == SyncState::kInStep;
-    progress.wall_s = wall_s;
-    progress.time = split;
-    std::printf("%s\n", FormatProgress(progress).c_str());
-    std::fflush(stdout);
-  }
-  if (metrics_ != nullptr) {
-    absl::Status st = metrics_->Append(
-        "intervals", {absl::ToDoubleSeconds(now - started_),
-                      static_cast<double>(s.env_steps),
-                      static_cast<double>(s.train_steps),
-                      static_cast<double>(s.episodes),
-                      loss,
-                      mean_q,
-                      epsilon_,
-                      env_sps,
-                      train_sps,
-                      exchanges.push_ms,
-                      exchanges.pull_ms,
-                      static_cast<double>(sync_ != nullptr ? sync_->last_staleness() : 0),
-                      static_cast<double>(ps_version),
-                      sampler_->learner_wait_seconds(),
-                      gpu_util,
-                      gpu_mb,
-                      cpu_share(interval[AgentPhase::kEnvironment]),
-                      cpu_share(interval[AgentPhase::kPreprocess]),
-                      cpu_share(interval[AgentPhase::kInference]),
-                      cpu_share(interval[AgentPhase::kReplay]),
-                      cpu_share(interval.sampler_cpu),
-                      cpu_share(interval[AgentPhase::kTrain]),
-                      cpu_share(interval[AgentPhase::kSync]),
-                      cpu_share(interval.other_threads_cpu()),
-                      cpu_share(interval[AgentPhase::kOther]),
-                      interval_wall > 0 ? interval[AgentPhase::kWait] / interval_wall : 0,
-                      interval_wall > 0 ? interval.process_cpu / interval_wall : 0});
-    if (!st.ok()) LOG(WARNING) << "metrics: " << st;
-  }
+      static_cast<unsigned long long>(s.env_steps), s.average_return, r.env_sps, r.train_sps,
+      r.loss, epsilon_, sync_ != nullptr ? absl::StrCat(", ", sync_->Describe()).c_str() : "",
+      left.c_str(), FormatTimeShares(r.interval, r.interval_wall).c_str());
+}
+
+void Agent::Impl::AppendInterval(const Interval& r) {
+  const TimeSplit& interval = r.interval;
+  auto cpu_share = [&interval](double seconds) {
+    return interval.process_cpu > 0 ? seconds / interval.process_cpu : 0;
+  };
+  absl::Status st = metrics_->Append(
+      "intervals", {r.wall_s,
+                    static_cast<double>(r.stats.env_steps),
+                    static_cast<double>(r.stats.train_steps),
+                    static_cast<double>(r.stats.episodes),
+                    r.loss,
+                    r.mean_q,
+                    epsilon_,
+                    r.env_sps,
+                    r.train_sps,
+                    r.exchanges.push_ms,
+                    r.exchanges.pull_ms,
+                    static_cast<double>(sync_ != nullptr ? sync_->last_staleness() : 0),
+                    static_cast<double>(r.ps_version),
+                    sampler_->learner_wait_seconds(),
+                    r.gpu_util,
+                    r.gpu_mb,
+                    cpu_share(interval[AgentPhase::kEnvironment]),
+                    cpu_share(interval[AgentPhase::kPreprocess]),
+                    cpu_share(interval[AgentPhase::kInference]),
+                    cpu_share(interval[AgentPhase::kReplay]),
+                    cpu_share(interval.sampler_cpu),
+                    cpu_share(interval[AgentPhase::kTrain]),
+                    cpu_share(interval[AgentPhase::kSync]),
+                    cpu_share(interval.other_threads_cpu()),
+                    cpu_share(interval[AgentPhase::kOther]),
+                    r.interval_wall > 0 ? interval[AgentPhase::kWait] / r.interval_wall : 0,
+                    r.interval_wall > 0 ? interval.process_cpu / r.interval_wall : 0});
+  if (!st.ok()) LOG(WARNING) << "metrics: " << st;
 }
 
 TimeSplit Agent::Impl::TimeSplitNow() const {

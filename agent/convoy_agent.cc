@@ -23,6 +23,7 @@
 #include "common/settings/flag_ranges.h"
 #include "common/settings/run_settings.h"
 #include "common/support/init.h"
+#include "common/support/status_macros.h"
 #include "common/wire/security.h"
 
 namespace {
@@ -45,10 +46,11 @@ std::string RunSettingHelp(const std::string& what, const std::string& alone,
 }
 }  // namespace
 
-ABSL_FLAG(std::string, ps, "",
-          "Parameter server host:port, or for a sharded one (convoy_ps --num_shards) every shard's "
-          "host:port,host:port,... in shard order, or @FILE listing them one per line in shard order; "
-          "empty trains alone with a local optimizer.");
+ABSL_FLAG(
+    std::string, ps, "",
+    "Parameter server host:port, or for a sharded one (convoy_ps --num_shards) every shard's "
+    "host:port,host:port,... in shard order, or @FILE listing them one per line in shard order; "
+    "empty trains alone with a local optimizer.");
 ABSL_FLAG(convoy::SimTarget, sim, Defaults().environment.sim,
           "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
 ABSL_FLAG(std::string, map_dir, "",
@@ -63,7 +65,8 @@ ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
                      Defaults().model));
 // The agent's own settings (common/settings/agent_settings.h): --device, --replay_memory_size, ...
 CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_FLAG)
-// The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma, ...
+// The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma,
+// ...
 CONVOY_RUN_SETTINGS(CONVOY_AGENT_RUN_SETTING_FLAG)
 ABSL_FLAG(std::string, push, convoy::PushModeName(Defaults().push),
           "gradients, or deltas (for a PS run with --optimizer=delta).");
@@ -159,31 +162,42 @@ AgentOptions OptionsFromFlags(PushMode push) {
   return o;
 }
 
-int Run() {
-  if (!NumericFlagsInRange()) return kExitUsage;
+// The agent's options from the flags, with its scenario and (with --ps) its channel's security.
+// Errors: INVALID_ARGUMENT (a usage error) naming the flag.
+absl::StatusOr<AgentOptions> AgentOptionsFromFlags() {
   if (absl::StatusOr<TensorEncoding> encoding =
           ParseTensorEncoding("push_encoding", absl::GetFlag(FLAGS_push_encoding));
       !encoding.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(encoding.status().message()).c_str());
-    return 2;
+    return encoding.status();
   }
   const absl::StatusOr<PushMode> push = ParsePushMode(absl::GetFlag(FLAGS_push));
   if (!push.ok()) {
-    std::fprintf(stderr, "convoy_agent: cannot start: %s\n", push.status().ToString().c_str());
-    return 2;
+    return absl::InvalidArgumentError(absl::StrCat("cannot start: ", push.status().ToString()));
   }
+  AgentOptions options = OptionsFromFlags(*push);
+  CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&options.environment));
+  if (!options.ps_address.empty()) {  // Alone, no channel: the security flags do not apply.
+    absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+    if (!security.ok()) return absl::InvalidArgumentError(security.status().ToString());
+    options.ps_security = *std::move(security);
+  }
+  return options;
+}
+
+int Run() {
+  if (!NumericFlagsInRange()) return kExitUsage;
+  absl::StatusOr<AgentOptions> from_flags = AgentOptionsFromFlags();
+  if (!from_flags.ok()) {
+    std::fprintf(stderr, "convoy_agent: %s\n", std::string(from_flags.status().message()).c_str());
+    return kExitUsage;
+  }
+  AgentOptions options = *std::move(from_flags);
   BlockTerminationSignals();
   static std::atomic<bool> stop{false};  // Outlives the detached waiter.
   std::thread([] {
     WaitForTerminationSignal();
     stop = true;
   }).detach();
-
-  AgentOptions options = OptionsFromFlags(*push);
-  if (absl::Status s = ScenarioFromFlags(&options.environment); !s.ok()) {
-    std::fprintf(stderr, "convoy_agent: %s\n", std::string(s.message()).c_str());
-    return kExitUsage;
-  }
   std::fprintf(stderr,
                "convoy_agent: scenario %s: %d parked, %d stalled and %d moving cars, route %g m, "
                "time limit %g s\n",
@@ -191,21 +205,13 @@ int Run() {
                options.environment.stalled_cars, options.environment.traffic_cars,
                options.environment.env.route_length_m,
                options.environment.env.max_epoch_runtime_sec);
-  if (!options.ps_address.empty()) {  // Alone, no channel: the security flags do not apply.
-    absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
-    if (!security.ok()) {
-      std::fprintf(stderr, "convoy_agent: %s\n", security.status().ToString().c_str());
-      return 2;
-    }
-    options.ps_security = *std::move(security);
-  }
   std::shared_ptr<PushLog> push_log;
   if (const std::string path = absl::GetFlag(FLAGS_push_log); !path.empty()) {
     absl::StatusOr<std::unique_ptr<PushLog>> opened = PushLog::Open(path);
     if (!opened.ok()) {
       std::fprintf(stderr, "convoy_agent: --push_log: %s\n",
                    std::string(opened.status().message()).c_str());
-      return 2;
+      return kExitUsage;
     }
     push_log = *std::move(opened);
     push_log->Started(options.agent_id);

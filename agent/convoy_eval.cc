@@ -26,8 +26,10 @@ const convoy::EnvironmentSpec& DefaultSpec() {
 }
 }  // namespace
 
-ABSL_FLAG(std::string, checkpoint, "", "A checkpoint directory (its weights.pt) or a weights.pt file.");
-ABSL_FLAG(std::string, model, convoy::run_defaults::kLocalModel, "The model the weights belong to.");
+ABSL_FLAG(std::string, checkpoint, "",
+          "A checkpoint directory (its weights.pt) or a weights.pt file.");
+ABSL_FLAG(std::string, model, convoy::run_defaults::kLocalModel,
+          "The model the weights belong to.");
 ABSL_FLAG(int, episodes, 100,
           "Evaluation episodes, on fixed seeds held out from training and validation. The table "
           "gives every rate and mean with its 95% confidence interval; 20 episodes (a run's "
@@ -51,6 +53,36 @@ ABSL_FLAG(
 
 namespace convoy {
 namespace {
+
+// The greedy episodes' map (--map_png) and the best and worst episodes' videos (--videos). False
+// (logged) when one could not be written.
+bool WriteMapAndVideos(GreedyEvaluator& evaluator, const std::vector<float>& weights,
+                       const EvalSummary& greedy) {
+  if (const std::string png = absl::GetFlag(FLAGS_map_png); !png.empty()) {
+    absl::Status written = WriteEpisodeMap(png, evaluator.env().map(), greedy);
+    if (!written.ok()) {
+      LOG(ERROR) << written;
+      return false;
+    }
+    std::printf("map of the greedy episodes: %s\n", png.c_str());
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_videos); !dir.empty()) {
+    absl::StatusOr<std::unique_ptr<EventFileWriter>> events = EventFileWriter::Create(dir);
+    absl::StatusOr<std::vector<EpisodeVideo>> videos =
+        events.ok() ? WriteEvaluationVideos(evaluator, weights, greedy, dir, events->get())
+                    : events.status();
+    if (!videos.ok()) {
+      LOG(ERROR) << videos.status();
+      return false;
+    }
+    for (const EpisodeVideo& video : *videos) {
+      std::printf("video of the %s episode (seed %llu, driving score %.2f): %s\n",
+                  video.label.c_str(), static_cast<unsigned long long>(video.seed),
+                  video.driving_score, video.path.c_str());
+    }
+  }
+  return true;
+}
 
 int Run() {
   if (!FlagsInRange("convoy_eval", {IntRange("episodes", absl::GetFlag(FLAGS_episodes), 1, 100000),
@@ -123,29 +155,7 @@ int Run() {
     std::printf("scripted expert: knows a stalled car only within %.1f m\n", sight_m);
   }
   std::printf("%s", FormatComparison(*greedy, *random, &*expert).c_str());
-  if (const std::string png = absl::GetFlag(FLAGS_map_png); !png.empty()) {
-    absl::Status written = WriteEpisodeMap(png, env.map(), *greedy);
-    if (!written.ok()) {
-      LOG(ERROR) << written;
-      return 1;
-    }
-    std::printf("map of the greedy episodes: %s\n", png.c_str());
-  }
-  if (const std::string dir = absl::GetFlag(FLAGS_videos); !dir.empty()) {
-    absl::StatusOr<std::unique_ptr<EventFileWriter>> events = EventFileWriter::Create(dir);
-    absl::StatusOr<std::vector<EpisodeVideo>> videos =
-        events.ok() ? WriteEvaluationVideos(**evaluator, *weights, *greedy, dir, events->get())
-                    : events.status();
-    if (!videos.ok()) {
-      LOG(ERROR) << videos.status();
-      return 1;
-    }
-    for (const EpisodeVideo& video : *videos) {
-      std::printf("video of the %s episode (seed %llu, driving score %.2f): %s\n",
-                  video.label.c_str(), static_cast<unsigned long long>(video.seed),
-                  video.driving_score, video.path.c_str());
-    }
-  }
+  return WriteMapAndVideos(**evaluator, *weights, *greedy) ? 0 : 1;
   return 0;
 }
 

@@ -8,8 +8,8 @@
 //   convoy_status --ps=host:port[,host:port...] [--watch [--interval=2s]] [TLS and token flags]
 //
 // RUN_DIR is a convoy_train run directory (runs/<name>): its servers' addresses, certificate and
-// token are read from it (common/support/local_run_files.h); --ps, --tls_ca and --auth_token_file, when
-// given, take the place of what it holds.
+// token are read from it (common/support/local_run_files.h); --ps, --tls_ca and --auth_token_file,
+// when given, take the place of what it holds.
 //
 // Exit 0 after printing; 1 when a server does not answer (naming it); 2 for bad flags or a run
 // directory that lacks the run's files (naming the missing one).
@@ -35,6 +35,7 @@
 #include "common/settings/flag_ranges.h"
 #include "common/support/init.h"
 #include "common/support/local_run_files.h"
+#include "common/support/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(
@@ -147,6 +148,30 @@ void PrintTable(const std::vector<Sample>& now, const std::vector<std::optional<
   }
 }
 
+// A client of each server, with the security flags (a run directory's credentials by default).
+// Errors: the flags' (INVALID_ARGUMENT) or a client's.
+absl::StatusOr<std::vector<std::unique_ptr<PsClient>>> Connect(
+    const std::vector<std::string>& servers, const std::optional<LocalRunAccess>& run) {
+  ClientSecurityDefaults defaults;
+  if (run.has_value()) {
+    defaults.tls_ca_file = run->tls_ca_file;
+    defaults.auth_token_file = run->auth_token_file;
+  }
+  CONVOY_ASSIGN_OR_RETURN(const ClientSecurity security, ClientSecurityFromFlags(defaults));
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (const std::string& address : servers) {
+    PsClientOptions o;
+    o.address = address;
+    o.agent_id = "convoy_status";
+    o.security = security;
+    o.call_timeout = absl::Seconds(5);
+    o.retry_for = absl::Seconds(5);
+    CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(o));
+    clients.push_back(std::move(client));
+  }
+  return clients;
+}
+
 // `positional` is InitProcess's: argv[0], then the run directory when one is given.
 int Run(const std::vector<std::string>& positional) {
   if (positional.size() > 2) {
@@ -182,31 +207,12 @@ int Run(const std::vector<std::string>& positional) {
     std::fprintf(stderr, "convoy_status: %s\n", std::string(servers.status().message()).c_str());
     return kExitUsage;
   }
-  ClientSecurityDefaults defaults;
-  if (run.has_value()) {
-    defaults.tls_ca_file = run->tls_ca_file;
-    defaults.auth_token_file = run->auth_token_file;
-  }
-  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags(defaults);
-  if (!security.ok()) {
-    std::fprintf(stderr, "convoy_status: %s\n", std::string(security.status().message()).c_str());
+  absl::StatusOr<std::vector<std::unique_ptr<PsClient>>> connected = Connect(*servers, run);
+  if (!connected.ok()) {
+    std::fprintf(stderr, "convoy_status: %s\n", std::string(connected.status().message()).c_str());
     return kExitUsage;
   }
-  std::vector<std::unique_ptr<PsClient>> clients;
-  for (const std::string& address : *servers) {
-    PsClientOptions o;
-    o.address = address;
-    o.agent_id = "convoy_status";
-    o.security = *security;
-    o.call_timeout = absl::Seconds(5);
-    o.retry_for = absl::Seconds(5);
-    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(o);
-    if (!client.ok()) {
-      std::fprintf(stderr, "convoy_status: %s\n", std::string(client.status().message()).c_str());
-      return kExitUsage;
-    }
-    clients.push_back(*std::move(client));
-  }
+  std::vector<std::unique_ptr<PsClient>> clients = *std::move(connected);
   std::vector<std::optional<Sample>> previous(clients.size());
   for (int table = 1;; ++table) {
     std::vector<Sample> now(clients.size());

@@ -187,9 +187,9 @@ void ParameterServerSync::Poll() {
   }
 }
 
-bool ParameterServerSync::StartExchange(ExchangeKind kind) {
+uint64_t ParameterServerSync::TakeProgress() {
   // The progress to push, whole: what was trained since the last sync point.
-  uint64_t minibatches = minibatches_ - minibatches_at_sync_;
+  const uint64_t minibatches = minibatches_ - minibatches_at_sync_;
   bool have_values = false;
   switch (options_.push) {
     case PushMode::kDeltas:
@@ -208,32 +208,67 @@ bool ParameterServerSync::StartExchange(ExchangeKind kind) {
                     model_->TakeMeanGradient(&values_);  // False on an AMP overflow: skipped.
       break;
   }
-  if (!have_values) minibatches = 0;
-  const uint32_t pushed_minibatches = Clamp32(minibatches);
+  return have_values ? minibatches : 0;
+}
+
+void ParameterServerSync::HandShard(Shard& s, ExchangeKind kind, absl::Span<const float> values,
+                                    bool have_values, uint64_t minibatches) {
+  const absl::Span<const float> range =
+      have_values ? values.subspan(s.transport->begin(), s.transport->end() - s.transport->begin())
+                  : absl::Span<const float>();
+  CHECK(s.call == Shard::Call::kNone) << "a server in step with a call in flight";
+  s.call = Shard::Call::kExchange;
+  s.pushed.reset();
+  s.pulled.reset();
+  s.whatever_held = kind == ExchangeKind::kCatchUp || s.link == Link::kBack;
+  if (s.backlog.empty()) {
+    s.values.assign(range.begin(), range.end());
+    s.minibatches = have_values ? Clamp32(minibatches) : 0;
+  } else {
+    // Owed a backlog: this push and the backlog go as one, as the server would have summed them.
+    if (have_values) s.backlog.Add(range, minibatches);
+    s.minibatches = Clamp32(s.backlog.Take(&s.values));
+  }
+}
+
+void ParameterServerSync::StartShardCall(Shard& s) {
+  s.worker->Start([&s] {
+    if (s.minibatches > 0) {
+      // The pull once the push is answered (its request may go right behind the push).
+      ServerTransport::Exchange exchange =
+          s.transport->PushThenPull(s.values, s.minibatches, &s.online, &s.target, s.whatever_held);
+      s.pushed = std::move(exchange.pushed);
+      s.push_time = exchange.push_time;
+      if (exchange.pulled.has_value()) {
+        s.pulled = std::move(*exchange.pulled);
+        s.pull_time = exchange.pull_time;
+      }
+    } else {  // Nothing to push counts as answered.
+      const absl::Time start = absl::Now();
+      s.pulled = s.transport->Pull(&s.online, &s.target, s.whatever_held);
+      s.pull_time = absl::Now() - start;
+    }
+    s.has_pending_push = s.transport->has_pending_push();
+    s.version = s.transport->version();
+  });
+}
+
+bool ParameterServerSync::StartExchange(ExchangeKind kind) {
+  const uint64_t minibatches = TakeProgress();
+  const bool have_values = minibatches > 0;
   const absl::Span<const float> values(values_);
   bool any_call = false, any_push = false;
   for (Shard& s : shards_) {
-    const absl::Span<const float> range =
-        have_values
-            ? values.subspan(s.transport->begin(), s.transport->end() - s.transport->begin())
-            : absl::Span<const float>();
     if (s.link == Link::kAway) {
-      if (have_values) s.backlog.Add(range, minibatches);  // What it missed, kept until it is back.
+      // What it missed, kept until it is back.
+      if (have_values) {
+        s.backlog.Add(
+            values.subspan(s.transport->begin(), s.transport->end() - s.transport->begin()),
+            minibatches);
+      }
       continue;
     }
-    CHECK(s.call == Shard::Call::kNone) << "a server in step with a call in flight";
-    s.call = Shard::Call::kExchange;
-    s.pushed.reset();
-    s.pulled.reset();
-    s.whatever_held = kind == ExchangeKind::kCatchUp || s.link == Link::kBack;
-    if (s.backlog.empty()) {
-      s.values.assign(range.begin(), range.end());
-      s.minibatches = have_values ? pushed_minibatches : 0;
-    } else {
-      // Owed a backlog: this push and the backlog go as one, as the server would have summed them.
-      if (have_values) s.backlog.Add(range, minibatches);
-      s.minibatches = Clamp32(s.backlog.Take(&s.values));
-    }
+    HandShard(s, kind, values, have_values, minibatches);
     any_call = true;
     any_push = any_push || s.minibatches > 0 || s.has_pending_push || s.link == Link::kBack;
   }
@@ -250,30 +285,75 @@ bool ParameterServerSync::StartExchange(ExchangeKind kind) {
   in_flight_.started = clock_->Now();
   in_flight_.started_real = absl::Now();
   in_flight_.answer_awaited = true;
-  in_flight_.minibatches = pushed_minibatches;
+  in_flight_.minibatches = Clamp32(minibatches);
   for (Shard& s : shards_) {
-    if (s.call != Shard::Call::kExchange) continue;
-    s.worker->Start([&s] {
-      if (s.minibatches > 0) {
-        // The pull once the push is answered (its request may go right behind the push).
-        ServerTransport::Exchange exchange = s.transport->PushThenPull(
-            s.values, s.minibatches, &s.online, &s.target, s.whatever_held);
-        s.pushed = std::move(exchange.pushed);
-        s.push_time = exchange.push_time;
-        if (exchange.pulled.has_value()) {
-          s.pulled = std::move(*exchange.pulled);
-          s.pull_time = exchange.pull_time;
-        }
-      } else {  // Nothing to push counts as answered.
-        const absl::Time start = absl::Now();
-        s.pulled = s.transport->Pull(&s.online, &s.target, s.whatever_held);
-        s.pull_time = absl::Now() - start;
-      }
-      s.has_pending_push = s.transport->has_pending_push();
-      s.version = s.transport->version();
-    });
+    if (s.call == Shard::Call::kExchange) StartShardCall(s);
   }
   return true;
+}
+
+bool ParameterServerSync::TakePushAnswer(Shard& s, const std::string& server, bool catch_up,
+                                         ExchangeResult* result) {
+  const absl::StatusOr<PushAnswer>& pushed = *s.pushed;
+  if (!pushed.ok()) {
+    if (!s.has_pending_push) {
+      LOG(ERROR) << options_.agent_id << ": push refused by " << server << ": " << pushed.status();
+      return false;
+    }
+    // No answer: the transport keeps this push and resends it on rejoin, so the server applies it
+    // once whether or not it already did.
+    LOG(WARNING) << options_.agent_id << ": the push of " << s.minibatches << " minibatches to "
+                 << server << " got no answer; it is resent on rejoin";
+    s.unanswered += s.minibatches;
+    return true;
+  }
+  if (!pushed->accepted) VLOG(1) << options_.agent_id << ": push not applied: " << pushed->message;
+  if (s.link == Link::kBack || catch_up) {
+    LOG(INFO) << options_.agent_id << ": pushed " << server << " the " << s.minibatches
+              << " minibatches it missed: "
+              << (pushed->accepted ? "applied" : absl::StrCat("refused, ", pushed->message));
+  }
+  std::optional<PushAnswer>& answer = result->answer;
+  if (!answer.has_value()) {
+    answer = *pushed;
+  } else {
+    answer->accepted = answer->accepted && pushed->accepted;
+    answer->staleness = std::max(answer->staleness, pushed->staleness);
+    answer->repeated = answer->repeated || pushed->repeated;
+    if (!pushed->accepted && answer->message.empty()) answer->message = pushed->message;
+  }
+  if (&s == &shards_[0]) epsilon_ = pushed->epsilon;
+  result->push_ms = std::max(result->push_ms, absl::ToDoubleMilliseconds(s.push_time));
+  return false;
+}
+
+void ParameterServerSync::TakeShardExchange(size_t i, bool catch_up, ExchangeResult* result) {
+  Shard& s = shards_[i];
+  s.call = Shard::Call::kNone;
+  const std::string server = shards_.size() > 1 ? absl::StrCat("shard ", i) : "the server";
+  bool no_answer = s.pushed.has_value() && TakePushAnswer(s, server, catch_up, result);
+  if (!s.has_pending_push) s.unanswered = 0;
+  if (s.pulled.has_value() && s.pulled->ok()) {
+    result->pull_ms = std::max(result->pull_ms, absl::ToDoubleMilliseconds(s.pull_time));
+    const uint64_t begin = s.transport->begin();
+    if ((*s.pulled)->online) {
+      std::copy(s.online.begin(), s.online.end(), online_.begin() + begin);
+      result->took_online[i] = true;
+    }
+    if ((*s.pulled)->target) {
+      std::copy(s.target.begin(), s.target.end(), target_.begin() + begin);
+      result->any_target = true;
+    }
+    s.link = Link::kInStep;
+    return;
+  }
+  if (s.pulled.has_value() && absl::IsUnavailable(s.pulled->status())) no_answer = true;
+  if (no_answer && s.link != Link::kAway) {
+    LOG(WARNING) << options_.agent_id << ": " << server
+                 << " is unreachable; what it is owed is kept until it is back";
+    s.link = Link::kAway;
+    s.pacer.Lost(clock_->Now());
+  }
 }
 
 void ParameterServerSync::FinishExchange() {
@@ -281,87 +361,24 @@ void ParameterServerSync::FinishExchange() {
   const bool model_moved_on = in_flight_.model_moved_on;
   in_flight_.active = false;
   in_flight_.answer_awaited = false;
-  std::optional<PushAnswer> answer;  // The servers' answers as one.
-  // The servers whose range of the weights this exchange brought; online_ holds them.
-  std::vector<bool> took_online(shards_.size(), false);
-  bool any_target = false;
-  double push_ms = 0, pull_ms = 0;
+  ExchangeResult result;
+  result.took_online.assign(shards_.size(), false);
   for (size_t i = 0; i < shards_.size(); ++i) {
-    Shard& s = shards_[i];
-    if (s.call != Shard::Call::kExchange) continue;
-    s.call = Shard::Call::kNone;
-    const std::string server = shards_.size() > 1 ? absl::StrCat("shard ", i) : "the server";
-    bool no_answer = false;
-    if (s.pushed.has_value()) {
-      const absl::StatusOr<PushAnswer>& pushed = *s.pushed;
-      if (!pushed.ok()) {
-        if (s.has_pending_push) {
-          // No answer: the transport keeps this push and resends it on rejoin, so the server
-          // applies it once whether or not it already did.
-          LOG(WARNING) << options_.agent_id << ": the push of " << s.minibatches
-                       << " minibatches to " << server << " got no answer; it is resent on rejoin";
-          s.unanswered += s.minibatches;
-          no_answer = true;
-        } else {
-          LOG(ERROR) << options_.agent_id << ": push refused by " << server << ": "
-                     << pushed.status();
-        }
-      } else {
-        if (!pushed->accepted)
-          VLOG(1) << options_.agent_id << ": push not applied: " << pushed->message;
-        if (s.link == Link::kBack || catch_up) {
-          LOG(INFO) << options_.agent_id << ": pushed " << server << " the " << s.minibatches
-                    << " minibatches it missed: "
-                    << (pushed->accepted ? "applied" : absl::StrCat("refused, ", pushed->message));
-        }
-        if (!answer.has_value()) {
-          answer = *pushed;
-        } else {
-          answer->accepted = answer->accepted && pushed->accepted;
-          answer->staleness = std::max(answer->staleness, pushed->staleness);
-          answer->repeated = answer->repeated || pushed->repeated;
-          if (!pushed->accepted && answer->message.empty()) answer->message = pushed->message;
-        }
-        if (i == 0) epsilon_ = pushed->epsilon;
-        push_ms = std::max(push_ms, absl::ToDoubleMilliseconds(s.push_time));
-      }
-    }
-    if (!s.has_pending_push) s.unanswered = 0;
-    if (s.pulled.has_value() && s.pulled->ok()) {
-      pull_ms = std::max(pull_ms, absl::ToDoubleMilliseconds(s.pull_time));
-      const uint64_t begin = s.transport->begin();
-      if ((*s.pulled)->online) {
-        std::copy(s.online.begin(), s.online.end(), online_.begin() + begin);
-        took_online[i] = true;
-      }
-      if ((*s.pulled)->target) {
-        std::copy(s.target.begin(), s.target.end(), target_.begin() + begin);
-        any_target = true;
-      }
-      s.link = Link::kInStep;
-      continue;
-    }
-    if (s.pulled.has_value() && absl::IsUnavailable(s.pulled->status())) no_answer = true;
-    if (no_answer && s.link != Link::kAway) {
-      LOG(WARNING) << options_.agent_id << ": " << server
-                   << " is unreachable; what it is owed is kept until it is back";
-      s.link = Link::kAway;
-      s.pacer.Lost(clock_->Now());
-    }
+    if (shards_[i].call == Shard::Call::kExchange) TakeShardExchange(i, catch_up, &result);
   }
-  if (answer.has_value()) {
-    push_ms_sum_ += push_ms;
+  if (result.answer.has_value()) {
+    push_ms_sum_ += result.push_ms;
     ++push_count_;
-    last_staleness_ = answer->staleness;
+    last_staleness_ = result.answer->staleness;
     absl::MutexLock lock(&stats_mu_);
     ++stats_.pushes;
     if (catch_up) ++stats_.outage_pushes;
-    if (!answer->accepted) ++stats_.pushes_rejected;
+    if (!result.answer->accepted) ++stats_.pushes_rejected;
   }
-  const bool any_online =
-      std::find(took_online.begin(), took_online.end(), true) != took_online.end();
-  if (pull_ms > 0 || any_online || any_target) {
-    pull_ms_sum_ += pull_ms;
+  const bool any_online = std::find(result.took_online.begin(), result.took_online.end(), true) !=
+                          result.took_online.end();
+  if (result.pull_ms > 0 || any_online || result.any_target) {
+    pull_ms_sum_ += result.pull_ms;
     ++pull_count_;
   }
   // Deltas: whatever was handed over is the servers' now (applied, kept in a backlog, or resent
@@ -369,7 +386,17 @@ void ParameterServerSync::FinishExchange() {
   if (options_.push == PushMode::kDeltas && in_flight_.minibatches > 0) {
     weights_at_sync_ = weights_at_exchange_;
   }
-  if (any_target) model_->SetTargetWeights(target_);
+  TakeWeights(result, model_moved_on);
+  version_ = 0;
+  for (const Shard& s : shards_) version_ += s.version;
+  PublishStats();
+}
+
+void ParameterServerSync::TakeWeights(const ExchangeResult& result, bool model_moved_on) {
+  const std::vector<bool>& took_online = result.took_online;
+  const bool any_online =
+      std::find(took_online.begin(), took_online.end(), true) != took_online.end();
+  if (result.any_target) model_->SetTargetWeights(target_);
   if (any_online && !model_moved_on) {
     if (std::find(took_online.begin(), took_online.end(), false) != took_online.end()) {
       // The ranges this exchange did not bring stay as the model has them.
@@ -395,9 +422,6 @@ void ParameterServerSync::FinishExchange() {
   } else {
     state_ = SyncState::kAway;
   }
-  version_ = 0;
-  for (const Shard& s : shards_) version_ += s.version;
-  PublishStats();
 }
 
 void ParameterServerSync::StartRejoins(RejoinPace pace) {

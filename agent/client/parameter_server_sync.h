@@ -200,9 +200,30 @@ class ParameterServerSync {
   // push (with its backlog, when it is owed one) and a pull. False when there was nothing to start:
   // no server to exchange with, or a kSync with nothing to push and nothing owed.
   bool StartExchange(ExchangeKind kind);
+  // The progress an exchange pushes, whole, into values_: its minibatches, 0 when there is none.
+  uint64_t TakeProgress();
+  // Hands `s` its range of `values` (all of them; none without `have_values`) and its backlog.
+  void HandShard(Shard& s, ExchangeKind kind, absl::Span<const float> values, bool have_values,
+                 uint64_t minibatches);
+  // Starts the call handed to `s` on its worker.
+  static void StartShardCall(Shard& s);
   // The exchange in flight has ended on every worker that took part.
   bool ExchangeDone() const;
   void FinishExchange();
+  // What an exchange's servers answered, as one.
+  struct ExchangeResult {
+    std::optional<PushAnswer> answer;  // The servers' answers as one.
+    // The servers whose range of the weights it brought (online_ holds them).
+    std::vector<bool> took_online;
+    bool any_target = false;
+    double push_ms = 0, pull_ms = 0;
+  };
+  // Takes in server i's push answer and pull.
+  void TakeShardExchange(size_t i, bool catch_up, ExchangeResult* result);
+  // Takes in a shard's push answer into `result`; true when the push got no answer.
+  bool TakePushAnswer(Shard& s, const std::string& server, bool catch_up, ExchangeResult* result);
+  // The model takes what the exchange brought, and the sync state follows.
+  void TakeWeights(const ExchangeResult& result, bool model_moved_on);
   // Starts a rejoin attempt on each server that is away, whose worker is free and (kPaced) whose
   // pacer says one is due.
   void StartRejoins(RejoinPace pace);
@@ -241,9 +262,9 @@ class ParameterServerSync {
   };
   InFlight in_flight_;
 
-  uint64_t minibatches_ = 0;          // Trained so far.
-  uint64_t minibatches_at_sync_ = 0;  // Of those, the ones pushed (or handed over to push).
-  std::vector<float> values_;         // The progress an exchange pushes, whole.
+  uint64_t minibatches_ = 0;            // Trained so far.
+  uint64_t minibatches_at_sync_ = 0;    // Of those, the ones pushed (or handed over to push).
+  std::vector<float> values_;           // The progress an exchange pushes, whole.
   std::vector<float> online_, target_;  // The weights a pull assembles, whole.
   std::vector<float> weights_scratch_;  // The model's, for the ranges a pull did not bring.
   std::vector<float> weights_at_sync_;  // The weights the servers' versions correspond to.

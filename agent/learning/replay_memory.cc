@@ -769,6 +769,9 @@ absl::Status ReplayMemory::SaveTo(const std::string& path, absl::string_view ann
                                  });
 }
 
+// Long (109 lines): the snapshot under the mutex and the writes outside it share a dozen arrays and
+// the frame cursor; kept whole until the checkpoint's structure moves to protobuf beside the
+// memory.
 absl::Status ReplayMemory::WriteCheckpoint(int fd, const std::string& file, absl::string_view annex,
                                            absl::Notification* snapshot_taken) const {
   CheckpointWriter out(fd, file);
@@ -935,6 +938,8 @@ absl::StatusOr<std::unique_ptr<ReplayMemory>> ReplayMemory::LoadFrom(const std::
   return memory;
 }
 
+// Long (110 lines): reads WriteCheckpoint's fields in its order; kept beside it, whole, until the
+// checkpoint's structure moves to protobuf beside the memory.
 absl::Status ReplayMemory::ReadCheckpointBody(CheckpointReader* in, std::string* annex) {
   absl::MutexLock lock(&mu_);
   std::vector<uint8_t> buffer;
