@@ -15,9 +15,9 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/agent_metrics.h"
-#include "agent/client/client_security_flags.h"
+#include "agent/client/client_security_settings.h"
 #include "agent/client/push_log.h"
-#include "agent/environment/scenario_flags.h"
+#include "agent/environment/scenario_settings.h"
 #include "common/metrics/prometheus_endpoint.h"
 #include "common/settings/agent_settings.h"
 #include "common/settings/flag_ranges.h"
@@ -94,6 +94,13 @@ ABSL_FLAG(
     std::string, push_log, "",
     "Append a line per minibatch trained and per answer of each server to a push "
     "(agent/client/push_log.h), for checking a run against convoy_ps --apply_log; empty: none.");
+
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,
+                      ClientSecuritySettingsFromFlags)
+CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)
+CONVOY_SETTINGS_FLAGS(CONVOY_METRICS_ENDPOINT_SETTINGS, convoy::MetricsEndpointSettings,
+                      MetricsEndpointSettingsFromFlags)
 
 namespace convoy {
 namespace {
@@ -175,9 +182,9 @@ absl::StatusOr<AgentOptions> AgentOptionsFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("cannot start: ", push.status().ToString()));
   }
   AgentOptions options = OptionsFromFlags(*push);
-  CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&options.environment));
+  CONVOY_RETURN_IF_ERROR(UseScenarioSettings(ScenarioSettingsFromFlags(), &options.environment));
   if (!options.ps_address.empty()) {  // Alone, no channel: the security flags do not apply.
-    absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+    absl::StatusOr<ClientSecurity> security = ClientSecurityFrom(ClientSecuritySettingsFromFlags());
     if (!security.ok()) return absl::InvalidArgumentError(security.status().ToString());
     options.ps_security = *std::move(security);
   }
@@ -219,7 +226,7 @@ int Run() {
   // The metrics port is bound before the agent joins, so that a port taken fails at once.
   auto metrics = std::make_shared<AgentMetrics>(options.agent_id);
   absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> metrics_endpoint =
-      PrometheusEndpoint::StartFromFlags({metrics});
+      PrometheusEndpoint::Serve(MetricsEndpointSettingsFromFlags(), {metrics});
   if (!metrics_endpoint.ok()) {
     std::fprintf(stderr, "convoy_agent: %s\n", metrics_endpoint.status().ToString().c_str());
     return metrics_endpoint.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

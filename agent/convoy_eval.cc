@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "absl/flags/flag.h"
-#include "agent/environment/scenario_flags.h"
+#include "agent/environment/scenario_settings.h"
 #include "agent/evaluation/episode_video.h"
 #include "agent/evaluation/eval_trace.h"
 #include "agent/evaluation/evaluation.h"
@@ -51,6 +51,9 @@ ABSL_FLAG(
     "With --trace: a directory for one PNG per episode that ended early, the camera crop the car "
     "saw 20, 15, 10, 5 and 1 steps before the end.");
 
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)
+
 namespace convoy {
 namespace {
 
@@ -91,7 +94,7 @@ int Run() {
     return kExitUsage;
   }
   EnvironmentSpec spec;
-  if (absl::Status s = ScenarioFromFlags(&spec); !s.ok()) {
+  if (absl::Status s = UseScenarioSettings(ScenarioSettingsFromFlags(), &spec); !s.ok()) {
     std::fprintf(stderr, "convoy_eval: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
   }

@@ -29,7 +29,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/client/client_security_flags.h"
+#include "agent/client/client_security_settings.h"
 #include "agent/client/ps_client.h"
 #include "agent/client/ps_transport.h"
 #include "common/settings/flag_ranges.h"
@@ -48,6 +48,10 @@ ABSL_FLAG(int, iterations, 0, "With --watch: stop after this many tables (0: nev
 ABSL_FLAG(bool, json, false,
           "Print each shard's GetStatus answer as one line of JSON (protobuf's JSON mapping, field "
           "names as in the .proto), in shard order, instead of the table.");
+
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,
+                      ClientSecuritySettingsFromFlags)
 
 namespace convoy {
 namespace {
@@ -157,7 +161,8 @@ absl::StatusOr<std::vector<std::unique_ptr<PsClient>>> Connect(
     defaults.tls_ca_file = run->tls_ca_file;
     defaults.auth_token_file = run->auth_token_file;
   }
-  CONVOY_ASSIGN_OR_RETURN(const ClientSecurity security, ClientSecurityFromFlags(defaults));
+  CONVOY_ASSIGN_OR_RETURN(const ClientSecurity security,
+                          ClientSecurityFrom(ClientSecuritySettingsFromFlags(), defaults));
   std::vector<std::unique_ptr<PsClient>> clients;
   for (const std::string& address : servers) {
     PsClientOptions o;

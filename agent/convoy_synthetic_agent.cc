@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "agent/client/client_security_flags.h"
+#include "agent/client/client_security_settings.h"
 #include "agent/client/parameter_server_sync.h"
 #include "agent/client/ps_transport.h"
 #include "agent/client/push_log.h"
@@ -59,6 +59,10 @@ ABSL_FLAG(int, stall_after_chunks, 0,
           "Fault injection: send only this many chunks of the first push, print STALLED, then hang "
           "with the stream open (for tests that kill an agent in the middle of a push).");
 
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,
+                      ClientSecuritySettingsFromFlags)
+
 namespace convoy {
 namespace {
 
@@ -86,7 +90,7 @@ bool FlagsValid() {
   CHECK(model.ok()) << model.status();  // The Join described it already.
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       MakeChannelCredentials(options.security);
-  CHECK(credentials.ok()) << credentials.status();  // Checked by ClientSecurityFromFlags.
+  CHECK(credentials.ok()) << credentials.status();  // Checked by ClientSecurityFrom.
   grpc::ChannelArguments arguments;
   if (!options.security.tls_server_name.empty()) {
     arguments.SetSslTargetNameOverride(options.security.tls_server_name);
@@ -230,7 +234,7 @@ int Run() {
                  std::string(encoding.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+  absl::StatusOr<ClientSecurity> security = ClientSecurityFrom(ClientSecuritySettingsFromFlags());
   if (!security.ok()) {
     LOG(ERROR) << security.status();
     return 2;

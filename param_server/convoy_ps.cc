@@ -158,6 +158,10 @@ ABSL_FLAG(double, fault_lose_replies, 0,
           "Fault injection, for tests: answer this fraction of the pushes applied with UNAVAILABLE "
           "instead of their reply, as a connection lost just after the apply looks to an agent.");
 
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_METRICS_ENDPOINT_SETTINGS, convoy::MetricsEndpointSettings,
+                      MetricsEndpointSettingsFromFlags)
+
 namespace convoy::ps {
 namespace {
 
@@ -255,7 +259,7 @@ absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> StartMetrics(GrpcParameterSe
       shard, [&service = server.service()] { return service.Status(); },
       server.core().RunConfigFor(0));
   server.core().AddStepObserver(metrics);
-  return PrometheusEndpoint::StartFromFlags({metrics});
+  return PrometheusEndpoint::Serve(MetricsEndpointSettingsFromFlags(), {metrics});
 }
 
 // What the run did, as GetStatus has it, for the log's last line: the version, the bytes on the

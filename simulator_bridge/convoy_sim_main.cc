@@ -67,6 +67,10 @@ ABSL_FLAG(int, max_connections, Defaults().max_connections,
 ABSL_FLAG(uint64_t, max_message_bytes, Defaults().max_message_bytes,
           "Largest request accepted, bytes.");
 
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_METRICS_ENDPOINT_SETTINGS, convoy::MetricsEndpointSettings,
+                      MetricsEndpointSettingsFromFlags)
+
 namespace {
 
 // Every numeric flag but --seed, which takes any value.
@@ -179,8 +183,10 @@ int main(int argc, char** argv) {
   }
   convoy::sim::AirSimServer* const served = server->get();
   absl::StatusOr<std::unique_ptr<convoy::PrometheusEndpoint>> metrics =
-      convoy::PrometheusEndpoint::StartFromFlags({std::make_shared<convoy::CollectedMetrics>(
-          [served](convoy::MetricFamilies& out) { CollectMetrics(served->stats(), out); })});
+      convoy::PrometheusEndpoint::Serve(
+          MetricsEndpointSettingsFromFlags(),
+          {std::make_shared<convoy::CollectedMetrics>(
+              [served](convoy::MetricFamilies& out) { CollectMetrics(served->stats(), out); })});
   if (!metrics.ok()) {
     LOG(ERROR) << metrics.status();
     return metrics.status().code() == absl::StatusCode::kInvalidArgument ? convoy::kExitUsage : 1;

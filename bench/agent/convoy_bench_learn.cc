@@ -31,7 +31,7 @@
 #include "absl/time/clock.h"
 #include "agent/environment/environment.h"
 #include "agent/environment/preprocess.h"
-#include "agent/environment/scenario_flags.h"
+#include "agent/environment/scenario_settings.h"
 #include "agent/evaluation/eval_statistics.h"
 #include "agent/evaluation/evaluation.h"
 #include "agent/learning/learner.h"
@@ -97,6 +97,9 @@ ABSL_FLAG(uint32_t, max_pushes_per_step, 0,
 ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
           "The server's averaged network's horizon, applied minibatches; evaluated at the end of "
           "each run beside the last weights (0: off).");
+
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)
 
 namespace convoy {
 namespace {
@@ -219,8 +222,8 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   options.agents = agents;
   options.model = absl::GetFlag(FLAGS_model);
   options.seed = absl::GetFlag(FLAGS_seed);
-  options.scenario = ScenarioFlag();
-  options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
+  options.scenario = ScenarioSettingsFromFlags().scenario;
+  options.max_epoch_runtime_sec = ScenarioSettingsFromFlags().max_epoch_runtime_sec;
   options.max_time = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
   static_cast<RunSettings&>(options) = RunSettingsFromFlags();
   static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
@@ -231,7 +234,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   run.preempt_agents_after_steps = absl::GetFlag(FLAGS_preempt_after_steps);
   options.max_steps_per_agent = absl::GetFlag(FLAGS_steps_per_agent);
   run.preempt_signal = absl::GetFlag(FLAGS_preempt_signal) == "KILL" ? SIGKILL : SIGTERM;
-  CONVOY_RETURN_IF_ERROR(ScenarioFromFlags(&run.spec));
+  CONVOY_RETURN_IF_ERROR(UseScenarioSettings(ScenarioSettingsFromFlags(), &run.spec));
   run.validate_every = absl::Seconds(absl::GetFlag(FLAGS_eval_every_seconds));
   run.validation_episodes = absl::GetFlag(FLAGS_eval_episodes);
   run.best_weights_path = run_dir + "/best_weights.pt";
@@ -468,7 +471,7 @@ int Run() {
   // Batch-1 inference needs no intra-op parallelism, and the agents need the cores.
   torch::set_num_threads(1);
   EnvironmentSpec spec;
-  if (absl::Status s = ScenarioFromFlags(&spec); !s.ok()) {
+  if (absl::Status s = UseScenarioSettings(ScenarioSettingsFromFlags(), &spec); !s.ok()) {
     std::fprintf(stderr, "convoy_bench_learn: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
   }

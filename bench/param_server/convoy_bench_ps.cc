@@ -65,7 +65,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/client/client_security_flags.h"
+#include "agent/client/client_security_settings.h"
 #include "agent/client/ps_client.h"
 #include "agent/client/shard_worker.h"
 #include "common/model/model_registry.h"
@@ -127,6 +127,10 @@ ABSL_FLAG(int, repeats, 3,
 ABSL_FLAG(std::vector<std::string>, client_channel_args, {},
           "Extra integer gRPC channel arguments for every client channel, name=value,... (to "
           "compare transport settings; e.g. grpc.http2.bdp_probe=0).");
+
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,
+                      ClientSecuritySettingsFromFlags)
 
 namespace convoy {
 namespace {
@@ -1024,7 +1028,7 @@ int Run() {
   if (local) {
     g_security.insecure = true;
   } else {
-    absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+    absl::StatusOr<ClientSecurity> security = ClientSecurityFrom(ClientSecuritySettingsFromFlags());
     if (!security.ok()) {
       LOG(ERROR) << security.status();
       return 2;

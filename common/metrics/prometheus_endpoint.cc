@@ -5,21 +5,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/support/files.h"
 #include "glog/logging.h"
 #include "prometheus/exposer.h"
-
-ABSL_FLAG(std::string, metrics_address, "",
-          "host:port to serve Prometheus metrics on, at /metrics (GET only: the port changes "
-          "nothing); port 0 picks a free one (see --metrics_port_file). Empty: none. "
-          "docs/deploy.md, \"Monitoring\".");
-ABSL_FLAG(std::string, metrics_port_file, "",
-          "Write the metrics port bound to this file, whole or not at all (for --metrics_address "
-          "with port 0).");
 
 namespace convoy {
 
@@ -130,14 +121,15 @@ absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> PrometheusEndpoint::Start(
   return endpoint;
 }
 
-absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> PrometheusEndpoint::StartFromFlags(
+absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> PrometheusEndpoint::Serve(
+    const MetricsEndpointSettings& settings,
     std::vector<std::shared_ptr<prometheus::Collectable>> collectables) {
-  const std::string address = absl::GetFlag(FLAGS_metrics_address);
+  const std::string& address = settings.metrics_address;
   if (address.empty()) return nullptr;
   absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> endpoint =
       Start(address, std::move(collectables));
   if (!endpoint.ok()) return endpoint.status();
-  if (const std::string file = absl::GetFlag(FLAGS_metrics_port_file); !file.empty()) {
+  if (const std::string& file = settings.metrics_port_file; !file.empty()) {
     if (absl::Status s = WriteFileAtomically(file, absl::StrCat((*endpoint)->port(), "\n"), 0644);
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("--metrics_port_file: ", s.message()));

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/metrics/metric_table.h"
+#include "common/support/settings_table.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -28,7 +29,22 @@ namespace prometheus {
 class Exposer;
 }  // namespace prometheus
 
+// Where a process serves its metrics (common/support/settings_table.h: a binary that serves them
+// expands CONVOY_SETTINGS_FLAGS(CONVOY_METRICS_ENDPOINT_SETTINGS, ...)).
+#define CONVOY_METRICS_ENDPOINT_SETTINGS(X)                                                  \
+  X(std::string, metrics_address, "",                                                        \
+    "host:port to serve Prometheus metrics on, at /metrics (GET only: the port changes "     \
+    "nothing); port 0 picks a free one (see --metrics_port_file). Empty: none. "             \
+    "docs/deploy.md, \"Monitoring\".")                                                       \
+  X(std::string, metrics_port_file, "",                                                      \
+    "Write the metrics port bound to this file, whole or not at all (for --metrics_address " \
+    "with port 0).")
+
 namespace convoy {
+
+struct MetricsEndpointSettings {
+  CONVOY_METRICS_ENDPOINT_SETTINGS(CONVOY_SETTING_MEMBER)
+};
 
 // Label name -> value of one sample.
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
@@ -81,9 +97,10 @@ class PrometheusEndpoint {
   static absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> Start(
       const std::string& address,
       std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
-  // Start with --metrics_address; null (and OK) when the flag is empty. Writes the bound port to
-  // --metrics_port_file when that is set.
-  static absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> StartFromFlags(
+  // Start at the settings' metrics_address; null (and OK) when it is empty. Writes the bound port
+  // to metrics_port_file when that is set.
+  static absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> Serve(
+      const MetricsEndpointSettings& settings,
       std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
   ~PrometheusEndpoint();
 

@@ -26,7 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "agent/environment/scenario_flags.h"
+#include "agent/environment/scenario_settings.h"
 #include "agent/evaluation/episode_video.h"
 #include "agent/evaluation/eval_statistics.h"
 #include "agent/evaluation/evaluation.h"
@@ -96,6 +96,9 @@ ABSL_FLAG(
     "network are driven over this many more validation seeds, and the run hands over the best of "
     "them on those seeds alone, which flatter none of them (0: the validations during the run "
     "decide).");
+
+// The settings this binary shares with others, as flags (common/support/settings_table.h).
+CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)
 
 namespace convoy {
 namespace {
@@ -267,7 +270,7 @@ class Printer final : public TrainingRunObserver {
 
 // The run's directory and model, announced; or the exit code.
 std::optional<int> PrepareRun(Launch& t) {
-  if (absl::Status s = ScenarioFromFlags(&t.spec); !s.ok()) {
+  if (absl::Status s = UseScenarioSettings(ScenarioSettingsFromFlags(), &t.spec); !s.ok()) {
     std::fprintf(stderr, "convoy_train: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
   }
@@ -306,8 +309,8 @@ LocalClusterOptions ClusterOptions(const std::string& run) {
   static_cast<AgentSettings&>(options) = AgentSettingsFromFlags();
   options.average_horizon =
       absl::GetFlag(FLAGS_average_horizon).value_or(LocalAverageHorizon(total));
-  options.scenario = ScenarioFlag();
-  options.max_epoch_runtime_sec = EpisodeTimeLimitFlag();
+  options.scenario = ScenarioSettingsFromFlags().scenario;
+  options.max_epoch_runtime_sec = ScenarioSettingsFromFlags().max_epoch_runtime_sec;
   options.max_time = total;
   options.max_steps_per_agent = absl::GetFlag(FLAGS_steps_per_agent);
   options.report_every = absl::Seconds(absl::GetFlag(FLAGS_report_seconds));
