@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,8 @@ ABSL_FLAG(double, apex_base_epsilon, Defaults().exploration.apex_base_epsilon,
 ABSL_FLAG(double, apex_alpha, Defaults().exploration.apex_alpha, "Ape-X alpha.");
 ABSL_FLAG(uint32_t, apex_num_agents, Defaults().exploration.apex_num_agents,
           "Ape-X: N, the number of agents.");
-// The run settings agents adopt (common/settings/run_settings.h): --batch_size, --n_step, --gamma, ...
+// The run settings agents adopt (common/settings/run_settings.h): --batch_size, --n_step, --gamma,
+// ...
 CONVOY_RUN_SETTINGS(CONVOY_PS_RUN_SETTING_FLAG)
 ABSL_FLAG(double, shutdown_grace_seconds, 10,
           "How long in-flight RPCs may run on after SIGTERM (0.5 s at most when the launcher that "
@@ -289,9 +291,111 @@ int WriteCredentials(const std::string& dir) {
   return 0;
 }
 
+// The TLS files, the token and the client CA of the flags. Before any checkpoint is read, a
+// misconfigured server stops at once, naming the flags to give.
+absl::StatusOr<ServerSecurity> SecurityFromFlags() {
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) return token.status();
+  ServerSecurity security;
+  security.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  security.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  security.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  security.auth_token = *token;
+  security.insecure = absl::GetFlag(FLAGS_insecure);
+  security.health_without_auth = absl::GetFlag(FLAGS_health_without_auth);
+  // (Plaintext has nothing to check, and its warning comes once, from the server's start.)
+  const bool plaintext =
+      security.insecure && security.tls_cert_file.empty() && security.tls_key_file.empty();
+  if (!plaintext) {
+    if (absl::Status checked = MakeServerCredentials(security).status(); !checked.ok()) {
+      return checked;
+    }
+  }
+  return security;
+}
+
+ServiceOptions ServiceOptionsFromFlags() {
+  ServiceOptions service;
+  service.stream_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_idle_timeout_seconds));
+  service.push_buffers = absl::GetFlag(FLAGS_push_buffers);
+  service.max_waiting_pushes = absl::GetFlag(FLAGS_max_waiting_pushes);
+  service.concurrent_pulls = absl::GetFlag(FLAGS_concurrent_pulls);
+  service.max_waiting_pulls = absl::GetFlag(FLAGS_max_waiting_pulls);
+  service.busy_retry_after = absl::Milliseconds(absl::GetFlag(FLAGS_busy_retry_after_ms));
+  service.receive_window_bytes = absl::GetFlag(FLAGS_receive_window_kib) << 10;
+  return service;
+}
+
+// --fault_lose_replies: that fraction of the pushes applied is answered UNAVAILABLE.
+void LoseRepliesFromFlags(GrpcParameterServer& server) {
+  const double lose = absl::GetFlag(FLAGS_fault_lose_replies);
+  if (lose <= 0) return;
+  LOG(WARNING) << "fault injection: the replies to " << lose << " of the pushes applied are lost";
+  server.service().SetAfterApplyHookForTesting(
+      [lose, rng = std::mt19937_64(absl::GetFlag(FLAGS_seed))](const PushAnswer&) mutable {
+        if (std::bernoulli_distribution(lose)(rng)) {
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "fault injection: the reply to this push was lost after the apply");
+        }
+        return grpc::Status::OK;
+      });
+}
+
+// The log line that says what is served, how and where (`bound`).
+std::string ServingLine(const ParameterServerOptions& options, const ModelInfo& model,
+                        const ShardMap& shard_map, uint64_t version, const ServiceOptions& service,
+                        const ServerSecurity& security, const std::string& bound) {
+  std::ostringstream line;
+  line << "convoy_ps serving model " << model.spec.name << " (" << model.fingerprint << "), "
+       << (options.num_shards > 1
+               ? absl::StrCat(DescribeShard(shard_map, options.shard_index), ": ")
+               : "")
+       << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
+       << " bytes fp32; optimizer " << OptimizerName(options.optimizer.kind) << " lr "
+       << options.learning_rate
+       << (options.learning_rate_decay_minibatches > 0
+               ? absl::StrCat(" falling to ", options.final_learning_rate_scale, "x over ",
+                              options.learning_rate_decay_minibatches, " minibatches")
+               : "")
+       << (options.learning_rate_decay_minutes > 0
+               ? absl::StrCat(" falling to ", options.final_learning_rate_scale, "x over ",
+                              options.learning_rate_decay_minutes, " minutes of training")
+               : "")
+       << ", steps of up to " << options.max_pushes_per_step << " pushes on " << ApplyThreads()
+       << " threads, " << PushBuffersFor(service, options.max_pushes_per_step) << " push buffers ("
+       << PushBuffersFor(service, options.max_pushes_per_step) * model.parameter_count *
+              sizeof(float) / (1 << 20)
+       << " MiB); version " << version << "; on " << bound
+       << (security.tls_cert_file.empty() ? " (plaintext" : " (TLS")
+       << (security.tls_client_ca_file.empty() ? "" : ", client certificates required")
+       << (security.auth_token.empty() ? ", no token)" : ", bearer token)");
+  return line.str();
+}
+
 // The drain of a convoy_ps whose launcher died: its final checkpoint must be written before the
 // launcher's watchdog SIGKILLs it (ChildProcess::kKillAfterParentDeath after the death).
 constexpr absl::Duration kShutdownGraceWhenLauncherDied = absl::Milliseconds(500);
+
+// Serves until SIGTERM or SIGINT, then drains and writes the final checkpoint; the exit code.
+int ServeUntilSignal(GrpcParameterServer& server, pid_t launcher) {
+  server.core().StartPeriodicTasks();
+  const int signal = WaitForTerminationSignal();
+  absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  if (LauncherDied(launcher) && grace > kShutdownGraceWhenLauncherDied) {
+    grace = kShutdownGraceWhenLauncherDied;
+    LOG(INFO) << "the launcher that started this server died: draining for " << grace
+              << " only, then a final checkpoint";
+  }
+  LOG(INFO) << "signal " << signal << ": draining, then a final checkpoint";
+  absl::Status stopped = server.Shutdown(grace);
+  if (!stopped.ok()) {
+    LOG(ERROR) << "final checkpoint failed: " << stopped;
+    return 1;
+  }
+  LOG(INFO) << "stopped at version " << server.core().version();
+  LOG(INFO) << FinalStatusLine(server.core().Status());
+  return 0;
+}
 
 int Run() {
   const pid_t launcher = ::getppid();
@@ -308,29 +412,11 @@ int Run() {
   // Signals are taken synchronously by this thread; every thread started later inherits the mask.
   BlockTerminationSignals();
 
-  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
-  if (!token.ok()) {
-    LOG(ERROR) << token.status();
+  const absl::StatusOr<ServerSecurity> security = SecurityFromFlags();
+  if (!security.ok()) {
+    LOG(ERROR) << security.status();
     return 2;
   }
-  ServerSecurity security;
-  security.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
-  security.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  security.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
-  security.auth_token = *token;
-  security.insecure = absl::GetFlag(FLAGS_insecure);
-  security.health_without_auth = absl::GetFlag(FLAGS_health_without_auth);
-  // Before any checkpoint is read, a misconfigured server stops at once, naming the flags to give.
-  // (Plaintext has nothing to check, and its warning comes once, from the server's start.)
-  const bool plaintext =
-      security.insecure && security.tls_cert_file.empty() && security.tls_key_file.empty();
-  if (!plaintext) {
-    if (absl::Status checked = MakeServerCredentials(security).status(); !checked.ok()) {
-      LOG(ERROR) << checked;
-      return 2;
-    }
-  }
-
   const ParameterServerOptions options = OptionsFromFlags(*exploration);
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(options);
   if (!core.ok()) {
@@ -347,31 +433,14 @@ int Run() {
   const uint64_t version = (*core)->version();
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_bind), ":", absl::GetFlag(FLAGS_port));
-  ServiceOptions service;
-  service.stream_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_idle_timeout_seconds));
-  service.push_buffers = absl::GetFlag(FLAGS_push_buffers);
-  service.max_waiting_pushes = absl::GetFlag(FLAGS_max_waiting_pushes);
-  service.concurrent_pulls = absl::GetFlag(FLAGS_concurrent_pulls);
-  service.max_waiting_pulls = absl::GetFlag(FLAGS_max_waiting_pulls);
-  service.busy_retry_after = absl::Milliseconds(absl::GetFlag(FLAGS_busy_retry_after_ms));
-  service.receive_window_bytes = absl::GetFlag(FLAGS_receive_window_kib) << 10;
+  const ServiceOptions service = ServiceOptionsFromFlags();
   absl::StatusOr<std::unique_ptr<GrpcParameterServer>> server =
-      GrpcParameterServer::Start(*std::move(core), address, security, service);
+      GrpcParameterServer::Start(*std::move(core), address, *security, service);
   if (!server.ok()) {
     LOG(ERROR) << server.status();
     return 1;
   }
-  if (const double lose = absl::GetFlag(FLAGS_fault_lose_replies); lose > 0) {
-    LOG(WARNING) << "fault injection: the replies to " << lose << " of the pushes applied are lost";
-    (*server)->service().SetAfterApplyHookForTesting(
-        [lose, rng = std::mt19937_64(absl::GetFlag(FLAGS_seed))](const PushAnswer&) mutable {
-          if (std::bernoulli_distribution(lose)(rng)) {
-            return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                "fault injection: the reply to this push was lost after the apply");
-          }
-          return grpc::Status::OK;
-        });
-  }
+  LoseRepliesFromFlags(**server);
   // Declared after the server, so that it stops serving scrapes before the server goes.
   absl::StatusOr<std::unique_ptr<PrometheusEndpoint>> metrics_endpoint =
       StartMetrics(**server, options.shard_index);
@@ -380,30 +449,7 @@ int Run() {
     return metrics_endpoint.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const std::string bound = absl::StrCat(absl::GetFlag(FLAGS_bind), ":", (*server)->port());
-  LOG(INFO) << "convoy_ps serving model " << model.spec.name << " (" << model.fingerprint << "), "
-            << (options.num_shards > 1
-                    ? absl::StrCat(DescribeShard(shard_map, options.shard_index), ": ")
-                    : "")
-            << model.parameter_count << " parameters, " << model.parameter_count * sizeof(float)
-            << " bytes fp32; optimizer " << OptimizerName(options.optimizer.kind) << " lr "
-            << options.learning_rate
-            << (options.learning_rate_decay_minibatches > 0
-                    ? absl::StrCat(" falling to ", options.final_learning_rate_scale, "x over ",
-                                   options.learning_rate_decay_minibatches, " minibatches")
-                    : "")
-            << (options.learning_rate_decay_minutes > 0
-                    ? absl::StrCat(" falling to ", options.final_learning_rate_scale, "x over ",
-                                   options.learning_rate_decay_minutes, " minutes of training")
-                    : "")
-            << ", steps of up to " << options.max_pushes_per_step << " pushes on " << ApplyThreads()
-            << " threads, " << PushBuffersFor(service, options.max_pushes_per_step)
-            << " push buffers ("
-            << PushBuffersFor(service, options.max_pushes_per_step) * model.parameter_count *
-                   sizeof(float) / (1 << 20)
-            << " MiB); version " << version << "; on " << bound
-            << (security.tls_cert_file.empty() ? " (plaintext" : " (TLS")
-            << (security.tls_client_ca_file.empty() ? "" : ", client certificates required")
-            << (security.auth_token.empty() ? ", no token)" : ", bearer token)");
+  LOG(INFO) << ServingLine(options, model, shard_map, version, service, *security, bound);
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     // Whole or absent: a launcher polling for the file never reads half a number.
     if (absl::Status s =
@@ -413,24 +459,7 @@ int Run() {
       return 1;
     }
   }
-  (*server)->core().StartPeriodicTasks();
-
-  const int signal = WaitForTerminationSignal();
-  absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
-  if (LauncherDied(launcher) && grace > kShutdownGraceWhenLauncherDied) {
-    grace = kShutdownGraceWhenLauncherDied;
-    LOG(INFO) << "the launcher that started this server died: draining for " << grace
-              << " only, then a final checkpoint";
-  }
-  LOG(INFO) << "signal " << signal << ": draining, then a final checkpoint";
-  absl::Status stopped = (*server)->Shutdown(grace);
-  if (!stopped.ok()) {
-    LOG(ERROR) << "final checkpoint failed: " << stopped;
-    return 1;
-  }
-  LOG(INFO) << "stopped at version " << (*server)->core().version();
-  LOG(INFO) << FinalStatusLine((*server)->core().Status());
-  return 0;
+  return ServeUntilSignal(**server, launcher);
 }
 
 }  // namespace

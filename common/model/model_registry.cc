@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,81 +44,120 @@ torch::nn::Conv2dOptions Conv(int in, int out, int kernel, int stride, int paddi
   return torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding);
 }
 
+// What every head reads: the features (convolutional, or the input flattened) and the hidden
+// layer after them, `width` wide. Each builder makes the features first, then the hidden layer:
+// the initial weights are drawn in that order.
+struct Trunk {
+  torch::nn::Sequential features{nullptr};
+  torch::nn::Sequential hidden{nullptr};
+  int width = 0;
+};
+
+Trunk CookbookTrunk(const ModelSpec& spec) {
+  Trunk trunk;
+  // conv 16/32/32, 3x3 padding 1, each followed by ReLU and 2x2 max-pool; 59x255 -> 7x31.
+  trunk.features = torch::nn::Sequential(
+      torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)), torch::nn::ReLU(),
+      torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
+      torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(32, 32, 3, 1, 1)), torch::nn::ReLU(),
+      torch::nn::MaxPool2d(2), torch::nn::Flatten());
+  // The tutorial's dense 128 has no activation; kept as it was.
+  trunk.hidden = torch::nn::Sequential(torch::nn::Dropout(0.2), torch::nn::Linear(32 * 7 * 31, 128),
+                                       torch::nn::Dropout(0.2));
+  trunk.width = 128;
+  return trunk;
+}
+
+// The cookbook's crop, average-pooled (agent/environment/preprocess.h): 4x4 for compact, the same
+// view of the road at 1/16 of the pixels, so a CPU trains it in minutes; 2x4 for compact_tall,
+// which keeps twice the rows, those where a car far ahead first shows. conv 16/32 3x3 padding 1,
+// ReLU, max-pool 2: 14x63 -> 3x15, 29x63 -> 7x15.
+Trunk CompactTrunk(const ModelSpec& spec) {
+  Trunk trunk;
+  trunk.features =
+      torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)), torch::nn::ReLU(),
+                            torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)),
+                            torch::nn::ReLU(), torch::nn::MaxPool2d(2), torch::nn::Flatten());
+  const int64_t pooled = static_cast<int64_t>(spec.height / 4) * (spec.width / 4);
+  trunk.hidden = torch::nn::Sequential(torch::nn::Linear(32 * pooled, 128), torch::nn::ReLU());
+  trunk.width = 128;
+  return trunk;
+}
+
+// compact_tall's input at fewer multiply-adds than compact's (1.3 million a sample against 1.6;
+// its train step still took twice compact's time on Debian 12's LibTorch, per
+// docs/benchmarks.md): conv 16/32 3x3, stride 2, padding 1, each followed by ReLU (no pooling):
+// 29x63 -> 15x32 -> 8x16.
+Trunk StridedTallTrunk(const ModelSpec& spec) {
+  Trunk trunk;
+  trunk.features = torch::nn::Sequential(
+      torch::nn::Conv2d(Conv(spec.channels, 16, 3, 2, 1)), torch::nn::ReLU(),
+      torch::nn::Conv2d(Conv(16, 32, 3, 2, 1)), torch::nn::ReLU(), torch::nn::Flatten());
+  const int64_t rows = ((spec.height + 1) / 2 + 1) / 2, columns = ((spec.width + 1) / 2 + 1) / 2;
+  trunk.hidden =
+      torch::nn::Sequential(torch::nn::Linear(32 * rows * columns, 128), torch::nn::ReLU());
+  trunk.width = 128;
+  return trunk;
+}
+
+Trunk NatureTrunk(const ModelSpec& spec) {
+  Trunk trunk;
+  trunk.features = torch::nn::Sequential(
+      torch::nn::Conv2d(Conv(spec.channels, 32, 8, 4, 0)), torch::nn::ReLU(),
+      torch::nn::Conv2d(Conv(32, 64, 4, 2, 0)), torch::nn::ReLU(),
+      torch::nn::Conv2d(Conv(64, 64, 3, 1, 0)), torch::nn::ReLU(), torch::nn::Flatten());
+  trunk.hidden = torch::nn::Sequential(torch::nn::Linear(64 * 7 * 7, 512), torch::nn::ReLU());
+  trunk.width = 512;
+  return trunk;
+}
+
+// A 100M-parameter MLP: no use for driving, it proves that transport and storage scale.
+Trunk WideTrunk(const ModelSpec& spec) {
+  Trunk trunk;
+  trunk.features = torch::nn::Sequential(torch::nn::Flatten());
+  trunk.hidden = torch::nn::Sequential(
+      torch::nn::Linear(spec.channels * spec.height * spec.width, 10000), torch::nn::ReLU());
+  trunk.width = 10000;
+  return trunk;
+}
+
+Trunk TinyTrunk(const ModelSpec& spec) {
+  Trunk trunk;
+  trunk.features =
+      torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 8, 3, 1, 1)), torch::nn::ReLU(),
+                            torch::nn::MaxPool2d(2), torch::nn::Flatten());
+  trunk.hidden = torch::nn::Sequential(
+      torch::nn::Linear(8 * (spec.height / 2) * (spec.width / 2), 32), torch::nn::ReLU());
+  trunk.width = 32;
+  return trunk;
+}
+
+Trunk TrunkFor(const ModelSpec& spec) {
+  switch (spec.architecture) {
+    case Architecture::kCookbook:
+      return CookbookTrunk(spec);
+    case Architecture::kCompact:
+    case Architecture::kCompactTall:
+      return CompactTrunk(spec);
+    case Architecture::kStridedTall:
+      return StridedTallTrunk(spec);
+    case Architecture::kNature:
+      return NatureTrunk(spec);
+    case Architecture::kWide:
+      return WideTrunk(spec);
+    case Architecture::kTiny:
+      return TinyTrunk(spec);
+  }
+  return Trunk();
+}
+
 }  // namespace
 
 QNetworkImpl::QNetworkImpl(const ModelSpec& spec) : spec_(spec) {
-  int hidden_width = 0;
-  switch (spec.architecture) {
-    case Architecture::kCookbook: {
-      // conv 16/32/32, 3x3 padding 1, each followed by ReLU and 2x2 max-pool; 59x255 -> 7x31.
-      features_ = torch::nn::Sequential(
-          torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)), torch::nn::ReLU(),
-          torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
-          torch::nn::MaxPool2d(2), torch::nn::Conv2d(Conv(32, 32, 3, 1, 1)), torch::nn::ReLU(),
-          torch::nn::MaxPool2d(2), torch::nn::Flatten());
-      // The tutorial's dense 128 has no activation; kept as it was.
-      hidden_ = torch::nn::Sequential(torch::nn::Dropout(0.2), torch::nn::Linear(32 * 7 * 31, 128),
-                                      torch::nn::Dropout(0.2));
-      hidden_width = 128;
-      break;
-    }
-    case Architecture::kCompact:
-    case Architecture::kCompactTall: {
-      // The cookbook's crop, average-pooled (agent/environment/preprocess.h): 4x4 for compact, the
-      // same view of the road at 1/16 of the pixels, so a CPU trains it in minutes; 2x4 for
-      // compact_tall, which keeps twice the rows, those where a car far ahead first shows. conv
-      // 16/32 3x3 padding 1, ReLU, max-pool 2: 14x63 -> 3x15, 29x63 -> 7x15.
-      features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 16, 3, 1, 1)),
-                                        torch::nn::ReLU(), torch::nn::MaxPool2d(2),
-                                        torch::nn::Conv2d(Conv(16, 32, 3, 1, 1)), torch::nn::ReLU(),
-                                        torch::nn::MaxPool2d(2), torch::nn::Flatten());
-      const int64_t pooled = static_cast<int64_t>(spec.height / 4) * (spec.width / 4);
-      hidden_ = torch::nn::Sequential(torch::nn::Linear(32 * pooled, 128), torch::nn::ReLU());
-      hidden_width = 128;
-      break;
-    }
-    case Architecture::kStridedTall: {
-      // compact_tall's input at fewer multiply-adds than compact's (1.3 million a sample against
-      // 1.6; its train step still took twice compact's time on Debian 12's LibTorch, per
-      // docs/benchmarks.md): conv 16/32 3x3, stride 2, padding 1, each followed by ReLU (no
-      // pooling): 29x63 -> 15x32 -> 8x16.
-      features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 16, 3, 2, 1)),
-                                        torch::nn::ReLU(), torch::nn::Conv2d(Conv(16, 32, 3, 2, 1)),
-                                        torch::nn::ReLU(), torch::nn::Flatten());
-      const int64_t rows = ((spec.height + 1) / 2 + 1) / 2,
-                    columns = ((spec.width + 1) / 2 + 1) / 2;
-      hidden_ =
-          torch::nn::Sequential(torch::nn::Linear(32 * rows * columns, 128), torch::nn::ReLU());
-      hidden_width = 128;
-      break;
-    }
-    case Architecture::kNature: {
-      features_ = torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 32, 8, 4, 0)),
-                                        torch::nn::ReLU(), torch::nn::Conv2d(Conv(32, 64, 4, 2, 0)),
-                                        torch::nn::ReLU(), torch::nn::Conv2d(Conv(64, 64, 3, 1, 0)),
-                                        torch::nn::ReLU(), torch::nn::Flatten());
-      hidden_ = torch::nn::Sequential(torch::nn::Linear(64 * 7 * 7, 512), torch::nn::ReLU());
-      hidden_width = 512;
-      break;
-    }
-    case Architecture::kWide: {
-      // A 100M-parameter MLP: no use for driving, it proves that transport and storage scale.
-      features_ = torch::nn::Sequential(torch::nn::Flatten());
-      hidden_ = torch::nn::Sequential(
-          torch::nn::Linear(spec.channels * spec.height * spec.width, 10000), torch::nn::ReLU());
-      hidden_width = 10000;
-      break;
-    }
-    case Architecture::kTiny: {
-      features_ =
-          torch::nn::Sequential(torch::nn::Conv2d(Conv(spec.channels, 8, 3, 1, 1)),
-                                torch::nn::ReLU(), torch::nn::MaxPool2d(2), torch::nn::Flatten());
-      hidden_ = torch::nn::Sequential(
-          torch::nn::Linear(8 * (spec.height / 2) * (spec.width / 2), 32), torch::nn::ReLU());
-      hidden_width = 32;
-      break;
-    }
-  }
+  Trunk trunk = TrunkFor(spec);
+  features_ = std::move(trunk.features);
+  hidden_ = std::move(trunk.hidden);
+  const int hidden_width = trunk.width;
   register_module("features", features_);
   register_module("hidden", hidden_);
   const int64_t per_action = std::max(1, spec.quantiles);

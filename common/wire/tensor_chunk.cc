@@ -12,8 +12,11 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/support/status_macros.h"
 
 namespace convoy {
 namespace tensor_chunk_internal {
@@ -62,6 +65,92 @@ void ReleaseKeepAlive(void* reference) {
 
 absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed chunk: ", what));
+}
+
+// Where one occurrence of data lies in the message.
+struct Cut {
+  int length_begin;  // Where data's length varint starts,
+  int payload_end;   // and where its payload ends.
+};
+
+// Reads one occurrence of data (its tag just read) into `data`, replacing what it held: the last
+// occurrence of a field wins, as protobuf parses it.
+absl::Status ReadData(CodedInputStream& in, TensorBytes* data, Cut* cut) {
+  cut->length_begin = in.CurrentPosition();
+  uint32_t length = 0;
+  // As protobuf reads a length: at most 5 bytes, under 2 GiB.
+  if (!in.ReadVarint32(&length) || in.CurrentPosition() - cut->length_begin > 5 ||
+      length > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+    return Malformed("data's length");
+  }
+  data->Clear();
+  while (length > 0) {
+    const void* piece = nullptr;
+    int available = 0;
+    if (!in.GetDirectBufferPointer(&piece, &available) || available <= 0) {
+      return Malformed(absl::StrCat("data is ", length, " bytes short"));
+    }
+    const uint32_t take = std::min<uint32_t>(length, static_cast<uint32_t>(available));
+    data->Append(absl::string_view(static_cast<const char*>(piece), take));
+    in.Skip(static_cast<int>(take));
+    length -= take;
+  }
+  cut->payload_end = in.CurrentPosition();
+  return absl::OkStatus();
+}
+
+// Walks the fields (WireFormatLite::SkipField, protobuf's own) to find each occurrence of data.
+// Nothing is interpreted besides: protobuf parses the header, which is the message's own bytes
+// with each data payload left out and its length replaced by 0, so its rules (tags, lengths,
+// groups, UTF-8, unknown fields) apply as they would to the whole message.
+absl::Status FindData(CodedInputStream& in, int data_field, TensorBytes* data,
+                      std::vector<Cut>* cuts) {
+  for (;;) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;
+    if (tag != DataTag(data_field)) {
+      if (!WireFormatLite::SkipField(&in, tag)) {
+        return Malformed(absl::StrCat("field ", tag >> 3, " (wire type ", tag & 7,
+                                      ") is cut short or malformed"));
+      }
+      continue;
+    }
+    Cut cut;
+    CONVOY_RETURN_IF_ERROR(ReadData(in, data, &cut));
+    cuts->push_back(cut);
+  }
+  if (!in.ConsumedEntireMessage()) return Malformed("an invalid field tag");
+  return absl::OkStatus();
+}
+
+// Appends message bytes [from, to), across the slices, to `out`.
+void AppendMessageBytes(const std::vector<grpc::Slice>& slices, int from, int to,
+                        std::string* out) {
+  int start = 0;
+  for (const grpc::Slice& slice : slices) {
+    const int end = start + static_cast<int>(slice.size());
+    const int a = std::max(from, start);
+    const int b = std::min(to, end);
+    if (a < b) {
+      out->append(reinterpret_cast<const char*>(slice.begin()) + (a - start),
+                  static_cast<size_t>(b - a));
+    }
+    start = end;
+  }
+}
+
+// The header: every byte of the message's first `size` but the cuts, a 0 in place of each length.
+std::string HeaderBytes(const std::vector<grpc::Slice>& slices, const std::vector<Cut>& cuts,
+                        int size) {
+  std::string header_bytes;
+  int position = 0;
+  for (const Cut& cut : cuts) {
+    AppendMessageBytes(slices, position, cut.length_begin, &header_bytes);
+    header_bytes.push_back('\0');
+    position = cut.payload_end;
+  }
+  AppendMessageBytes(slices, position, size, &header_bytes);
+  return header_bytes;
 }
 
 }  // namespace
@@ -144,74 +233,11 @@ absl::Status Parse(grpc::ByteBuffer* buffer, int data_field, google::protobuf::M
   google::protobuf::io::ConcatenatingInputStream joined(streams.data(),
                                                         static_cast<int>(streams.size()));
   CodedInputStream in(&joined);
-
-  // Walk the fields (WireFormatLite::SkipField, protobuf's own) to find each occurrence of data.
-  // Nothing is interpreted besides: protobuf parses the header, which is the message's own bytes
-  // with each data payload left out and its length replaced by 0, so its rules (tags, lengths,
-  // groups, UTF-8, unknown fields) apply as they would to the whole message.
-  struct Cut {
-    int length_begin;  // Where data's length varint starts,
-    int payload_end;   // and where its payload ends.
-  };
   std::vector<Cut> cuts;
-  for (;;) {
-    const uint32_t tag = in.ReadTag();
-    if (tag == 0) break;
-    if (tag != DataTag(data_field)) {
-      if (!WireFormatLite::SkipField(&in, tag)) {
-        return Malformed(absl::StrCat("field ", tag >> 3, " (wire type ", tag & 7,
-                                      ") is cut short or malformed"));
-      }
-      continue;
-    }
-    Cut cut;
-    cut.length_begin = in.CurrentPosition();
-    uint32_t length = 0;
-    // As protobuf reads a length: at most 5 bytes, under 2 GiB.
-    if (!in.ReadVarint32(&length) || in.CurrentPosition() - cut.length_begin > 5 ||
-        length > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
-      return Malformed("data's length");
-    }
-    data->Clear();  // The last occurrence of a field wins, as protobuf parses it.
-    while (length > 0) {
-      const void* piece = nullptr;
-      int available = 0;
-      if (!in.GetDirectBufferPointer(&piece, &available) || available <= 0) {
-        return Malformed(absl::StrCat("data is ", length, " bytes short"));
-      }
-      const uint32_t take = std::min<uint32_t>(length, static_cast<uint32_t>(available));
-      data->Append(absl::string_view(static_cast<const char*>(piece), take));
-      in.Skip(static_cast<int>(take));
-      length -= take;
-    }
-    cut.payload_end = in.CurrentPosition();
-    cuts.push_back(cut);
+  CONVOY_RETURN_IF_ERROR(FindData(in, data_field, data, &cuts));
+  if (!header->ParseFromString(HeaderBytes(*slices, cuts, in.CurrentPosition()))) {
+    return Malformed("the header fields do not parse");
   }
-  if (!in.ConsumedEntireMessage()) return Malformed("an invalid field tag");
-
-  // The header: every byte but the cuts, a 0 in place of each length.
-  std::string header_bytes;
-  auto append = [&](int from, int to) {  // Message bytes [from, to), across the slices.
-    int start = 0;
-    for (const grpc::Slice& slice : *slices) {
-      const int end = start + static_cast<int>(slice.size());
-      const int a = std::max(from, start);
-      const int b = std::min(to, end);
-      if (a < b) {
-        header_bytes.append(reinterpret_cast<const char*>(slice.begin()) + (a - start),
-                            static_cast<size_t>(b - a));
-      }
-      start = end;
-    }
-  };
-  int position = 0;
-  for (const Cut& cut : cuts) {
-    append(position, cut.length_begin);
-    header_bytes.push_back('\0');
-    position = cut.payload_end;
-  }
-  append(position, in.CurrentPosition());
-  if (!header->ParseFromString(header_bytes)) return Malformed("the header fields do not parse");
   return absl::OkStatus();
 }
 

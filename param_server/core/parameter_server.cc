@@ -46,8 +46,15 @@ std::map<std::string, std::string> HyperparametersOf(const ParameterServerOption
   return hyperparameters;
 }
 
+// The key exactly-once records a push under.
+std::string PushKey(const PushHeader& header) {
+  return absl::StrCat(header.agent_id, "/", header.push_session, "/", header.sequence);
+}
+
+}  // namespace
+
 // A push of a drained batch, as the worker decides it.
-struct Decided {
+struct ParameterServer::Decided {
   enum class Kind {
     kApplied,        // In the step.
     kRefused,        // By the lineage or staleness rule; nothing applied.
@@ -59,13 +66,6 @@ struct Decided {
   uint32_t agent_index = 0;
   size_t first = 0;  // kRepeatInBatch: the earlier push's index in the batch.
 };
-
-// The key exactly-once records a push under.
-std::string PushKey(const PushHeader& header) {
-  return absl::StrCat(header.agent_id, "/", header.push_session, "/", header.sequence);
-}
-
-}  // namespace
 
 OptimizerOptions OptimizerOptionsOf(const ParameterServerOptions& options) {
   OptimizerOptions optimizer;
@@ -86,8 +86,8 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(
     const ParameterServerOptions& options) {
   CONVOY_RETURN_IF_ERROR(ValidateOptimizerOptions(OptimizerOptionsOf(options)));
   CONVOY_RETURN_IF_ERROR(ValidateExplorationOptions(ExplorationOptionsOf(options)));
-  // The run settings' ranges are the table's (common/settings/run_settings.h), as convoy_ps's flags check
-  // them.
+  // The run settings' ranges are the table's (common/settings/run_settings.h), as convoy_ps's flags
+  // check them.
   CONVOY_RETURN_IF_ERROR(CheckFlagRanges(RunSettingRanges(options)));
   if (options.max_pushes_per_step < 1) {
     return absl::InvalidArgumentError("max_pushes_per_step must be at least 1");
@@ -168,37 +168,9 @@ absl::Status ParameterServer::Initialise() {
         std::make_unique<Checkpointer>(options_.checkpoint_dir, options_.keep_checkpoints, model_);
     checkpointer_->set_shard(shard_info());
   }
-
-  std::optional<LoadedCheckpoint> resumed;
-  std::vector<float> initial;
-  if (options_.resume) {
-    absl::StatusOr<LoadedCheckpoint> loaded = checkpointer_->LoadNewest();
-    if (loaded.ok()) {
-      resumed = *std::move(loaded);
-      checkpointer_->AdoptRun(resumed->manifest);
-    } else if (loaded.status().code() == absl::StatusCode::kFailedPrecondition) {
-      return loaded.status();
-    } else {
-      LOG(WARNING) << "--resume: " << loaded.status().message() << "; starting fresh";
-    }
-  }
-  if (resumed) {
-    initial = resumed->weights;
-  } else if (!options_.init_checkpoint.empty()) {
-    // The whole model (one checkpoint, or a sharded run's set, assembled): this shard takes its
-    // slice, so a run can start again with another number of shards.
-    CONVOY_ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
-                            Checkpointer::LoadWholeModel(options_.init_checkpoint, full_model_));
-    initial = std::move(loaded.weights);
-    LOG(INFO) << "initial weights from " << options_.init_checkpoint;
-  } else {
-    CONVOY_ASSIGN_OR_RETURN(
-        initial, InitialFlatWeights(options_.model, options_.num_actions, options_.seed));
-  }
-  if (!resumed && shard_map_.num_shards() > 1) {
-    const ShardRange& range = shard_map_.ranges[options_.shard_index];
-    initial = std::vector<float>(initial.begin() + range.begin, initial.begin() + range.end);
-  }
+  CONVOY_ASSIGN_OR_RETURN(std::optional<LoadedCheckpoint> resumed, LoadResumed());
+  LoadedCheckpoint* const from = resumed ? &*resumed : nullptr;
+  CONVOY_ASSIGN_OR_RETURN(std::vector<float> initial, InitialWeights(from));
 
   const uint64_t version = resumed ? resumed->manifest.version() : 0;
   const uint64_t checkpoint_writer = resumed ? Lineage::WriterOf(resumed->manifest) : 0;
@@ -217,66 +189,117 @@ absl::Status ParameterServer::Initialise() {
   }
   std::shared_ptr<const WeightSnapshot> initial_snapshot;
   uint64_t applied_minibatches = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    store_ = std::make_unique<WeightStore>(std::move(initial), version);
-    CONVOY_ASSIGN_OR_RETURN(
-        optimizer_, FlatOptimizer::Create(OptimizerOptionsOf(options_), store_->mutable_master(),
-                                          store_->size()));
-    // Told of each step in this order: the counters first (the target reads the run's minibatches
-    // from the step, which the worker takes from them).
-    parts_ = {optimizer_.get(), &exploration_, &counters_, &target_, &dedup_};
-    if (apply_log_ != nullptr) parts_.push_back(apply_log_.get());
-    // With both triggers off it has nothing to count.
-    if (checkpointer_ != nullptr && checkpoint_trigger_.enabled()) {
-      parts_.push_back(&checkpoint_trigger_);
-    }
-    initial_snapshot = store_->Snapshot();
-    if (resumed) {
-      for (ServerPart* part : parts_) CONVOY_RETURN_IF_ERROR(part->Restore(mu_, *resumed));
-      applied_minibatches = counters_.applied_minibatches();
-    } else {
-      target_.Start(mu_, initial_snapshot);
-    }
-    // The fall over minutes ends that many minutes of training after this start, wherever the
-    // run's clock stands.
-    if (options_.learning_rate_decay_minutes > 0) {
-      decay_horizon_ =
-          counters_.training_time() + absl::Minutes(options_.learning_rate_decay_minutes);
-    }
-  }
-  if (resumed) {
-    if (!lineage_.Restore(resumed->manifest)) {
-      LOG(WARNING)
-          << "checkpoint " << resumed->path
-          << " holds no exactly-once records or lineage (written before they were "
-             "checkpointed): pushes sent before this restart are not recognised as repeats, "
-             "and those computed on an earlier start's weights are refused";
-    }
-    // Starts killed before a checkpoint of their own served the version they resumed at; the
-    // journal names them, and this start joins it before it serves.
-    lineage_.AddResumedStarts(checkpointer_->ResumedStarts());
-    if (absl::Status s =
-            checkpointer_->RecordResumedStart({incarnation_, version, checkpoint_writer});
-        !s.ok()) {
-      LOG(WARNING) << s
-                   << ": if this start is killed before its first checkpoint, pushes computed "
-                      "on its weights are refused after the next restart";
-    }
-    // "resumed from ... at version N" ends the line: scripts and tests read the version there.
-    LOG(INFO) << "resumed from " << resumed->path << " (run " << run_id_ << ") at version "
-              << version;
-  }
+  CONVOY_RETURN_IF_ERROR(
+      InitialiseParts(std::move(initial), version, from, &initial_snapshot, &applied_minibatches));
+  if (resumed) JoinResumedLineage(*resumed, version, checkpoint_writer);
   if (options_.average_horizon == 0) return absl::OkStatus();
+  return InitialiseAverage(*initial_snapshot, version, applied_minibatches, from);
+}
+
+absl::StatusOr<std::optional<LoadedCheckpoint>> ParameterServer::LoadResumed() {
+  std::optional<LoadedCheckpoint> resumed;
+  if (!options_.resume) return resumed;
+  absl::StatusOr<LoadedCheckpoint> loaded = checkpointer_->LoadNewest();
+  if (loaded.ok()) {
+    resumed = *std::move(loaded);
+    checkpointer_->AdoptRun(resumed->manifest);
+  } else if (loaded.status().code() == absl::StatusCode::kFailedPrecondition) {
+    return loaded.status();
+  } else {
+    LOG(WARNING) << "--resume: " << loaded.status().message() << "; starting fresh";
+  }
+  return resumed;
+}
+
+absl::StatusOr<std::vector<float>> ParameterServer::InitialWeights(
+    const LoadedCheckpoint* resumed) const {
+  std::vector<float> initial;
+  if (resumed != nullptr) {
+    initial = resumed->weights;
+  } else if (!options_.init_checkpoint.empty()) {
+    // The whole model (one checkpoint, or a sharded run's set, assembled): this shard takes its
+    // slice, so a run can start again with another number of shards.
+    CONVOY_ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
+                            Checkpointer::LoadWholeModel(options_.init_checkpoint, full_model_));
+    initial = std::move(loaded.weights);
+    LOG(INFO) << "initial weights from " << options_.init_checkpoint;
+  } else {
+    CONVOY_ASSIGN_OR_RETURN(
+        initial, InitialFlatWeights(options_.model, options_.num_actions, options_.seed));
+  }
+  if (resumed == nullptr && shard_map_.num_shards() > 1) {
+    const ShardRange& range = shard_map_.ranges[options_.shard_index];
+    initial = std::vector<float>(initial.begin() + range.begin, initial.begin() + range.end);
+  }
+  return initial;
+}
+
+absl::Status ParameterServer::InitialiseParts(
+    std::vector<float> initial, uint64_t version, LoadedCheckpoint* resumed,
+    std::shared_ptr<const WeightSnapshot>* initial_snapshot, uint64_t* applied_minibatches) {
+  absl::MutexLock lock(&mu_);
+  store_ = std::make_unique<WeightStore>(std::move(initial), version);
+  CONVOY_ASSIGN_OR_RETURN(
+      optimizer_, FlatOptimizer::Create(OptimizerOptionsOf(options_), store_->mutable_master(),
+                                        store_->size()));
+  // Told of each step in this order: the counters first (the target reads the run's minibatches
+  // from the step, which the worker takes from them).
+  parts_ = {optimizer_.get(), &exploration_, &counters_, &target_, &dedup_};
+  if (apply_log_ != nullptr) parts_.push_back(apply_log_.get());
+  // With both triggers off it has nothing to count.
+  if (checkpointer_ != nullptr && checkpoint_trigger_.enabled()) {
+    parts_.push_back(&checkpoint_trigger_);
+  }
+  *initial_snapshot = store_->Snapshot();
+  if (resumed != nullptr) {
+    for (ServerPart* part : parts_) CONVOY_RETURN_IF_ERROR(part->Restore(mu_, *resumed));
+    *applied_minibatches = counters_.applied_minibatches();
+  } else {
+    target_.Start(mu_, *initial_snapshot);
+  }
+  // The fall over minutes ends that many minutes of training after this start, wherever the
+  // run's clock stands.
+  if (options_.learning_rate_decay_minutes > 0) {
+    decay_horizon_ =
+        counters_.training_time() + absl::Minutes(options_.learning_rate_decay_minutes);
+  }
+  return absl::OkStatus();
+}
+
+void ParameterServer::JoinResumedLineage(const LoadedCheckpoint& resumed, uint64_t version,
+                                         uint64_t checkpoint_writer) {
+  if (!lineage_.Restore(resumed.manifest)) {
+    LOG(WARNING) << "checkpoint " << resumed.path
+                 << " holds no exactly-once records or lineage (written before they were "
+                    "checkpointed): pushes sent before this restart are not recognised as repeats, "
+                    "and those computed on an earlier start's weights are refused";
+  }
+  // Starts killed before a checkpoint of their own served the version they resumed at; the
+  // journal names them, and this start joins it before it serves.
+  lineage_.AddResumedStarts(checkpointer_->ResumedStarts());
+  if (absl::Status s =
+          checkpointer_->RecordResumedStart({incarnation_, version, checkpoint_writer});
+      !s.ok()) {
+    LOG(WARNING) << s
+                 << ": if this start is killed before its first checkpoint, pushes computed "
+                    "on its weights are refused after the next restart";
+  }
+  // "resumed from ... at version N" ends the line: scripts and tests read the version there.
+  LOG(INFO) << "resumed from " << resumed.path << " (run " << run_id_ << ") at version " << version;
+}
+
+absl::Status ParameterServer::InitialiseAverage(const WeightSnapshot& initial, uint64_t version,
+                                                uint64_t applied_minibatches,
+                                                LoadedCheckpoint* resumed) {
   absl::MutexLock average(&average_mu_);
-  average_ = std::make_unique<WeightAverage>(options_.average_horizon, initial_snapshot->values,
-                                             version, applied_minibatches);
-  if (resumed && !resumed->average.empty()) {
+  average_ = std::make_unique<WeightAverage>(options_.average_horizon, initial.values, version,
+                                             applied_minibatches);
+  if (resumed != nullptr && !resumed->average.empty()) {
     if (absl::Status s = average_->Restore(resumed->manifest, std::move(resumed->average));
         !s.ok()) {
       return absl::DataLossError(absl::StrCat(resumed->path, ": ", s.message()));
     }
-  } else if (resumed) {
+  } else if (resumed != nullptr) {
     LOG(WARNING) << "checkpoint " << resumed->path
                  << " holds no averaged network; the average starts again from its weights";
   }
@@ -407,118 +430,10 @@ void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
     absl::MutexLock lock(&mu_);
     counters_.Drained(static_cast<uint32_t>(batch.size()));
     const uint64_t base = store_->version();
-    // Pushes of this batch that exactly-once records, by key: a repeat of one of them in the same
-    // batch is answered with its answer, once that is final.
-    std::map<std::string, size_t> in_batch;
     std::vector<StepInput> inputs;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const PushHeader& header = batch[i].header;
-      Decided& d = decided[i];
-      PushAnswer& outcome = d.outcome;
-      if (header.sequence != 0) {
-        if (auto it = in_batch.find(PushKey(header)); it != in_batch.end()) {
-          d.kind = Decided::Kind::kRepeatInBatch;
-          d.first = it->second;
-          continue;
-        }
-      }
-      // Repeat detection and the apply are one step under the writer's lock, so two attempts of
-      // one push that arrive together still apply once.
-      const PushDeduplicator::Seen seen =
-          dedup_.Check(header.agent_id, header.push_session, header.sequence);
-      if (seen.verdict == PushDeduplicator::Verdict::kRepeat) {
-        d.kind = Decided::Kind::kRepeat;
-        outcome = seen.answer;
-        continue;
-      }
-      if (seen.verdict == PushDeduplicator::Verdict::kSuperseded) {
-        d.kind = Decided::Kind::kRepeat;
-        outcome.reason = v1::REJECT_REASON_SUPERSEDED;
-        continue;
-      }
-      if (header.base_incarnation != 0 && header.base_incarnation != incarnation_ &&
-          !lineage_.HoldsEarlier(header.base_incarnation, header.base_version)) {
-        // Computed on weights these never were: versions a killed start applied after its last
-        // checkpoint, or another run's. Their numbers say nothing about staleness here.
-        outcome.reason = v1::REJECT_REASON_BASE_NOT_IN_LINEAGE;
-      } else {
-        // This start's version, or one of the lineage's (at most the version this start resumed
-        // at): either way a version of these weights, as stale as the versions applied since.
-        const StalenessDecision decision = staleness_.Decide(base, header.base_version);
-        outcome.staleness = decision.staleness;
-        if (decision.kind == StalenessDecision::Kind::kApply) {
-          d.kind = Decided::Kind::kApplied;
-          outcome.accepted = true;
-          inputs.push_back(
-              StepInput{batch[i].values.data(), header.minibatch_count, decision.lr_scale});
-          step.pushes.push_back(AppliedPush{header.agent_id, header.push_session, header.sequence,
-                                            header.minibatch_count, decision.staleness});
-          step.minibatches += header.minibatch_count;
-        } else {
-          outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
-                               ? v1::REJECT_REASON_STALE
-                               : v1::REJECT_REASON_AHEAD;
-        }
-      }
-      // Recorded now, so that a later push of this agent in the batch is decided against it (its
-      // version is filled in below, once the step is taken).
-      dedup_.Record(header.agent_id, header.push_session, header.sequence, outcome);
-      if (header.sequence != 0) in_batch[PushKey(header)] = i;
-    }
-
-    if (!inputs.empty()) {
-      const absl::Time step_start = absl::Now();
-      const double scheduled = ScheduledLearningRateScale();
-      for (StepInput& input : inputs) input.lr_scale *= scheduled;
-      optimizer_->Step(inputs);
-      step.incarnation = incarnation_;
-      step.version = base + 1;
-      step.applied_minibatches = counters_.applied_minibatches() + step.minibatches;
-      store_->Publish(step.version);
-      step.at = step_start;
-      step.step_time = absl::Now() - step_start;
-      step.published = store_->Snapshot();
-      for (ServerPart* part : parts_) part->Applied(mu_, step);
-    }
-
-    // Every push of the batch is answered with the version the step made (the base when nothing
-    // applied).
-    const uint64_t version = store_->version();
-    const uint64_t target_version = target_.version();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const PushHeader& header = batch[i].header;
-      Decided& d = decided[i];
-      PushAnswer& outcome = d.outcome;
-      switch (d.kind) {
-        case Decided::Kind::kApplied:
-        case Decided::Kind::kRefused:
-          outcome.version = version;
-          outcome.incarnation = incarnation_;
-          outcome.epsilon = exploration_.EpsilonFor(d.agent_index);
-          outcome.step_pushes = static_cast<uint32_t>(inputs.size());
-          dedup_.Record(header.agent_id, header.push_session, header.sequence, outcome);
-          if (!outcome.accepted) counters_.Rejected(outcome.reason);
-          agents_.Answered(header.agent_id, outcome);
-          break;
-        case Decided::Kind::kRepeatInBatch:
-          outcome = decided[d.first].outcome;
-          outcome.repeated = true;
-          counters_.Repeated();
-          if (!outcome.accepted) counters_.Rejected(outcome.reason);
-          break;
-        case Decided::Kind::kRepeat:
-          if (outcome.reason == v1::REJECT_REASON_SUPERSEDED) {
-            outcome.version = version;
-            outcome.incarnation = incarnation_;
-            outcome.epsilon = exploration_.EpsilonFor(d.agent_index);
-          }
-          outcome.repeated = true;
-          counters_.Repeated();
-          if (!outcome.accepted) counters_.Rejected(outcome.reason);
-          break;
-      }
-      outcome.target_version = target_version;
-    }
+    DecideBatch(batch, base, decided, inputs, step);
+    if (!inputs.empty()) TakeStep(inputs, base, step);
+    AnswerBatch(batch, static_cast<uint32_t>(inputs.size()), decided);
   }
   if (!step.pushes.empty()) {
     for (ServerPart* part : parts_) part->AfterApply(step);
@@ -527,6 +442,131 @@ void ParameterServer::ApplyBatch(std::vector<QueuedPush>& batch) {
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     std::move(batch[i].done)(decided[i].outcome, std::move(batch[i].values));
+  }
+}
+
+void ParameterServer::DecideBatch(std::vector<QueuedPush>& batch, uint64_t base,
+                                  std::vector<Decided>& decided, std::vector<StepInput>& inputs,
+                                  AppliedStep& step) {
+  // Pushes of this batch that exactly-once records, by key: a repeat of one of them in the same
+  // batch is answered with its answer, once that is final.
+  std::map<std::string, size_t> in_batch;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const PushHeader& header = batch[i].header;
+    Decided& d = decided[i];
+    PushAnswer& outcome = d.outcome;
+    if (header.sequence != 0) {
+      if (auto it = in_batch.find(PushKey(header)); it != in_batch.end()) {
+        d.kind = Decided::Kind::kRepeatInBatch;
+        d.first = it->second;
+        continue;
+      }
+    }
+    // Repeat detection and the apply are one step under the writer's lock, so two attempts of
+    // one push that arrive together still apply once.
+    const PushDeduplicator::Seen seen =
+        dedup_.Check(header.agent_id, header.push_session, header.sequence);
+    if (seen.verdict == PushDeduplicator::Verdict::kRepeat) {
+      d.kind = Decided::Kind::kRepeat;
+      outcome = seen.answer;
+      continue;
+    }
+    if (seen.verdict == PushDeduplicator::Verdict::kSuperseded) {
+      d.kind = Decided::Kind::kRepeat;
+      outcome.reason = v1::REJECT_REASON_SUPERSEDED;
+      continue;
+    }
+    DecideNew(batch[i], base, d, inputs, step);
+    // Recorded now, so that a later push of this agent in the batch is decided against it (its
+    // version is filled in below, once the step is taken).
+    dedup_.Record(header.agent_id, header.push_session, header.sequence, outcome);
+    if (header.sequence != 0) in_batch[PushKey(header)] = i;
+  }
+}
+
+void ParameterServer::DecideNew(QueuedPush& push, uint64_t base, Decided& d,
+                                std::vector<StepInput>& inputs, AppliedStep& step) {
+  const PushHeader& header = push.header;
+  PushAnswer& outcome = d.outcome;
+  if (header.base_incarnation != 0 && header.base_incarnation != incarnation_ &&
+      !lineage_.HoldsEarlier(header.base_incarnation, header.base_version)) {
+    // Computed on weights these never were: versions a killed start applied after its last
+    // checkpoint, or another run's. Their numbers say nothing about staleness here.
+    outcome.reason = v1::REJECT_REASON_BASE_NOT_IN_LINEAGE;
+    return;
+  }
+  // This start's version, or one of the lineage's (at most the version this start resumed at):
+  // either way a version of these weights, as stale as the versions applied since.
+  const StalenessDecision decision = staleness_.Decide(base, header.base_version);
+  outcome.staleness = decision.staleness;
+  if (decision.kind != StalenessDecision::Kind::kApply) {
+    outcome.reason = decision.kind == StalenessDecision::Kind::kRejectStale
+                         ? v1::REJECT_REASON_STALE
+                         : v1::REJECT_REASON_AHEAD;
+    return;
+  }
+  d.kind = Decided::Kind::kApplied;
+  outcome.accepted = true;
+  inputs.push_back(StepInput{push.values.data(), header.minibatch_count, decision.lr_scale});
+  step.pushes.push_back(AppliedPush{header.agent_id, header.push_session, header.sequence,
+                                    header.minibatch_count, decision.staleness});
+  step.minibatches += header.minibatch_count;
+}
+
+void ParameterServer::TakeStep(std::vector<StepInput>& inputs, uint64_t base, AppliedStep& step) {
+  const absl::Time step_start = absl::Now();
+  const double scheduled = ScheduledLearningRateScale();
+  for (StepInput& input : inputs) input.lr_scale *= scheduled;
+  optimizer_->Step(inputs);
+  step.incarnation = incarnation_;
+  step.version = base + 1;
+  step.applied_minibatches = counters_.applied_minibatches() + step.minibatches;
+  store_->Publish(step.version);
+  step.at = step_start;
+  step.step_time = absl::Now() - step_start;
+  step.published = store_->Snapshot();
+  for (ServerPart* part : parts_) part->Applied(mu_, step);
+}
+
+void ParameterServer::AnswerBatch(const std::vector<QueuedPush>& batch, uint32_t step_pushes,
+                                  std::vector<Decided>& decided) {
+  // Every push of the batch is answered with the version the step made (the base when nothing
+  // applied).
+  const uint64_t version = store_->version();
+  const uint64_t target_version = target_.version();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const PushHeader& header = batch[i].header;
+    Decided& d = decided[i];
+    PushAnswer& outcome = d.outcome;
+    switch (d.kind) {
+      case Decided::Kind::kApplied:
+      case Decided::Kind::kRefused:
+        outcome.version = version;
+        outcome.incarnation = incarnation_;
+        outcome.epsilon = exploration_.EpsilonFor(d.agent_index);
+        outcome.step_pushes = step_pushes;
+        dedup_.Record(header.agent_id, header.push_session, header.sequence, outcome);
+        if (!outcome.accepted) counters_.Rejected(outcome.reason);
+        agents_.Answered(header.agent_id, outcome);
+        break;
+      case Decided::Kind::kRepeatInBatch:
+        outcome = decided[d.first].outcome;
+        outcome.repeated = true;
+        counters_.Repeated();
+        if (!outcome.accepted) counters_.Rejected(outcome.reason);
+        break;
+      case Decided::Kind::kRepeat:
+        if (outcome.reason == v1::REJECT_REASON_SUPERSEDED) {
+          outcome.version = version;
+          outcome.incarnation = incarnation_;
+          outcome.epsilon = exploration_.EpsilonFor(d.agent_index);
+        }
+        outcome.repeated = true;
+        counters_.Repeated();
+        if (!outcome.accepted) counters_.Rejected(outcome.reason);
+        break;
+    }
+    outcome.target_version = target_version;
   }
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -200,13 +201,49 @@ class ParameterServer {
  private:
   ParameterServer(const ParameterServerOptions& options, ModelInfo full_model, ShardMap map);
   absl::Status Initialise() ABSL_LOCKS_EXCLUDED(checkpoint_mu_, mu_, average_mu_);
+  // The checkpoint to resume from: none without --resume, or (with a warning) when no valid one
+  // is found. Errors: FAILED_PRECONDITION when the newest belongs to another model.
+  absl::StatusOr<std::optional<LoadedCheckpoint>> LoadResumed();
+  // The weights to start from: `resumed`'s (when not null), --init_checkpoint's or drawn from the
+  // seed; for a shard, its slice.
+  absl::StatusOr<std::vector<float>> InitialWeights(const LoadedCheckpoint* resumed) const;
+  // The store, the optimizer and the parts, restored from `resumed` when it is not null; returns
+  // the first published snapshot and the run's applied minibatches.
+  absl::Status InitialiseParts(std::vector<float> initial, uint64_t version,
+                               LoadedCheckpoint* resumed,
+                               std::shared_ptr<const WeightSnapshot>* initial_snapshot,
+                               uint64_t* applied_minibatches) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes in the lineage and the starts that a resumed checkpoint's run made, and records this one.
+  void JoinResumedLineage(const LoadedCheckpoint& resumed, uint64_t version,
+                          uint64_t checkpoint_writer);
+  // The averaged network, from `initial` or restored from `resumed` (when not null).
+  absl::Status InitialiseAverage(const WeightSnapshot& initial, uint64_t version,
+                                 uint64_t applied_minibatches, LoadedCheckpoint* resumed)
+      ABSL_LOCKS_EXCLUDED(average_mu_);
   // The apply worker: drains the queue until it is closed and empty.
   void ApplyLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Decides, applies and answers one drained batch.
   void ApplyBatch(std::vector<QueuedPush>& batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // A push of a drained batch, as the worker decides it (parameter_server.cc).
+  struct Decided;
+  // Decides each push of `batch` against the version `base`: the accepted ones are added to
+  // `inputs` and `step`.
+  void DecideBatch(std::vector<QueuedPush>& batch, uint64_t base, std::vector<Decided>& decided,
+                   std::vector<StepInput>& inputs, AppliedStep& step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A push that is no repeat: refused by the lineage or staleness rule, or accepted.
+  void DecideNew(QueuedPush& push, uint64_t base, Decided& d, std::vector<StepInput>& inputs,
+                 AppliedStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One optimizer step on the accepted pushes, published as version base + 1.
+  void TakeStep(std::vector<StepInput>& inputs, uint64_t base, AppliedStep& step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills in every push's answer, of a step that combined `step_pushes` pushes.
+  void AnswerBatch(const std::vector<QueuedPush>& batch, uint32_t step_pushes,
+                   std::vector<Decided>& decided) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The periodic checkpoint, when one of checkpoint_trigger_'s triggers is due.
   void PeriodicCheckpoint();
-  // The learning rate's share the run's schedule gives the next step (common/settings/exploration.h).
+  // The learning rate's share the run's schedule gives the next step
+  // (common/settings/exploration.h).
   double ScheduledLearningRateScale() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ParameterServerOptions options_;

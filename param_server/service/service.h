@@ -103,8 +103,8 @@ class ParameterServerService final : public grpc::Service {
   v1::StatusResponse Status() const;
 
  private:
-  class PushReactor;
-  class PullReactor;
+  class PushReactor;  // push_reactor.h
+  class PullReactor;  // pull_reactor.h
   friend class PushReactor;
   friend class PullReactor;
 

@@ -537,152 +537,209 @@ void AirSimServer::TickLoop() {
   }
 }
 
-void AirSimServer::ServeConnection(Connection* c) {
-  const int fd = c->fd.get();
-  const msgpack::unpack_limit limits(/*array=*/1 << 16, /*map=*/1 << 12,
-                                     /*str=*/options_.max_message_bytes,
-                                     /*bin=*/options_.max_message_bytes, /*ext=*/0, /*depth=*/32);
-  msgpack::unpacker unpacker(nullptr, nullptr, kReadChunk, limits);
-  // Answers to the requests of one read go out together, in one write: pipelined requests get
-  // one reply segment train, not one per request. A large result (an image) is sent from where
-  // the handler wrote it rather than copied behind its response header.
-  msgpack::sbuffer replies(64 * 1024);
-  msgpack::sbuffer result(64 * 1024);
-  msgpack::object_handle handle;
-  absl::Time partial_since = absl::InfiniteFuture();
-  std::string close_reason;
-  bool error = false;
-  const auto& methods = Handler::Methods();
+// One connection's requests, read and answered in order. Answers to the requests of one read go
+// out together, in one write: pipelined requests get one reply segment train, not one per
+// request. A large result (an image) is sent from where the handler wrote it rather than copied
+// behind its response header.
+class AirSimServer::Session {
+ public:
+  Session(AirSimServer& server, Connection* c)
+      : server_(server),
+        c_(c),
+        fd_(c->fd.get()),
+        unpacker_(nullptr, nullptr, kReadChunk,
+                  msgpack::unpack_limit(/*array=*/1 << 16, /*map=*/1 << 12,
+                                        /*str=*/server.options_.max_message_bytes,
+                                        /*bin=*/server.options_.max_message_bytes, /*ext=*/0,
+                                        /*depth=*/32)),
+        replies_(64 * 1024),
+        result_(64 * 1024) {}
 
-  auto flush = [&](absl::string_view tail) -> bool {
-    if (replies.size() == 0 && tail.empty()) return true;
-    const absl::string_view buffers[] = {absl::string_view(replies.data(), replies.size()), tail};
-    absl::Status st = SendAllv(fd, buffers, absl::Now() + options_.send_timeout);
-    replies.clear();
+  // Serves until the client closes, the server stops or the connection is closed for a reason
+  // (logged and counted when it is an error); then shuts the socket down.
+  void Run() {
+    while (!server_.stopping_.load() && close_reason_.empty()) {
+      if (!ReadAndAnswer()) break;
+    }
+    if (error_) {
+      LOG(WARNING) << "closing connection from " << c_->peer << ": " << close_reason_;
+      absl::MutexLock lock(&server_.connections_mu_);
+      ++server_.stats_.connections_closed_for_errors;
+    }
+    ::shutdown(fd_, SHUT_RDWR);
+  }
+
+ private:
+  // A msgpack-rpc request or notification, its fields checked.
+  struct Request {
+    bool is_call = false;  // a request, answered; else a notification
+    uint32_t msgid = 0;
+    absl::string_view method;
+    const msgpack::object* params = nullptr;
+  };
+
+  // Waits for bytes (up to kPollInterval), reads them and answers every whole message among them;
+  // false when the connection is to close at once.
+  bool ReadAndAnswer() {
+    absl::Status readable = WaitReadable(fd_, absl::Now() + kPollInterval);
+    if (!readable.ok()) {
+      if (absl::IsDeadlineExceeded(readable)) {
+        if (absl::Now() - partial_since_ > server_.options_.partial_message_timeout) {
+          close_reason_ = "a partial message waited longer than partial_message_timeout";
+          error_ = true;
+        }
+        return true;
+      }
+      close_reason_ = std::string(readable.message());
+      error_ = true;
+      return false;
+    }
+    unpacker_.reserve_buffer(kReadChunk);
+    const ssize_t n = ::recv(fd_, unpacker_.buffer(), unpacker_.buffer_capacity(), 0);
+    if (n == 0) return false;  // the client closed
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) return true;
+      close_reason_ = absl::StrCat("recv: ", std::strerror(errno));
+      error_ = errno != ECONNRESET;
+      return false;
+    }
+    unpacker_.buffer_consumed(static_cast<size_t>(n));
+    AnswerRead();
+    return true;
+  }
+
+  // Answers the whole messages read so far and sends the answers; keeps track of a partial one.
+  void AnswerRead() {
+    try {
+      while (close_reason_.empty() && unpacker_.next(handle_)) {
+        if (!Answer(handle_.get())) error_ = true;
+      }
+    } catch (const std::exception& e) {
+      close_reason_ = absl::StrCat("malformed msgpack: ", e.what());
+      error_ = true;
+    }
+    // What was answered goes out even when the rest of the read closes the connection.
+    if (!Flush({}) && !error_) error_ = true;
+    const size_t pending = unpacker_.message_size();
+    if (close_reason_.empty() && pending > server_.options_.max_message_bytes) {
+      close_reason_ =
+          absl::StrCat("message larger than ", server_.options_.max_message_bytes, " bytes");
+      error_ = true;
+    }
+    if (pending == 0) {
+      partial_since_ = absl::InfiniteFuture();
+    } else if (partial_since_ == absl::InfiniteFuture()) {
+      partial_since_ = absl::Now();
+    }
+  }
+
+  // Sends the answers gathered, then `tail`; false (with close_reason_ set) when that fails.
+  bool Flush(absl::string_view tail) {
+    if (replies_.size() == 0 && tail.empty()) return true;
+    const absl::string_view buffers[] = {absl::string_view(replies_.data(), replies_.size()), tail};
+    absl::Status st = SendAllv(fd_, buffers, absl::Now() + server_.options_.send_timeout);
+    replies_.clear();
     if (!st.ok()) {
-      if (close_reason.empty()) {
-        close_reason = absl::StrCat("cannot send a response: ", st.message());
+      if (close_reason_.empty()) {
+        close_reason_ = absl::StrCat("cannot send a response: ", st.message());
       }
       return false;
     }
     return true;
-  };
+  }
 
-  // Answers one message; false (with close_reason set) closes the connection.
-  auto handle_message = [&](const msgpack::object& message) -> bool {
-    if (message.type != msgpack::type::ARRAY ||
-        (message.via.array.size != 4 && message.via.array.size != 3)) {
-      close_reason = "not a msgpack-rpc message (expected an array of 3 or 4)";
-      return false;
-    }
-    const msgpack::object* m = message.via.array.ptr;
-    const bool is_call = message.via.array.size == 4;
-    const int expected_type = is_call ? airsim::kRequest : airsim::kNotification;
-    if (m[0].type != msgpack::type::POSITIVE_INTEGER ||
-        m[0].via.u64 != static_cast<uint64_t>(expected_type)) {
-      close_reason = "not a msgpack-rpc request or notification (bad type field)";
-      return false;
-    }
-    uint32_t msgid = 0;
-    if (is_call && !Read(m[1], &msgid).ok()) {
-      close_reason = "msgpack-rpc request id is not a uint32";
-      return false;
-    }
-    const msgpack::object& method_object = m[is_call ? 2 : 1];
-    const msgpack::object& params = m[is_call ? 3 : 2];
-    if ((method_object.type != msgpack::type::STR && method_object.type != msgpack::type::BIN) ||
-        params.type != msgpack::type::ARRAY) {
-      close_reason = "msgpack-rpc method is not a string or params not an array";
-      return false;
-    }
-    // STR and BIN share their layout in msgpack::object.
-    const absl::string_view method(method_object.via.str.ptr, method_object.via.str.size);
+  // Answers one message; false (with close_reason_ set) closes the connection.
+  bool Answer(const msgpack::object& message) {
+    Request request;
+    if (!Parse(message, &request)) return false;
     {
-      absl::MutexLock lock(&connections_mu_);
-      ++stats_.requests;
+      absl::MutexLock lock(&server_.connections_mu_);
+      ++server_.stats_.requests;
     }
-    const size_t argc = params.via.array.size;
-    std::string error_text;
-    result.clear();
-    Packer result_packer(result);
-    auto it = methods.find(method);
-    if (it == methods.end()) {
-      error_text = airsim::UnknownMethodError(method, argc);
-    } else if (it->second.arity != argc) {
-      error_text = airsim::ArityError(method, it->second.arity, argc);
-    } else {
-      absl::Status status = it->second.fn(*this, params.via.array.ptr, result_packer);
-      if (!status.ok()) error_text = airsim::HandlerError(method, argc, status.message());
-    }
-    if (!is_call) return true;
-    Packer pk(replies);
+    const std::string error_text = Call(request);
+    if (!request.is_call) return true;
+    Packer pk(replies_);
     pk.pack_array(4);
     pk.pack_int(airsim::kResponse);
-    pk.pack_uint32(msgid);
+    pk.pack_uint32(request.msgid);
     if (!error_text.empty()) {
       Write(pk, error_text);
       pk.pack_nil();
       return true;
     }
     pk.pack_nil();
-    if (result.size() < kCopyResultBelow) {
-      replies.write(result.data(), result.size());
+    if (result_.size() < kCopyResultBelow) {
+      replies_.write(result_.data(), result_.size());
       return true;
     }
-    return flush(absl::string_view(result.data(), result.size()));
-  };
+    return Flush(absl::string_view(result_.data(), result_.size()));
+  }
 
-  while (!stopping_.load() && close_reason.empty()) {
-    absl::Status readable = WaitReadable(fd, absl::Now() + kPollInterval);
-    if (!readable.ok()) {
-      if (absl::IsDeadlineExceeded(readable)) {
-        if (absl::Now() - partial_since > options_.partial_message_timeout) {
-          close_reason = "a partial message waited longer than partial_message_timeout";
-          error = true;
-        }
-        continue;
-      }
-      close_reason = std::string(readable.message());
-      error = true;
-      break;
+  // Checks the message's envelope; false (with close_reason_ set) when it is no msgpack-rpc
+  // request or notification.
+  bool Parse(const msgpack::object& message, Request* request) {
+    if (message.type != msgpack::type::ARRAY ||
+        (message.via.array.size != 4 && message.via.array.size != 3)) {
+      close_reason_ = "not a msgpack-rpc message (expected an array of 3 or 4)";
+      return false;
     }
-    unpacker.reserve_buffer(kReadChunk);
-    const ssize_t n = ::recv(fd, unpacker.buffer(), unpacker.buffer_capacity(), 0);
-    if (n == 0) break;  // the client closed
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      close_reason = absl::StrCat("recv: ", std::strerror(errno));
-      error = errno != ECONNRESET;
-      break;
+    const msgpack::object* m = message.via.array.ptr;
+    request->is_call = message.via.array.size == 4;
+    const int expected_type = request->is_call ? airsim::kRequest : airsim::kNotification;
+    if (m[0].type != msgpack::type::POSITIVE_INTEGER ||
+        m[0].via.u64 != static_cast<uint64_t>(expected_type)) {
+      close_reason_ = "not a msgpack-rpc request or notification (bad type field)";
+      return false;
     }
-    unpacker.buffer_consumed(static_cast<size_t>(n));
-    try {
-      while (close_reason.empty() && unpacker.next(handle)) {
-        if (!handle_message(handle.get())) error = true;
-      }
-    } catch (const std::exception& e) {
-      close_reason = absl::StrCat("malformed msgpack: ", e.what());
-      error = true;
+    if (request->is_call && !Read(m[1], &request->msgid).ok()) {
+      close_reason_ = "msgpack-rpc request id is not a uint32";
+      return false;
     }
-    // What was answered goes out even when the rest of the read closes the connection.
-    if (!flush({}) && !error) error = true;
-    const size_t pending = unpacker.message_size();
-    if (close_reason.empty() && pending > options_.max_message_bytes) {
-      close_reason = absl::StrCat("message larger than ", options_.max_message_bytes, " bytes");
-      error = true;
+    const msgpack::object& method_object = m[request->is_call ? 2 : 1];
+    const msgpack::object& params = m[request->is_call ? 3 : 2];
+    if ((method_object.type != msgpack::type::STR && method_object.type != msgpack::type::BIN) ||
+        params.type != msgpack::type::ARRAY) {
+      close_reason_ = "msgpack-rpc method is not a string or params not an array";
+      return false;
     }
-    if (pending == 0) {
-      partial_since = absl::InfiniteFuture();
-    } else if (partial_since == absl::InfiniteFuture()) {
-      partial_since = absl::Now();
-    }
+    // STR and BIN share their layout in msgpack::object.
+    request->method = absl::string_view(method_object.via.str.ptr, method_object.via.str.size);
+    request->params = &params;
+    return true;
   }
-  if (error) {
-    LOG(WARNING) << "closing connection from " << c->peer << ": " << close_reason;
-    absl::MutexLock lock(&connections_mu_);
-    ++stats_.connections_closed_for_errors;
+
+  // Runs the request's method, its result into result_; rpclib's error text, or empty.
+  std::string Call(const Request& request) {
+    const absl::string_view method = request.method;
+    const size_t argc = request.params->via.array.size;
+    std::string error_text;
+    result_.clear();
+    Packer result_packer(result_);
+    const auto& methods = Handler::Methods();
+    auto it = methods.find(method);
+    if (it == methods.end()) {
+      error_text = airsim::UnknownMethodError(method, argc);
+    } else if (it->second.arity != argc) {
+      error_text = airsim::ArityError(method, it->second.arity, argc);
+    } else {
+      absl::Status status = it->second.fn(server_, request.params->via.array.ptr, result_packer);
+      if (!status.ok()) error_text = airsim::HandlerError(method, argc, status.message());
+    }
+    return error_text;
   }
-  ::shutdown(fd, SHUT_RDWR);
-}
+
+  AirSimServer& server_;
+  Connection* const c_;
+  const int fd_;
+  msgpack::unpacker unpacker_;
+  msgpack::sbuffer replies_;
+  msgpack::sbuffer result_;
+  msgpack::object_handle handle_;
+  absl::Time partial_since_ = absl::InfiniteFuture();
+  std::string close_reason_;
+  bool error_ = false;
+};
+
+void AirSimServer::ServeConnection(Connection* c) { Session(*this, c).Run(); }
 
 }  // namespace convoy::sim

@@ -80,6 +80,7 @@ class AirSimServer {
     std::vector<ImageResponse> responses;
   };
   class Handler;
+  class Session;  // one connection's requests and answers
 
   explicit AirSimServer(const AirSimServerOptions& options);
   void AcceptLoop();
@@ -104,6 +105,7 @@ class AirSimServer {
   Stats stats_ ABSL_GUARDED_BY(connections_mu_);
 
   friend class Handler;
+  friend class Session;
 };
 
 }  // namespace convoy::sim

@@ -278,30 +278,39 @@ absl::Status DrivingEnv::WriteFrame(const ImageResponse& image, uint8_t* frame) 
       return absl::FailedPreconditionError(
           absl::StrCat("scene image ", w, "x", h, " is smaller than the crop"));
     }
-    const int ch = shape_[1], cw = shape_[2];
-    const size_t plane = static_cast<size_t>(ch) * cw;
-    for (int y = 0; y < ch; ++y) {
-      const uint8_t* row =
-          src + (static_cast<size_t>(options_.crop_top + y) * w + options_.crop_left) * channels;
-      uint8_t* out0 = frame + static_cast<size_t>(y) * cw;
-      uint8_t* out1 = out0 + plane;
-      uint8_t* out2 = out1 + plane;
-      if (channels == 3) {  // the common case, kept separate so the compiler can unroll it
-        for (int x = 0; x < cw; ++x, row += 3) {
-          out0[x] = row[0];
-          out1[x] = row[1];
-          out2[x] = row[2];
-        }
-      } else {
-        for (int x = 0; x < cw; ++x, row += 4) {
-          out0[x] = row[0];
-          out1[x] = row[1];
-          out2[x] = row[2];
-        }
-      }
-    }
+    WriteCrop(src, w, channels, frame);
     return absl::OkStatus();
   }
+  WriteGray84(src, w, h, channels, frame);
+  return absl::OkStatus();
+}
+
+void DrivingEnv::WriteCrop(const uint8_t* src, int w, int channels, uint8_t* frame) const {
+  const int ch = shape_[1], cw = shape_[2];
+  const size_t plane = static_cast<size_t>(ch) * cw;
+  for (int y = 0; y < ch; ++y) {
+    const uint8_t* row =
+        src + (static_cast<size_t>(options_.crop_top + y) * w + options_.crop_left) * channels;
+    uint8_t* out0 = frame + static_cast<size_t>(y) * cw;
+    uint8_t* out1 = out0 + plane;
+    uint8_t* out2 = out1 + plane;
+    if (channels == 3) {  // the common case, kept separate so the compiler can unroll it
+      for (int x = 0; x < cw; ++x, row += 3) {
+        out0[x] = row[0];
+        out1[x] = row[1];
+        out2[x] = row[2];
+      }
+    } else {
+      for (int x = 0; x < cw; ++x, row += 4) {
+        out0[x] = row[0];
+        out1[x] = row[1];
+        out2[x] = row[2];
+      }
+    }
+  }
+}
+
+void DrivingEnv::WriteGray84(const uint8_t* src, int w, int h, int channels, uint8_t* frame) {
   // Gray 84x84 by area averaging; box bounds depend only on the image size.
   if (box_x_.size() != kGraySize + 1 || box_x_.back() != w || box_y_.back() != h) {
     box_x_.resize(kGraySize + 1);
@@ -334,7 +343,6 @@ absl::Status DrivingEnv::WriteFrame(const ImageResponse& image, uint8_t* frame) 
       frame[oy * kGraySize + ox] = static_cast<uint8_t>((sum / count + 128u) >> 8);
     }
   }
-  return absl::OkStatus();
 }
 
 }  // namespace convoy::sim

@@ -78,7 +78,7 @@ struct DrivingEnvOptions {
   // leaving the centre line, stopping); not when it is cut short (IsTruncation). 0: the
   // cookbook's reward, where a failure costs only the return it forgoes.
   double failure_penalty = 0.0;
-  double start_fraction_min = 0.3;   // along the start segment
+  double start_fraction_min = 0.3;  // along the start segment
   double start_fraction_max = 0.7;
   float start_z = 0.0f;  // NED z of the start pose (AirSim maps may want < 0)
   // Reset() calls the simulator's reset before teleporting, as the cookbook did. AirSim's reset
@@ -165,6 +165,10 @@ class DrivingEnv {
   absl::Status Observe(StepResult* result, uint8_t* observation, bool first);
   absl::Status ObserveImage(uint8_t* observation, bool first);
   absl::Status WriteFrame(const ImageResponse& image, uint8_t* frame);
+  // The cookbook's crop of a scene `w` pixels wide, planar, into `frame`.
+  void WriteCrop(const uint8_t* src, int w, int channels, uint8_t* frame) const;
+  // The scene (w x h) as 84x84 gray by area averaging, into `frame`.
+  void WriteGray84(const uint8_t* src, int w, int h, int channels, uint8_t* frame);
 
   std::unique_ptr<CarSim> owned_sim_;
   CarSim* sim_;

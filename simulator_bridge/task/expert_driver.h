@@ -38,6 +38,28 @@ class ExpertDriver {
             double max_steer_rad = 0.5236) const;
 
  private:
+  // The road a car is on, in the way it drives it.
+  struct RoadAhead {
+    int road = -1;
+    double len = 0.0;  // the road's length
+    Vec2 dir;          // unit, the way the car drives
+    Vec2 start, end;   // the ends, in that order
+    double t = 0.0;    // how far along the road the car is
+    int node = -1;     // the node at `end`
+  };
+
+  // The road a car at (x, y) heading `yaw` is on: near, and running the way the car heads.
+  RoadAhead RoadAt(double x, double y, double yaw) const;
+  // The direction of the road it takes on from `road`'s end (its own at a dead end).
+  Vec2 WayOn(const RoadAhead& road) const;
+  // How far left of the centre line to steer `along` the road, past the stalled cars on it.
+  static double SwerveOut(const RoadAhead& road, double along, const std::vector<Vec2>& stalled);
+  // The point `along` the road's line that lies on the turn into `next`, or on `next` beyond it.
+  Vec2 OnTurn(const RoadAhead& road, const Vec2& next, double cos_turn, double turn, double tangent,
+              double along) const;
+  // The action whose steering is nearest `steering` (in units of the steering limit).
+  static int NearestAction(const DrivingEnvOptions& env_options, double steering);
+
   std::vector<Segment> roads_;
   std::vector<Vec2> nodes_;
   std::vector<std::pair<int, int>> ends_;  // each road's end nodes

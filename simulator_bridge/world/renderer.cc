@@ -33,6 +33,7 @@ constexpr double kVariantShade[kNumMaterials][kMaterialVariants] = {
 };
 constexpr uint8_t kHorizonBgr[3] = {236, 222, 206};
 constexpr uint8_t kZenithBgr[3] = {205, 150, 95};
+constexpr double kSun[3] = {-0.35, 0.45, -0.82};  // towards the sun, NED
 
 uint8_t Mix(double a, double b, double f) {
   const double v = a * (1.0 - f) + b * f;
@@ -134,20 +135,30 @@ void Renderer::CameraPose(double x, double y, double yaw, Vector3r* position,
 
 void Renderer::Render(double x, double y, double yaw, const std::vector<Obstacle>& obstacles,
                       uint8_t* bgr, float* depth, bool perspective_depth) {
-  const int w = options_.width, h = options_.height;
-  const double fx = std::cos(yaw), fy = std::sin(yaw);  // forward
-  const double rx = -fy, ry = fx;                       // right
-  const double cam_x = x + options_.x_m * fx + options_.y_m * rx;
-  const double cam_y = y + options_.x_m * fy + options_.y_m * ry;
-  const World& world = *world_;
-  const double inv_texel = 1.0 / world.options().texel_m;
-  const uint8_t* texture = world.texture_data();
-  const int64_t tiles_x = world.texture_tiles_x();
-  const uint32_t tex_w = static_cast<uint32_t>(world.texture_width());
-  const uint32_t tex_h = static_cast<uint32_t>(world.texture_height());
-  constexpr double kFix = 65536.0;
-  const float far = static_cast<float>(options_.far_m);
+  const View view = ViewFrom(x, y, yaw);
+  RenderGround(view, bgr, depth, perspective_depth);
+  if (obstacles.empty()) return;
+  RenderObstacles(view, obstacles, bgr, depth, perspective_depth);
+}
 
+Renderer::View Renderer::ViewFrom(double x, double y, double yaw) const {
+  View view;
+  view.fx = std::cos(yaw);
+  view.fy = std::sin(yaw);
+  view.rx = -view.fy;
+  view.ry = view.fx;
+  view.cam_x = x + options_.x_m * view.fx + options_.y_m * view.rx;
+  view.cam_y = y + options_.x_m * view.fy + options_.y_m * view.ry;
+  const double pitch = options_.pitch_deg * M_PI / 180.0;
+  view.cp = std::cos(pitch);
+  view.sp = std::sin(pitch);
+  return view;
+}
+
+void Renderer::RenderGround(const View& view, uint8_t* bgr, float* depth,
+                            bool perspective_depth) const {
+  const int w = options_.width, h = options_.height;
+  const float far = static_cast<float>(options_.far_m);
   if (bgr != nullptr) std::memcpy(bgr, sky_block_.data(), sky_block_.size());
   if (depth != nullptr) std::fill_n(depth, static_cast<size_t>(sky_rows_) * w, far);
   for (int v = sky_rows_; v < h; ++v) {
@@ -165,55 +176,7 @@ void Renderer::Render(double x, double y, double yaw, const std::vector<Obstacle
       if (depth != nullptr) std::fill_n(depth + static_cast<size_t>(v) * w, w, far);
       continue;
     }
-    if (bgr != nullptr) {
-      const double t = row.t;
-      const double a0 = (0.5 - cx_) / focal_;
-      const double px = cam_x + t * row.fwd * fx + t * a0 * rx;
-      const double py = cam_y + t * row.fwd * fy + t * a0 * ry;
-      const double step = t / focal_;
-      int64_t tx = static_cast<int64_t>((px - world.texture_x0()) * inv_texel * kFix);
-      int64_t ty = static_cast<int64_t>((py - world.texture_y0()) * inv_texel * kFix);
-      const int64_t dtx = static_cast<int64_t>(step * rx * inv_texel * kFix);
-      const int64_t dty = static_cast<int64_t>(step * ry * inv_texel * kFix);
-      const uint8_t* palette = &row_palette_[static_cast<size_t>(v) * kNumTextureIds * 3];
-      const uint8_t* outside =
-          palette + (static_cast<int>(Material::kGrass) * kMaterialVariants) * 3;
-      uint8_t* out = bgr + static_cast<size_t>(v) * w * 3;
-      auto fetch = [&](int64_t x, int64_t y) -> const uint8_t* {
-        const int64_t ix = x >> 16, iy = y >> 16;
-        if (static_cast<uint64_t>(ix) >= tex_w || static_cast<uint64_t>(iy) >= tex_h)
-          return outside;
-        return palette +
-               texture[(((iy >> 3) * tiles_x + (ix >> 3)) << 6) + ((iy & 7) << 3) + (ix & 7)] * 3;
-      };
-      const int n = row.samples;
-      if (n == 1) {
-        for (int u = 0; u < w; ++u, out += 3, tx += dtx, ty += dty) {
-          const uint8_t* color = fetch(tx, ty);
-          out[0] = color[0];
-          out[1] = color[1];
-          out[2] = color[2];
-        }
-      } else {
-        // n samples spread evenly across the pixel, centred on it; averaged with rounding.
-        const int64_t sx = dtx / n, sy = dty / n;
-        const int64_t x0 = -sx * (n - 1) / 2, y0 = -sy * (n - 1) / 2;
-        const uint32_t inverse = (65536u + n / 2) / n;
-        for (int u = 0; u < w; ++u, out += 3, tx += dtx, ty += dty) {
-          uint32_t b = 0, g = 0, r = 0;
-          int64_t x = tx + x0, y = ty + y0;
-          for (int k = 0; k < n; ++k, x += sx, y += sy) {
-            const uint8_t* color = fetch(x, y);
-            b += color[0];
-            g += color[1];
-            r += color[2];
-          }
-          out[0] = static_cast<uint8_t>((b * inverse + 32768u) >> 16);
-          out[1] = static_cast<uint8_t>((g * inverse + 32768u) >> 16);
-          out[2] = static_cast<uint8_t>((r * inverse + 32768u) >> 16);
-        }
-      }
-    }
+    if (bgr != nullptr) TextureRow(view, v, bgr + static_cast<size_t>(v) * w * 3);
     if (depth != nullptr) {
       float* d = depth + static_cast<size_t>(v) * w;
       const float t = static_cast<float>(row.t);
@@ -225,93 +188,149 @@ void Renderer::Render(double x, double y, double yaw, const std::vector<Obstacle
       }
     }
   }
+}
 
-  if (obstacles.empty()) return;
+void Renderer::TextureRow(const View& view, int v, uint8_t* out) const {
+  const int w = options_.width;
+  const Row& row = rows_[v];
+  const World& world = *world_;
+  const double inv_texel = 1.0 / world.options().texel_m;
+  const uint8_t* texture = world.texture_data();
+  const int64_t tiles_x = world.texture_tiles_x();
+  const uint32_t tex_w = static_cast<uint32_t>(world.texture_width());
+  const uint32_t tex_h = static_cast<uint32_t>(world.texture_height());
+  constexpr double kFix = 65536.0;
+  const double t = row.t;
+  const double a0 = (0.5 - cx_) / focal_;
+  const double px = view.cam_x + t * row.fwd * view.fx + t * a0 * view.rx;
+  const double py = view.cam_y + t * row.fwd * view.fy + t * a0 * view.ry;
+  const double step = t / focal_;
+  int64_t tx = static_cast<int64_t>((px - world.texture_x0()) * inv_texel * kFix);
+  int64_t ty = static_cast<int64_t>((py - world.texture_y0()) * inv_texel * kFix);
+  const int64_t dtx = static_cast<int64_t>(step * view.rx * inv_texel * kFix);
+  const int64_t dty = static_cast<int64_t>(step * view.ry * inv_texel * kFix);
+  const uint8_t* palette = &row_palette_[static_cast<size_t>(v) * kNumTextureIds * 3];
+  const uint8_t* outside = palette + (static_cast<int>(Material::kGrass) * kMaterialVariants) * 3;
+  auto fetch = [&](int64_t x, int64_t y) -> const uint8_t* {
+    const int64_t ix = x >> 16, iy = y >> 16;
+    if (static_cast<uint64_t>(ix) >= tex_w || static_cast<uint64_t>(iy) >= tex_h) return outside;
+    return palette +
+           texture[(((iy >> 3) * tiles_x + (ix >> 3)) << 6) + ((iy & 7) << 3) + (ix & 7)] * 3;
+  };
+  const int n = row.samples;
+  if (n == 1) {
+    for (int u = 0; u < w; ++u, out += 3, tx += dtx, ty += dty) {
+      const uint8_t* color = fetch(tx, ty);
+      out[0] = color[0];
+      out[1] = color[1];
+      out[2] = color[2];
+    }
+    return;
+  }
+  // n samples spread evenly across the pixel, centred on it; averaged with rounding.
+  const int64_t sx = dtx / n, sy = dty / n;
+  const int64_t x0 = -sx * (n - 1) / 2, y0 = -sy * (n - 1) / 2;
+  const uint32_t inverse = (65536u + n / 2) / n;
+  for (int u = 0; u < w; ++u, out += 3, tx += dtx, ty += dty) {
+    uint32_t b = 0, g = 0, r = 0;
+    int64_t x = tx + x0, y = ty + y0;
+    for (int k = 0; k < n; ++k, x += sx, y += sy) {
+      const uint8_t* color = fetch(x, y);
+      b += color[0];
+      g += color[1];
+      r += color[2];
+    }
+    out[0] = static_cast<uint8_t>((b * inverse + 32768u) >> 16);
+    out[1] = static_cast<uint8_t>((g * inverse + 32768u) >> 16);
+    out[2] = static_cast<uint8_t>((r * inverse + 32768u) >> 16);
+  }
+}
+
+void Renderer::RenderObstacles(const View& view, const std::vector<Obstacle>& obstacles,
+                               uint8_t* bgr, float* depth, bool perspective_depth) {
   // Painter's algorithm, far to near: boxes stand on flat ground and never overlap each other.
   order_.clear();
   for (int i = 0; i < static_cast<int>(obstacles.size()); ++i) {
-    const double dx = obstacles[i].center.x - cam_x, dy = obstacles[i].center.y - cam_y;
+    const double dx = obstacles[i].center.x - view.cam_x, dy = obstacles[i].center.y - view.cam_y;
     const double dist2 = dx * dx + dy * dy;
     const double reach = options_.far_m + obstacles[i].half_length + obstacles[i].half_width;
-    if (dist2 < reach * reach && dx * fx + dy * fy > -2.0 * obstacles[i].half_length - 1.0) {
+    if (dist2 < reach * reach &&
+        dx * view.fx + dy * view.fy > -2.0 * obstacles[i].half_length - 1.0) {
       order_.push_back({dist2, i});
     }
   }
   std::sort(order_.begin(), order_.end(), [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   });
-  const double pitch = options_.pitch_deg * M_PI / 180.0;
-  const double cp = std::cos(pitch), sp = std::sin(pitch);
-  const double sun[3] = {-0.35, 0.45, -0.82};  // towards the sun, NED
-  auto to_camera = [&](double wx, double wy, double wz) {
-    const double dx = wx - cam_x, dy = wy - cam_y, down = wz + height_;
-    const double fwd = dx * fx + dy * fy;
-    const double right = dx * rx + dy * ry;
-    return Vec3{cp * fwd - sp * down, right, sp * fwd + cp * down};
-  };
   for (const auto& [dist2, index] : order_) {
     const Obstacle& o = obstacles[index];
     const double fog = 1.0 - std::exp(-std::sqrt(dist2) / options_.fog_distance_m);
     // A car: the body, then a narrower, shorter cabin with dark windows on top of it.
-    struct Box {
-      double half_length, half_width, z_bottom, z_top;
-      bool cabin;
-    };
     const double body_top = 0.6 * o.height;
     const Box boxes[2] = {{o.half_length, o.half_width, 0.0, -body_top, false},
                           {0.55 * o.half_length, 0.85 * o.half_width, -body_top, -o.height, true}};
-    const double ox = std::cos(o.yaw), oy = std::sin(o.yaw);
-    for (const Box& box : boxes) {
-      double corner_x[4], corner_y[4];
-      const double sl[4] = {1, 1, -1, -1}, sw[4] = {-1, 1, 1, -1};
-      for (int k = 0; k < 4; ++k) {
-        corner_x[k] = o.center.x + sl[k] * box.half_length * ox - sw[k] * box.half_width * oy;
-        corner_y[k] = o.center.y + sl[k] * box.half_length * oy + sw[k] * box.half_width * ox;
+    for (const Box& box : boxes) DrawBox(view, o, box, fog, bgr, depth, perspective_depth);
+  }
+}
+
+Renderer::Vec3 Renderer::ToCamera(const View& view, double wx, double wy, double wz) const {
+  const double dx = wx - view.cam_x, dy = wy - view.cam_y, down = wz + height_;
+  const double fwd = dx * view.fx + dy * view.fy;
+  const double right = dx * view.rx + dy * view.ry;
+  return Vec3{view.cp * fwd - view.sp * down, right, view.sp * fwd + view.cp * down};
+}
+
+void Renderer::DrawBox(const View& view, const Obstacle& o, const Box& box, double fog,
+                       uint8_t* bgr, float* depth, bool perspective_depth) {
+  const double ox = std::cos(o.yaw), oy = std::sin(o.yaw);
+  double corner_x[4], corner_y[4];
+  const double sl[4] = {1, 1, -1, -1}, sw[4] = {-1, 1, 1, -1};
+  for (int k = 0; k < 4; ++k) {
+    corner_x[k] = o.center.x + sl[k] * box.half_length * ox - sw[k] * box.half_width * oy;
+    corner_y[k] = o.center.y + sl[k] * box.half_length * oy + sw[k] * box.half_width * ox;
+  }
+  // Sides: k -> k+1, outward normal in the ground plane; then the top.
+  for (int k = 0; k < 5; ++k) {
+    Vec3 face[4];
+    double nx, ny, nz, mx, my, mz;
+    if (k < 4) {
+      const int k1 = (k + 1) % 4;
+      const double ex = corner_x[k1] - corner_x[k], ey = corner_y[k1] - corner_y[k];
+      const double len = std::hypot(ex, ey);
+      nx = ey / len;
+      ny = -ex / len;
+      nz = 0.0;
+      // Orient outwards.
+      mx = 0.5 * (corner_x[k] + corner_x[k1]);
+      my = 0.5 * (corner_y[k] + corner_y[k1]);
+      if ((mx - o.center.x) * nx + (my - o.center.y) * ny < 0) {
+        nx = -nx;
+        ny = -ny;
       }
-      // Sides: k -> k+1, outward normal in the ground plane; then the top.
-      for (int k = 0; k < 5; ++k) {
-        Vec3 face[4];
-        double nx, ny, nz, mx, my, mz;
-        if (k < 4) {
-          const int k1 = (k + 1) % 4;
-          const double ex = corner_x[k1] - corner_x[k], ey = corner_y[k1] - corner_y[k];
-          const double len = std::hypot(ex, ey);
-          nx = ey / len;
-          ny = -ex / len;
-          nz = 0.0;
-          // Orient outwards.
-          mx = 0.5 * (corner_x[k] + corner_x[k1]);
-          my = 0.5 * (corner_y[k] + corner_y[k1]);
-          if ((mx - o.center.x) * nx + (my - o.center.y) * ny < 0) {
-            nx = -nx;
-            ny = -ny;
-          }
-          mz = 0.5 * (box.z_bottom + box.z_top);
-          face[0] = to_camera(corner_x[k], corner_y[k], box.z_bottom);
-          face[1] = to_camera(corner_x[k1], corner_y[k1], box.z_bottom);
-          face[2] = to_camera(corner_x[k1], corner_y[k1], box.z_top);
-          face[3] = to_camera(corner_x[k], corner_y[k], box.z_top);
-        } else {
-          nx = 0.0;
-          ny = 0.0;
-          nz = -1.0;
-          mx = o.center.x;
-          my = o.center.y;
-          mz = box.z_top;
-          for (int j = 0; j < 4; ++j) face[j] = to_camera(corner_x[j], corner_y[j], box.z_top);
-        }
-        const double to_cam = (cam_x - mx) * nx + (cam_y - my) * ny + (-height_ - mz) * nz;
-        if (to_cam <= 0.0) continue;
-        const double light = 0.55 + 0.45 * std::max(0.0, nx * sun[0] + ny * sun[1] + nz * sun[2]);
-        uint8_t color[3];
-        for (int c = 0; c < 3; ++c) {
-          double base = o.bgr[c];
-          if (box.cabin && k < 4) base = 35.0 + 0.15 * base;  // windows
-          color[c] = static_cast<uint8_t>(std::clamp(base * light, 0.0, 255.0));
-        }
-        FillPolygon(face, 4, color, fog, bgr, depth, perspective_depth);
-      }
+      mz = 0.5 * (box.z_bottom + box.z_top);
+      face[0] = ToCamera(view, corner_x[k], corner_y[k], box.z_bottom);
+      face[1] = ToCamera(view, corner_x[k1], corner_y[k1], box.z_bottom);
+      face[2] = ToCamera(view, corner_x[k1], corner_y[k1], box.z_top);
+      face[3] = ToCamera(view, corner_x[k], corner_y[k], box.z_top);
+    } else {
+      nx = 0.0;
+      ny = 0.0;
+      nz = -1.0;
+      mx = o.center.x;
+      my = o.center.y;
+      mz = box.z_top;
+      for (int j = 0; j < 4; ++j) face[j] = ToCamera(view, corner_x[j], corner_y[j], box.z_top);
     }
+    const double to_cam = (view.cam_x - mx) * nx + (view.cam_y - my) * ny + (-height_ - mz) * nz;
+    if (to_cam <= 0.0) continue;
+    const double light = 0.55 + 0.45 * std::max(0.0, nx * kSun[0] + ny * kSun[1] + nz * kSun[2]);
+    uint8_t color[3];
+    for (int c = 0; c < 3; ++c) {
+      double base = o.bgr[c];
+      if (box.cabin && k < 4) base = 35.0 + 0.15 * base;  // windows
+      color[c] = static_cast<uint8_t>(std::clamp(base * light, 0.0, 255.0));
+    }
+    FillPolygon(face, 4, color, fog, bgr, depth, perspective_depth);
   }
 }
 

@@ -61,7 +61,32 @@ class Renderer {
     double x, y, z;
   };
 
+  // The camera of one Render call in the world: its place and axes.
+  struct View {
+    double fx, fy;        // forward
+    double rx, ry;        // right
+    double cam_x, cam_y;  // position
+    double cp, sp;        // cosine and sine of the pitch
+  };
+  // A box of a car: the body, or the cabin on top of it (z up is negative, NED).
+  struct Box {
+    double half_length, half_width, z_bottom, z_top;
+    bool cabin;  // its sides are windows
+  };
+
   Renderer(std::shared_ptr<const World> world, const CameraOptions& options);
+  View ViewFrom(double x, double y, double yaw) const;
+  // The sky, the haze and the textured ground, row by row.
+  void RenderGround(const View& view, uint8_t* bgr, float* depth, bool perspective_depth) const;
+  // Ground row `v`'s colours into `out` (width * 3 bytes).
+  void TextureRow(const View& view, int v, uint8_t* out) const;
+  // The obstacles over the ground, far to near.
+  void RenderObstacles(const View& view, const std::vector<Obstacle>& obstacles, uint8_t* bgr,
+                       float* depth, bool perspective_depth);
+  Vec3 ToCamera(const View& view, double wx, double wy, double wz) const;
+  // The box's sides that face the camera and its top, shaded and fogged.
+  void DrawBox(const View& view, const Obstacle& o, const Box& box, double fog, uint8_t* bgr,
+               float* depth, bool perspective_depth);
   void FillPolygon(const Vec3* cam_points, int n, const uint8_t* color, double fog, uint8_t* bgr,
                    float* depth, bool perspective_depth);
 

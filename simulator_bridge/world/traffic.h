@@ -108,11 +108,39 @@ class Traffic {
     uint8_t bgr[3] = {0, 0, 0};
   };
 
+  // The road network while the lanes are built (traffic.cc).
+  struct RoadGraph;
+  // The nearest of what a car must follow (traffic.cc).
+  struct Nearest;
+
+  // The nodes where `roads` end and meet, and which of them are junctions.
+  void FindNodes(const std::vector<Segment>& roads, RoadGraph* graph);
+  // Two lanes per road, one each way, bent around `parked` cars that stand in them.
+  void AddLanes(const std::vector<Segment>& roads, const std::vector<Obstacle>& parked,
+                RoadGraph* graph);
+  // The lane from node `from` to node `to`, `start` to `start` + `length` along the road.
+  Path MakeLane(int from, int to, double start, double length,
+                const std::vector<Obstacle>& parked) const;
+  // What follows each lane: the lane on, or a turning curve per way through a junction.
+  void JoinLanes(const RoadGraph& graph);
+  // The turning curve through junction `node` from the lane with points `a` to that with `b`.
+  static Path MakeTurn(int node, const std::vector<Vec2>& a, const std::vector<Vec2>& b);
+
   void Locate(Car& car) const;
   void ChooseNext(Car& car);
   // The gap to and speed of what car `i` must follow (a car ahead on its route, the ego car, or a
   // stop line it may not pass yet); false when nothing is within sight.
   bool Leader(int i, const EgoCar& ego, double* gap, double* leader_speed);
+  // The parts of Leader for path `p`, `offset` ahead of the car along its route: the passes it
+  // may not start yet, the stalled cars' holds it may not drive into yet, and the junction after
+  // it (which the car takes when it may: hence not const).
+  void StopBeforePasses(const EgoCar& ego, const Path& p, double offset, bool junction_next,
+                        Nearest* nearest) const;
+  void StopBeforeHolds(const EgoCar& ego, const Path& p, double offset, Nearest* nearest) const;
+  void ApproachJunction(int i, const EgoCar& ego, const Path& p, int next, double offset,
+                        bool first_in_line, Nearest* nearest);
+  // The ego car, where it stands in `car`'s way.
+  void FollowEgo(const Car& car, const EgoCar& ego, Nearest* nearest) const;
   bool EgoNear(const EgoCar& ego, const Vec2& place, double clearance) const;
   // Puts *car at a random free place on a lane (not `self`'s own spot), at least `radius` from
   // *avoid when given; false when the draw was not free.
