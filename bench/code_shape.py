@@ -13,6 +13,13 @@ Prints a table per measure and RESULT key=value lines:
   - agent settings outside a table: ABSL_FLAG definitions, written out, of AgentOptions' fields;
   - the places a setting's range is written (literal RealRange/IntRange/UintRange names);
   - the types that carry a push's answer (five or more of its fields);
+  - functions over 80 lines in product code (bench/ and tests/ aside);
+  - flags declared by hand (ABSL_FLAG written out, not generated from a settings table), bench/ aside,
+    and the library files (no main()) that declare flags;
+  - metric names written in product C++ as string literals, and those written more than once;
+  - the places the agent's state is copied field by field: functions of agent/ and deploy/local/
+    that name four or more of AgentStats' counters (env_steps, train_steps, episodes, epsilon, ...);
+  - the formats of saved state (protobuf, the replay memory's own binary, msgpack, LibTorch's archive);
   - lines of CMake and of ./convoy.
 Usage: bench/code_shape.py [--repo DIR] [--longest N]
 """
@@ -225,6 +232,94 @@ def answer_types(repo, files):
   return sorted(k for k, v in fields.items() if len(v) >= 5)
 
 
+def functions_over(repo, files, limit):
+  sources = [f for f in files if f.endswith((".cc", ".h")) and not f.startswith("bench/")]
+  rows = []
+  for tag in ctags(repo, sources, "f"):
+    if "end" in tag and tag["end"] - tag["line"] + 1 > limit:
+      scope = tag.get("scope", "")
+      rows.append((tag["end"] - tag["line"] + 1, tag["path"], tag["line"],
+                   (scope + "::" if scope else "") + tag["name"]))
+  return sorted(rows, reverse=True)
+
+
+FLAG = re.compile(r"^\s*ABSL_FLAG\(\s*[^,]+,\s*(\w+)", re.M)
+
+
+def flags_by_hand(repo, files):
+  """ABSL_FLAG definitions written out (a settings table's macro generates the rest), bench/ aside;
+  and the files without a main() that declare any."""
+  rows, libraries = [], set()
+  for f in files:
+    if not f.endswith((".cc", ".h")) or f.startswith("bench/"):
+      continue
+    text = read(repo, f)
+    # A line of a macro's definition (it or the line before ends in a backslash) is a table's, not a
+    # flag of its own.
+    lines = text.split("\n")
+    names = []
+    for m in FLAG.finditer(text):
+      n = text.count("\n", 0, m.start())
+      if not (lines[n].rstrip().endswith("\\") or n > 0 and lines[n - 1].rstrip().endswith("\\")):
+        names.append(m.group(1))
+    rows += [(f, n) for n in names]
+    if names and "int main(" not in text:
+      libraries.add(f)
+  return rows, sorted(libraries)
+
+
+METRIC_LITERAL = re.compile(r'"(convoy_(?:ps|agent|sim)_[a-z0-9_]*[a-z0-9])"')
+
+
+def metric_literals(repo, files):
+  """Metric names written as string literals in product C++: name -> the files, once per literal."""
+  places = {}
+  for f in files:
+    if f.endswith((".cc", ".h")) and not f.startswith("bench/"):
+      for m in METRIC_LITERAL.finditer(read(repo, f)):
+        places.setdefault(m.group(1), []).append(f)
+  return places
+
+
+def state_copies(repo, files):
+  """Functions of agent/ and deploy/local/ that name four or more of AgentStats' fields: the places the
+  agent's state is copied (or read) field by field."""
+  fields = {t["name"] for t in ctags(repo, ["agent/agent_stats.h"], "+m")
+            if t["kind"] == "member" and t.get("scope", "").endswith("AgentStats")} - {"time"}
+  sources = [f for f in files if f.endswith(".cc") and f.startswith(("agent/", "deploy/local/"))]
+  texts = {f: read(repo, f).splitlines() for f in sources}
+  rows = []
+  for tag in ctags(repo, sources, "f"):
+    if "end" not in tag:
+      continue
+    body = "\n".join(texts[tag["path"]][tag["line"] - 1:tag["end"]])
+    named = {f for f in fields if re.search(r"\.\s*" + f + r"\b", body)}
+    if len(named) >= 4:
+      rows.append((len(named), tag["path"], tag.get("scope", "").replace("convoy::", "") + "::" + tag["name"]))
+  return sorted(rows, reverse=True)
+
+
+SAVE_FORMATS = [
+    ("protobuf messages", re.compile(r"SerializeToString|SerializeToOstream|SerializeToArray|TextFormat::Print")),
+    ("the replay memory's own binary (CONVOYRM)", re.compile(r"CONVOYRM")),
+    ("msgpack", re.compile(r"msgpack::pack\b|msgpack::packer")),
+    ("LibTorch's archive", re.compile(r"OutputArchive|torch::save\(")),
+]
+
+
+def saved_state_formats(repo, files):
+  """The formats a checkpoint (the server's, the replay memory's, the agent's) is written in."""
+  found = {}
+  for f in files:
+    if not f.endswith(".cc") or f.startswith("bench/") or not re.search(r"checkpoint|replay|agent", f):
+      continue
+    text = read(repo, f)
+    for name, pattern in SAVE_FORMATS:
+      if pattern.search(text):
+        found.setdefault(name, []).append(f)
+  return found
+
+
 def line_count(repo, paths):
   return sum(read(repo, p).count("\n") for p in paths)
 
@@ -295,6 +390,40 @@ def main():
   print(f"\n## Types that carry a push's answer: {len(types)}")
   print("  " + " ".join(types))
   print(f"RESULT push_answer_types={len(types)}")
+
+  long_functions = functions_over(args.repo, files, 80)
+  print(f"\n## Functions over 80 lines in product code (bench/ aside): {len(long_functions)}")
+  for lines, path, line, name in long_functions:
+    print(f"{lines:4d}  {path}:{line}  {name}")
+  print(f"RESULT functions_over_80={len(long_functions)}")
+
+  hand, libraries = flags_by_hand(args.repo, files)
+  print(f"\n## Flags declared by hand (bench/ aside): {len(hand)}, in {len(libraries)} library files")
+  for f in libraries:
+    print(f"  library: {f}  {' '.join(n for g, n in hand if g == f)}")
+  print(f"RESULT flags_by_hand={len(hand)}")
+  print(f"RESULT flag_library_files={len(libraries)}")
+
+  literals = metric_literals(args.repo, files)
+  twice = {k: v for k, v in literals.items() if len(v) > 1}
+  print(f"\n## Metric names as string literals in product C++: {len(literals)} names, "
+        f"{sum(len(v) for v in literals.values())} literals; written more than once: {len(twice)}")
+  for name, where in sorted(twice.items()):
+    print(f"  {name:48s} {len(where)}  {' '.join(sorted(set(where)))}")
+  print(f"RESULT metric_literals={sum(len(v) for v in literals.values())}")
+  print(f"RESULT metric_names_written_twice={len(twice)}")
+
+  copies = state_copies(args.repo, files)
+  print(f"\n## Places the agent's state is copied field by field: {len(copies)}")
+  for n, path, name in copies:
+    print(f"{n:4d}  {path}  {name}")
+  print(f"RESULT state_copy_places={len(copies)}")
+
+  formats = saved_state_formats(args.repo, files)
+  print(f"\n## Formats of saved state: {len(formats)}")
+  for name, where in formats.items():
+    print(f"  {name}: {' '.join(sorted(set(where)))}")
+  print(f"RESULT saved_state_formats={len(formats)}")
 
   cmake = [f for f in subprocess.run(["git", "-C", args.repo, "ls-files"], check=True,
                                      capture_output=True, text=True).stdout.split()
