@@ -154,16 +154,24 @@ V1=$(newest_version "$RUN")
 say "job 3: resumes job 1's run from version $V1; requeued while training"
 start=$SECONDS
 # Meanwhile a real Prometheus on the PS's node scrapes the server and both agents across the nodes, at the
-# addresses the job's file_sd targets give (each node's NodeAddr), rewritten by the requeued start.
+# addresses the job's file_sd targets give (each node's NodeAddr), rewritten by the requeued start. Each of the
+# job's starts lasts about 10 s, so the job is submitted only once Prometheus answers, and requeued only once the
+# check is through (or has given up), as tests/deploy/slurm_test.sh does: on a loaded machine Prometheus's own
+# start took longer than the job, and the check found no target scraped.
 "$CLUSTER" --name="$NAME" exec 0 /usr/bin/python3 "$REPO/tests/deploy/prometheus_harness.py" check \
   "$RUN/prometheus_targets.json" "$REPO/deploy/monitoring/convoy-alerts.yml" "$T/prometheus" convoy-ps=1 \
   convoy-agent=2 -- 'convoy_ps_version > 0' 'convoy_ps_agents_connected == 2' 'convoy_agent_train_steps_total > 0' \
   >"$T/prometheus.out" 2>&1 &
 PROM_PID=$!
+for _ in $(seq 120); do
+  grep -q '^prometheus: ready$' "$T/prometheus.out" && break
+  kill -0 "$PROM_PID" 2>/dev/null || break
+  sleep 0.5
+done
 JOB3=$(sbatch --parsable --nodes=3 --ntasks-per-node=1 --cpus-per-task=1 --time=10 --output="$T/job3.out" \
   --export="$(job_env "$RUN" --max_steps=900)" "$REPO/deploy/slurm/convoy.sbatch") || fail "sbatch of job 3 failed"
 for _ in $(seq 240); do
-  [ "$(newest_version "$RUN")" -ge $((V1 + 40)) ] && break
+  [ "$(newest_version "$RUN")" -ge $((V1 + 40)) ] && ! kill -0 "$PROM_PID" 2>/dev/null && break
   sleep 0.5
 done
 V_BEFORE=$(newest_version "$RUN")
