@@ -97,8 +97,7 @@ void ParameterServerSync::AddToBacklogs(absl::Span<const float> values, uint64_t
                                         bool only_away) {
   for (Shard& s : shards_) {
     if (only_away && s.link != Link::kAway) continue;
-    s.backlog.Add(values.subspan(s.transport->begin(), s.transport->end() - s.transport->begin()),
-                  minibatches);
+    s.backlog.Add(RangeOf(s, values), minibatches);
   }
 }
 
@@ -214,8 +213,7 @@ uint64_t ParameterServerSync::TakeProgress() {
 void ParameterServerSync::HandShard(Shard& s, ExchangeKind kind, absl::Span<const float> values,
                                     bool have_values, uint64_t minibatches) {
   const absl::Span<const float> range =
-      have_values ? values.subspan(s.transport->begin(), s.transport->end() - s.transport->begin())
-                  : absl::Span<const float>();
+      have_values ? RangeOf(s, values) : absl::Span<const float>();
   CHECK(s.call == Shard::Call::kNone) << "a server in step with a call in flight";
   s.call = Shard::Call::kExchange;
   s.pushed.reset();
@@ -253,6 +251,11 @@ void ParameterServerSync::StartShardCall(Shard& s) {
   });
 }
 
+absl::Span<const float> ParameterServerSync::RangeOf(const Shard& s,
+                                                     absl::Span<const float> values) {
+  return values.subspan(s.transport->begin(), s.transport->end() - s.transport->begin());
+}
+
 bool ParameterServerSync::StartExchange(ExchangeKind kind) {
   const uint64_t minibatches = TakeProgress();
   const bool have_values = minibatches > 0;
@@ -262,9 +265,7 @@ bool ParameterServerSync::StartExchange(ExchangeKind kind) {
     if (s.link == Link::kAway) {
       // What it missed, kept until it is back.
       if (have_values) {
-        s.backlog.Add(
-            values.subspan(s.transport->begin(), s.transport->end() - s.transport->begin()),
-            minibatches);
+        s.backlog.Add(RangeOf(s, values), minibatches);
       }
       continue;
     }
@@ -339,6 +340,7 @@ void ParameterServerSync::TakeShardExchange(size_t i, bool catch_up, ExchangeRes
     if ((*s.pulled)->online) {
       std::copy(s.online.begin(), s.online.end(), online_.begin() + begin);
       result->took_online[i] = true;
+      result->any_online = true;
     }
     if ((*s.pulled)->target) {
       std::copy(s.target.begin(), s.target.end(), target_.begin() + begin);
@@ -375,9 +377,7 @@ void ParameterServerSync::FinishExchange() {
     if (catch_up) ++stats_.outage_pushes;
     if (!result.answer->accepted) ++stats_.pushes_rejected;
   }
-  const bool any_online = std::find(result.took_online.begin(), result.took_online.end(), true) !=
-                          result.took_online.end();
-  if (result.pull_ms > 0 || any_online || result.any_target) {
+  if (result.pull_ms > 0 || result.any_online || result.any_target) {
     pull_ms_sum_ += result.pull_ms;
     ++pull_count_;
   }
@@ -394,8 +394,7 @@ void ParameterServerSync::FinishExchange() {
 
 void ParameterServerSync::TakeWeights(const ExchangeResult& result, bool model_moved_on) {
   const std::vector<bool>& took_online = result.took_online;
-  const bool any_online =
-      std::find(took_online.begin(), took_online.end(), true) != took_online.end();
+  const bool any_online = result.any_online;
   if (result.any_target) model_->SetTargetWeights(target_);
   if (any_online && !model_moved_on) {
     if (std::find(took_online.begin(), took_online.end(), false) != took_online.end()) {

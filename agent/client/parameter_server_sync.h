@@ -205,6 +205,8 @@ class ParameterServerSync {
   // Hands `s` its range of `values` (all of them; none without `have_values`) and its backlog.
   void HandShard(Shard& s, ExchangeKind kind, absl::Span<const float> values, bool have_values,
                  uint64_t minibatches);
+  // `s`'s range of the whole model's `values`.
+  static absl::Span<const float> RangeOf(const Shard& s, absl::Span<const float> values);
   // Starts the call handed to `s` on its worker.
   static void StartShardCall(Shard& s);
   // The exchange in flight has ended on every worker that took part.
@@ -215,6 +217,7 @@ class ParameterServerSync {
     std::optional<PushAnswer> answer;  // The servers' answers as one.
     // The servers whose range of the weights it brought (online_ holds them).
     std::vector<bool> took_online;
+    bool any_online = false;  // Some of took_online.
     bool any_target = false;
     double push_ms = 0, pull_ms = 0;
   };
