@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "agent/agent_checkpoint.h"
+#include "agent/agent_parts.h"
 #include "agent/client/parameter_server_sync.h"
 #include "agent/client/ps_transport.h"
 #include "agent/client/push_log.h"
@@ -24,6 +24,7 @@
 #include "agent/learning/batch_sampler.h"
 #include "agent/learning/device.h"
 #include "agent/learning/learner.h"
+#include "agent/learning/replay_checkpoint.h"
 #include "agent/learning/replay_memory.h"
 #include "common/metrics/metrics.h"
 #include "common/model/model_registry.h"
@@ -42,7 +43,6 @@ namespace {
 
 constexpr absl::Duration kSamplerTimeout = absl::Seconds(30);
 constexpr absl::Duration kWeightsEvery = absl::Seconds(60);
-constexpr size_t kReturnWindow = 20;  // Episodes in the average return.
 // A loopback or LAN server refuses at once; a longer wait is a partition, not evidence.
 constexpr absl::Duration kPresenceProbeTimeout = absl::Milliseconds(500);
 
@@ -178,18 +178,17 @@ class Agent::Impl {
   Impl(const AgentOptions& options, std::shared_ptr<SyncObserver> observer)
       : options_(options),
         observer_(std::move(observer)),
-        rng_(options.seed),
+        exploration_(options.agent_index),
+        random_(options.seed),
         created_(absl::Now()) {}
 
   absl::Status Init();
   absl::Status Run(const std::atomic<bool>& stop);
 
+  // The parts' figures, the sync's and the time split as of the latest report.
   AgentStats stats() const {
     AgentStats stats;
-    {
-      absl::MutexLock lock(&stats_mu_);
-      stats = stats_;
-    }
+    for (const AgentPart* part : parts_) part->Report(stats);
     if (sync_ != nullptr) {
       const SyncStats sync = sync_->stats();
       stats.connected = sync.in_step;
@@ -198,18 +197,8 @@ class Agent::Impl {
       stats.outage_pushes = sync.outage_pushes;
       stats.pushes_rejected = sync.pushes_rejected;
     }
-    if (replay_ != nullptr) stats.replay_size = replay_->size();
-    stats.replay_capacity = options_.replay_memory_size;
-    if (checkpointer_ != nullptr) {
-      const ReplayCheckpointStats saved = checkpointer_->stats();
-      stats.replay_checkpoints = saved.saves;
-      stats.replay_checkpoint_failures = saved.failures;
-      stats.replay_checkpoint_seconds = saved.last_seconds;
-      stats.replay_checkpoint_bytes = saved.last_bytes;
-      if (saved.saves > 0) {
-        stats.replay_checkpoint_unix_seconds = absl::ToUnixMicros(saved.last_time) / 1e6;
-      }
-    }
+    absl::MutexLock lock(&time_mu_);
+    stats.time = reported_time_;
     return stats;
   }
   const AgentOptions& options() const { return options_; }
@@ -244,12 +233,13 @@ class Agent::Impl {
   // With --ps: joins the servers (listed into `servers`) and adopts their run settings; alone: the
   // local exploration schedule.
   absl::Status JoinOrGoAlone(std::vector<std::string>* servers);
-  // The replay memory: loaded from its checkpoint with --resume, else empty; and its checkpointer.
+  // The replay memory: loaded from its checkpoint with --resume (and the parts' state with it),
+  // else empty; and its checkpointer.
   absl::Status OpenReplay(const ReplayOptions& replay);
-  // Takes the agent's state from a replay checkpoint's annex (read from `path`).
-  absl::Status Restore(const std::string& annex, const std::string& path);
-  // The agent's state now, for a replay checkpoint's annex: on the acting thread.
-  std::string CheckpointAnnex();
+  // Gives each part its piece of the agent's state a replay checkpoint at `path` held.
+  absl::Status Restore(const v1::AgentState& saved, const std::string& path);
+  // The agent's state now, from its parts, for the replay checkpoint: on the acting thread.
+  v1::AgentState CheckpointState() const;
   void EndEpisode(const sim::StepResult& last);
   // Charges the acting thread's time since the previous lap to `phase` (nothing before Run).
   void Lap(AgentPhase phase) {
@@ -281,15 +271,20 @@ class Agent::Impl {
 
   AgentOptions options_;
   const std::shared_ptr<SyncObserver> observer_;  // Null: none.
-  std::mt19937_64 rng_;
   torch::Device device_ = torch::kCPU;
   std::unique_ptr<Environment> environment_;
   std::optional<Preprocess> preprocess_;
   std::unique_ptr<DqnLearner> learner_;
-  std::unique_ptr<ReplayMemory> replay_;
-  // Null without a checkpoint dir. Declared after replay_, so that it (and a save in flight) ends
-  // first.
-  std::unique_ptr<ReplayCheckpointer> checkpointer_;
+  // The agent's state, in parts (agent_parts.h). The sampler, declared after the replay, stops
+  // before the memory goes.
+  CountersPart counters_;
+  ExplorationPart exploration_;
+  RandomPart random_;
+  LearnerPart learning_;
+  ReplayPart replay_part_;
+  const std::array<AgentPart*, 5> parts_{&counters_, &exploration_, &random_, &learning_,
+                                         &replay_part_};
+  ReplayMemory* replay_ = nullptr;  // replay_part_'s, once open.
   std::unique_ptr<BatchSampler> sampler_;
   std::vector<std::unique_ptr<ServerTransport>> servers_;  // Empty alone; in shard order.
   std::optional<LearnerModel> synced_model_;
@@ -299,19 +294,11 @@ class Agent::Impl {
 
   std::vector<uint8_t> env_frame_, model_frame_, observation_;
 
-  // Episode and training state.
-  double epsilon_ = 1.0;
-  // Alone: the schedule the parameter server would run, here per sync.
-  std::optional<ExplorationSchedule> local_exploration_;
-  double train_credit_ = 0;
-  uint64_t minibatches_ = 0;
-  uint64_t minibatches_at_target_ = 0;  // Alone: when the target network was last copied.
-  uint64_t episode_seed_ = 0;
+  // The episode in progress.
   double episode_return_ = 0;
   int episode_length_ = 0;
   // The episode's steps by place on the map.
   std::array<int, sim::kRoadPlaces> episode_steps_at_{};
-  MovingAverage recent_returns_{kReturnWindow};
   // Steps per second over the last report_every, for the reports.
   std::optional<RateMeter> env_rate_, train_rate_;
   // The acting thread's time by phase (Run makes it); the split at the previous report.
@@ -327,8 +314,8 @@ class Agent::Impl {
   absl::Time last_report_;
   absl::Time last_weights_save_;
 
-  mutable absl::Mutex stats_mu_;
-  AgentStats stats_ ABSL_GUARDED_BY(stats_mu_);
+  mutable absl::Mutex time_mu_;
+  TimeSplit reported_time_ ABSL_GUARDED_BY(time_mu_);  // The split as of the latest report.
 };
 
 absl::Status Agent::Impl::Init() {
@@ -353,14 +340,15 @@ absl::Status Agent::Impl::Init() {
                           LearnerOptionsOf(options_, *environment_->env, device_));
   CONVOY_ASSIGN_OR_RETURN(learner_, DqnLearner::Create(learner));
   learner_->CopyOnlineToTarget();
+  learning_.Attach([this] { return learner_->SaveState(); },
+                   [this](const std::string& archive) { return learner_->LoadState(archive); });
 
   // Before the sync's first pull: a resumed learner's weights give way to the server's.
   CONVOY_RETURN_IF_ERROR(
       OpenReplay(ReplayOptionsOf(options_, preprocess_->output_shape(), frame_stack)));
   sampler_ = std::make_unique<BatchSampler>(
-      replay_.get(), options_.batch_size,
-      std::max<size_t>(options_.min_replay_size, options_.batch_size), device_,
-      options_.prefetch_batches);
+      replay_, options_.batch_size, std::max<size_t>(options_.min_replay_size, options_.batch_size),
+      device_, options_.prefetch_batches);
 
   env_frame_.resize(environment_->env->observation_size());
   model_frame_.resize(preprocess_->output_size());
@@ -378,8 +366,9 @@ absl::Status Agent::Impl::Init() {
 
   if (!servers_.empty()) {
     synced_model_.emplace(learner_.get());
-    sync_ = std::make_unique<ParameterServerSync>(
-        ServerPointers(), &*synced_model_, SyncOptionsOf(options_, std::move(servers)), epsilon_);
+    sync_ = std::make_unique<ParameterServerSync>(ServerPointers(), &*synced_model_,
+                                                  SyncOptionsOf(options_, std::move(servers)),
+                                                  exploration_.epsilon());
   }
   return absl::OkStatus();
 }
@@ -389,8 +378,7 @@ absl::Status Agent::Impl::JoinOrGoAlone(std::vector<std::string>* servers) {
     ExplorationOptions exploration;
     exploration.min_epsilon = options_.min_epsilon;
     exploration.per_iter_epsilon_reduction = options_.per_iter_epsilon_reduction;
-    local_exploration_.emplace(exploration);
-    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
+    exploration_.GoAlone(exploration);
     return absl::OkStatus();
   }
   // Joins and adopts the server's run settings before anything depends on them.
@@ -401,120 +389,49 @@ absl::Status Agent::Impl::JoinOrGoAlone(std::vector<std::string>* servers) {
       const JoinResult joined,
       JoinServers(ServerPointers(), environment_->env->num_actions(), JoinOptionsOf(options_)));
   CONVOY_RETURN_IF_ERROR(AdoptRunConfig(joined.config, &options_));
-  epsilon_ = joined.epsilon;
+  exploration_.Set(joined.epsilon);
   return absl::OkStatus();
 }
 
 absl::Status Agent::Impl::OpenReplay(const ReplayOptions& replay) {
-  if (options_.replay_checkpoint_dir.empty()) {
-    CONVOY_ASSIGN_OR_RETURN(replay_, ReplayMemory::Create(replay));
-    return absl::OkStatus();
+  std::optional<v1::AgentState> saved;
+  CONVOY_RETURN_IF_ERROR(replay_part_.Open(replay, options_.replay_checkpoint_dir,
+                                           options_.agent_id, options_.resume,
+                                           options_.replay_checkpoint_every, created_, &saved));
+  replay_ = replay_part_.memory();
+  if (saved.has_value()) {
+    const std::string& path = replay_part_.checkpointer()->path();
+    CONVOY_RETURN_IF_ERROR(Restore(*saved, path));
+    const AgentStats resumed = stats();
+    LOG(INFO) << options_.agent_id << ": resumed from " << path << ": " << resumed.replay_size
+              << " transitions, " << resumed.env_steps << " steps, " << resumed.episodes
+              << " episodes";
   }
-  CONVOY_ASSIGN_OR_RETURN(const std::string path,
-                          ReplayCheckpointPath(options_.replay_checkpoint_dir, options_.agent_id));
-  // Made and checked now: a directory that cannot be written would otherwise fail the save at the
-  // end of the run, when what it was to keep is lost.
-  std::error_code made;
-  std::filesystem::create_directories(options_.replay_checkpoint_dir, made);
-  if (made || ::access(options_.replay_checkpoint_dir.c_str(), W_OK | X_OK) != 0) {
-    return ErrnoError(made ? made.value() : errno, "cannot write replay checkpoints to",
-                      options_.replay_checkpoint_dir);
-  }
-  if (options_.resume) {
-    const absl::Time start = absl::Now();
-    std::string annex;
-    absl::StatusOr<std::unique_ptr<ReplayMemory>> loaded =
-        ReplayMemory::LoadFrom(path, replay, &annex);
-    if (loaded.ok()) {
-      replay_ = *std::move(loaded);
-      CONVOY_RETURN_IF_ERROR(Restore(annex, path));
-      const AgentStats resumed = stats();
-      LOG(INFO) << options_.agent_id << ": resumed from " << path << " in "
-                << absl::ToDoubleSeconds(absl::Now() - start) << " s: " << resumed.replay_size
-                << " transitions, " << resumed.env_steps << " steps, " << resumed.episodes
-                << " episodes";
-    } else if (absl::IsNotFound(loaded.status())) {
-      LOG(INFO) << options_.agent_id << ": no replay checkpoint at " << path
-                << " to resume from; starting with an empty replay memory";
-    } else {
-      return loaded.status();
-    }
-  }
-  if (replay_ == nullptr) {
-    CONVOY_ASSIGN_OR_RETURN(replay_, ReplayMemory::Create(replay));
-  }
-  checkpointer_ = std::make_unique<ReplayCheckpointer>(replay_.get(), path,
-                                                       options_.replay_checkpoint_every, created_);
   return absl::OkStatus();
 }
 
-absl::Status Agent::Impl::Restore(const std::string& annex, const std::string& path) {
-  CONVOY_ASSIGN_OR_RETURN(AgentCheckpoint saved, DecodeAgentCheckpoint(annex, path));
-  if (saved.agent_id != options_.agent_id || saved.model != options_.model) {
+absl::Status Agent::Impl::Restore(const v1::AgentState& saved, const std::string& path) {
+  if (saved.agent_id() != options_.agent_id || saved.model() != options_.model) {
     return absl::FailedPreconditionError(
-        absl::StrCat(path, " is agent ", saved.agent_id, "'s with model ", saved.model,
+        absl::StrCat(path, " is agent ", saved.agent_id(), "'s with model ", saved.model(),
                      "; this is agent ", options_.agent_id, " with model ", options_.model));
   }
-  if (saved.seed != options_.seed) {
+  if (saved.seed() != options_.seed) {
     LOG(WARNING) << options_.agent_id << ": " << path
-                 << " was saved by a run with --seed=" << saved.seed
+                 << " was saved by a run with --seed=" << saved.seed()
                  << "; going on with --seed=" << options_.seed;
   }
-  if (absl::Status s = learner_->LoadState(std::string(saved.learner.begin(), saved.learner.end()));
-      !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-  }
-  std::istringstream rng_text(saved.acting_rng);
-  rng_text >> rng_;
-  if (rng_text.fail()) {
-    return absl::DataLossError(absl::StrCat(path, ": the agent's random state does not parse"));
-  }
-  {
-    absl::MutexLock lock(&stats_mu_);
-    stats_.env_steps = saved.env_steps;
-    stats_.train_steps = saved.train_steps;
-    stats_.episodes = saved.episodes;
-    stats_.last_return = saved.last_return;
-    for (double r : saved.recent_returns) recent_returns_.Add(r);
-    stats_.average_return = recent_returns_.value();
-    stats_.resumed_transitions = replay_->size();
-  }
-  episode_seed_ = saved.episode_seed;
-  train_credit_ = saved.train_credit;
-  // TargetRefreshDue subtracts modulo 2^64: the target is as old as it was.
-  minibatches_at_target_ = minibatches_ - saved.minibatches_since_target;
-  if (local_exploration_.has_value()) {  // Alone; with a server, Join gave the server's epsilon.
-    local_exploration_->set_global_epsilon(saved.global_epsilon);
-    epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
-  }
+  for (AgentPart* part : parts_) CONVOY_RETURN_IF_ERROR(part->RestoreFrom(saved, path));
   return absl::OkStatus();
 }
 
-std::string Agent::Impl::CheckpointAnnex() {
-  AgentCheckpoint state;
-  state.agent_id = options_.agent_id;
-  state.model = options_.model;
-  state.seed = options_.seed;
-  {
-    absl::MutexLock lock(&stats_mu_);
-    state.env_steps = stats_.env_steps;
-    state.train_steps = stats_.train_steps;
-    state.episodes = stats_.episodes;
-    state.last_return = stats_.last_return;
-  }
-  state.recent_returns = recent_returns_.values();
-  state.episode_seed = episode_seed_;
-  state.epsilon = epsilon_;
-  state.global_epsilon =
-      local_exploration_.has_value() ? local_exploration_->global_epsilon() : epsilon_;
-  state.minibatches_since_target = minibatches_ - minibatches_at_target_;
-  state.train_credit = train_credit_;
-  std::ostringstream rng_text;
-  rng_text << rng_;
-  state.acting_rng = rng_text.str();
-  const std::string learner = learner_->SaveState();
-  state.learner.assign(learner.begin(), learner.end());
-  return EncodeAgentCheckpoint(state);
+v1::AgentState Agent::Impl::CheckpointState() const {
+  v1::AgentState state;
+  state.set_agent_id(options_.agent_id);
+  state.set_model(options_.model);
+  state.set_seed(options_.seed);
+  for (const AgentPart* part : parts_) part->SaveTo(state);
+  return state;
 }
 
 absl::Status Agent::Impl::OpenLogs() {
@@ -538,7 +455,8 @@ absl::Status Agent::Impl::OpenLogs() {
 
 absl::Status Agent::Impl::ResetEpisode() {
   CONVOY_RETURN_IF_ERROR(
-      environment_->env->Reset(options_.seed * 1000003 + episode_seed_++, env_frame_.data())
+      environment_->env
+          ->Reset(options_.seed * 1000003 + counters_.TakeEpisodeSeed(), env_frame_.data())
           .status());
   preprocess_->Apply(env_frame_.data(), model_frame_.data());
   replay_->StartEpisode(model_frame_.data());
@@ -549,10 +467,7 @@ absl::Status Agent::Impl::ResetEpisode() {
 }
 
 absl::Status Agent::Impl::ReconnectSimulator() {
-  {
-    absl::MutexLock lock(&stats_mu_);
-    ++stats_.simulator_outages;
-  }
+  counters_.SimulatorLost();
   Backoff backoff;
   while (true) {
     absl::StatusOr<std::unique_ptr<Environment>> environment =
@@ -571,8 +486,9 @@ int Agent::Impl::ChooseAction() {
   const int actions = environment_->env->num_actions();
   const bool filling =
       options_.fill_with_random_actions && replay_->size() < options_.min_replay_size;
-  if (filling || std::uniform_real_distribution<double>(0, 1)(rng_) < epsilon_) {
-    return std::uniform_int_distribution<int>(0, actions - 1)(rng_);
+  std::mt19937_64& rng = random_.engine();
+  if (filling || std::uniform_real_distribution<double>(0, 1)(rng) < exploration_.epsilon()) {
+    return std::uniform_int_distribution<int>(0, actions - 1)(rng);
   }
   replay_->CurrentObservation(observation_.data());
   return learner_->GreedyAction(observation_.data());
@@ -588,8 +504,7 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   if (absl::Status s = ResetEpisode(); !s.ok()) return s;
   Lap(AgentPhase::kEnvironment);
   while (!stop.load()) {
-    const AgentStats now = stats();
-    if (options_.max_steps > 0 && now.env_steps >= options_.max_steps) break;
+    if (options_.max_steps > 0 && counters_.env_steps() >= options_.max_steps) break;
     if (options_.max_time > absl::ZeroDuration() && absl::Now() - started_ >= options_.max_time)
       break;
     CONVOY_RETURN_IF_ERROR(ActOnce(stop));
@@ -598,14 +513,14 @@ absl::Status Agent::Impl::Run(const std::atomic<bool>& stop) {
   if (absl::Status s = TrainOnCredit(stop, /*drain=*/true); !s.ok()) return s;
   if (sync_ != nullptr) {
     sync_->FinalSync();
-    epsilon_ = sync_->epsilon();
+    exploration_.Set(sync_->epsilon());
   }
   sampler_->Stop();
   Report(true);
   if (!options_.log_dir.empty()) SaveWeights();
-  if (checkpointer_ != nullptr) {
+  if (ReplayCheckpointer* checkpointer = replay_part_.checkpointer(); checkpointer != nullptr) {
     // The episode in progress is in it too: a resumed agent ends it as cut by a time limit.
-    CONVOY_RETURN_IF_ERROR(checkpointer_->SaveNow(CheckpointAnnex()));
+    CONVOY_RETURN_IF_ERROR(checkpointer->SaveNow(CheckpointState()));
   }
   return absl::OkStatus();
 }
@@ -633,10 +548,7 @@ absl::Status Agent::Impl::ActOnce(const std::atomic<bool>& stop) {
   ++episode_length_;
   ++episode_steps_at_[static_cast<int>(
       environment_->env->map().PlaceOf({step->car.x, step->car.y}))];
-  {
-    absl::MutexLock lock(&stats_mu_);
-    ++stats_.env_steps;
-  }
+  counters_.StepTaken();
   env_rate_->Record(1);
   if (step->done) {
     EndEpisode(*step);
@@ -649,7 +561,7 @@ absl::Status Agent::Impl::ActOnce(const std::atomic<bool>& stop) {
   }
   if (replay_->size() >= std::max<size_t>(options_.min_replay_size, options_.batch_size)) {
     // The replay ratio's minibatches owed.
-    train_credit_ += options_.replay_ratio / options_.batch_size;
+    learning_.Owe(options_.replay_ratio / options_.batch_size);
     if (absl::Status s = TrainOnCredit(stop, /*drain=*/false); !s.ok()) return s;
   }
   Lap(AgentPhase::kOther);
@@ -659,8 +571,9 @@ absl::Status Agent::Impl::ActOnce(const std::atomic<bool>& stop) {
   if (!options_.log_dir.empty() && absl::Now() - last_weights_save_ >= kWeightsEvery) {
     SaveWeights();
   }
-  if (checkpointer_ != nullptr && checkpointer_->Due(absl::Now())) {
-    checkpointer_->Start(CheckpointAnnex(), absl::Now());
+  if (ReplayCheckpointer* checkpointer = replay_part_.checkpointer();
+      checkpointer != nullptr && checkpointer->Due(absl::Now())) {
+    checkpointer->Start(CheckpointState(), absl::Now());
   }
   return absl::OkStatus();
 }
@@ -674,9 +587,9 @@ absl::Status Agent::Impl::TrainOnCredit(const std::atomic<bool>& stop, bool drai
   const double ahead = static_cast<double>(options_.batch_update_frequency);
   const double per_step = options_.replay_ratio / options_.batch_size;
   int budget = drain ? INT_MAX : 2 * static_cast<int>(std::ceil(per_step));
-  while (train_credit_ >= 1.0 && budget > 0 && !stop.load()) {
+  while (learning_.credit() >= 1.0 && budget > 0 && !stop.load()) {
     if (sync_ != nullptr && sync_->TrainingWaits()) {
-      if (!drain && train_credit_ < ahead) return absl::OkStatus();  // Acting goes on.
+      if (!drain && learning_.credit() < ahead) return absl::OkStatus();  // Acting goes on.
       Lap(AgentPhase::kOther);
       sync_->WaitForAnswer();
       Lap(AgentPhase::kWait);
@@ -685,7 +598,7 @@ absl::Status Agent::Impl::TrainOnCredit(const std::atomic<bool>& stop, bool drai
       continue;  // Answered, or now out of step.
     }
     if (absl::Status s = TrainOne(); !s.ok()) return s;
-    train_credit_ -= 1.0;
+    learning_.Repay();
     --budget;
     PollSession();
     Lap(AgentPhase::kSync);
@@ -709,20 +622,16 @@ absl::Status Agent::Impl::TrainOne() {
   loss_sum_ += stats.loss;
   q_sum_ += stats.mean_q;
   ++loss_count_;
-  ++minibatches_;
+  learning_.MinibatchTrained();
+  const uint64_t minibatches = learning_.minibatches();
   if (first_minibatch_at_ == absl::InfinitePast()) first_minibatch_at_ = absl::Now();
   // Logged before the sync may hand it to a push: a push log never has more pushed than trained.
-  if (observer_ != nullptr) observer_->Trained(options_.agent_id, minibatches_);
+  if (observer_ != nullptr) observer_->Trained(options_.agent_id, minibatches);
   train_rate_->Record(1);
   // This process's first minibatch: how long its start took to train (what a resume saves).
   const double first_train_seconds =
-      minibatches_ == 1 ? absl::ToDoubleSeconds(absl::Now() - created_) : 0;
-  {
-    absl::MutexLock lock(&stats_mu_);
-    if (first_train_seconds > 0) stats_.first_train_seconds = first_train_seconds;
-    ++stats_.train_steps;
-    stats_.last_batch_size = static_cast<uint64_t>(batch->actions.size(0));
-  }
+      minibatches == 1 ? absl::ToDoubleSeconds(absl::Now() - created_) : 0;
+  counters_.Trained(static_cast<uint64_t>(batch->actions.size(0)), first_train_seconds);
   if (first_train_seconds > 0) {
     LOG(INFO) << options_.agent_id << ": first minibatch " << first_train_seconds
               << " s after the start, with " << replay_->size() << " transitions";
@@ -739,10 +648,10 @@ absl::Status Agent::Impl::TrainOne() {
             ? LearningRateScaleOverTime(absl::Now() - first_minibatch_at_,
                                         absl::Minutes(options_.learning_rate_decay_minutes),
                                         options_.final_learning_rate_scale)
-            : LearningRateScale(minibatches_ - 1, options_.learning_rate_decay_minibatches,
+            : LearningRateScale(minibatches - 1, options_.learning_rate_decay_minibatches,
                                 options_.final_learning_rate_scale));
     learner_->StepLocal();
-    if (minibatches_ % options_.batch_update_frequency == 0) SyncAlone();
+    if (minibatches % options_.batch_update_frequency == 0) SyncAlone();
   }
   Lap(AgentPhase::kSync);
   return absl::OkStatus();
@@ -751,38 +660,27 @@ absl::Status Agent::Impl::TrainOne() {
 void Agent::Impl::PollSession() {
   if (sync_ == nullptr) return;
   sync_->Poll();
-  epsilon_ = sync_->epsilon();
+  exploration_.Set(sync_->epsilon());
 }
 
 void Agent::Impl::SyncAlone() {
-  if (TargetRefreshDue(minibatches_, minibatches_at_target_, options_.target_update_frequency)) {
+  if (learning_.TargetRefreshDue(options_.target_update_frequency)) {
     learner_->CopyOnlineToTarget();
-    minibatches_at_target_ = minibatches_;
+    learning_.TargetRefreshed();
   }
-  local_exploration_->OnUpdateApplied();
-  epsilon_ = local_exploration_->EpsilonFor(options_.agent_index);
+  exploration_.OnUpdateApplied();
 }
 
 void Agent::Impl::EndEpisode(const sim::StepResult& last) {
-  recent_returns_.Add(episode_return_);
-  const double average = recent_returns_.value();
-  uint64_t episodes, env_steps;
-  {
-    absl::MutexLock lock(&stats_mu_);
-    episodes = ++stats_.episodes;
-    env_steps = stats_.env_steps;
-    stats_.average_return = average;
-    stats_.last_return = episode_return_;
-    stats_.epsilon = epsilon_;
-  }
+  const CountersPart::EpisodeEnd ended = counters_.EpisodeEnded(episode_return_);
   if (metrics_ != nullptr) {
     absl::Status s = metrics_->Append(
         "episodes",
-        {static_cast<double>(episodes), static_cast<double>(env_steps), episode_return_,
+        {static_cast<double>(ended.episodes), static_cast<double>(ended.env_steps), episode_return_,
          static_cast<double>(episode_length_), last.car.distance_driven_m,
          last.reason == sim::TerminationReason::kCollision ? 1.0 : 0.0,
-         sim::IsSuccess(last.reason, environment_->env->options()) ? 1.0 : 0.0, epsilon_,
-         absl::ToDoubleSeconds(absl::Now() - started_),
+         sim::IsSuccess(last.reason, environment_->env->options()) ? 1.0 : 0.0,
+         exploration_.epsilon(), absl::ToDoubleSeconds(absl::Now() - started_),
          static_cast<double>(episode_steps_at_[static_cast<int>(sim::RoadPlace::kCorner)]),
          static_cast<double>(episode_steps_at_[static_cast<int>(sim::RoadPlace::kIntersection)]),
          static_cast<double>(environment_->env->map().PlaceOf({last.car.x, last.car.y}))});
@@ -822,9 +720,8 @@ Agent::Impl::Interval Agent::Impl::TakeInterval() {
 void Agent::Impl::Report(bool final) {
   const Interval r = TakeInterval();
   {
-    absl::MutexLock lock(&stats_mu_);
-    stats_.epsilon = epsilon_;
-    stats_.time = r.split;
+    absl::MutexLock lock(&time_mu_);
+    reported_time_ = r.split;
   }
   PrintReport(r, final);
   if (options_.machine_progress) {
@@ -836,7 +733,7 @@ void Agent::Impl::Report(bool final) {
     progress.avg_return = r.stats.average_return;
     progress.env_sps = r.env_sps;
     progress.train_sps = r.train_sps;
-    progress.epsilon = epsilon_;
+    progress.epsilon = r.stats.epsilon;
     progress.loss = r.loss;
     progress.version = r.ps_version;
     progress.connected = sync_ == nullptr || sync_->state() == SyncState::kInStep;
@@ -865,7 +762,7 @@ void Agent::Impl::PrintReport(const Interval& r, bool final) const {
       "steps/s, loss %.4f, eps %.2f%s%s; cpu: %s\n",
       options_.agent_id.c_str(), final ? "done: " : "", static_cast<unsigned long long>(s.episodes),
       static_cast<unsigned long long>(s.env_steps), s.average_return, r.env_sps, r.train_sps,
-      r.loss, epsilon_, sync_ != nullptr ? absl::StrCat(", ", sync_->Describe()).c_str() : "",
+      r.loss, s.epsilon, sync_ != nullptr ? absl::StrCat(", ", sync_->Describe()).c_str() : "",
       left.c_str(), FormatTimeShares(r.interval, r.interval_wall).c_str());
 }
 
@@ -881,7 +778,7 @@ void Agent::Impl::AppendInterval(const Interval& r) {
                     static_cast<double>(r.stats.episodes),
                     r.loss,
                     r.mean_q,
-                    epsilon_,
+                    r.stats.epsilon,
                     r.env_sps,
                     r.train_sps,
                     r.exchanges.push_ms,

@@ -66,17 +66,17 @@ class SyncObserver;  // agent/client/sync_observer.h
 // target_update_frequency (alone: minibatches between target copies), double_dqn,
 // learner_max_grad_norm, prioritized, mirror_augmentation (LearnerOptions::mirror_actions),
 // learning_rate (the local Adam's), min_epsilon and per_iter_epsilon_reduction (alone: per update);
-// with a parameter server, the server's. AgentSettings (common/settings/agent_settings.h): the agent's own —
-// device, amp, torch_threads, replay_memory_size, min_replay_size, fill_with_random_actions,
-// replay_ratio; with a parameter server, sync_wait (how long training waits for an exchange's
-// answer; acting goes on until it is a sync's worth of minibatches ahead of the replay ratio) and
-// final_sync_for (how long the end of a run tries to rejoin a server that is away, so that the last
-// local steps reach it).
+// with a parameter server, the server's. AgentSettings (common/settings/agent_settings.h): the
+// agent's own — device, amp, torch_threads, replay_memory_size, min_replay_size,
+// fill_with_random_actions, replay_ratio; with a parameter server, sync_wait (how long training
+// waits for an exchange's answer; acting goes on until it is a sync's worth of minibatches ahead of
+// the replay ratio) and final_sync_for (how long the end of a run tries to rejoin a server that is
+// away, so that the last local steps reach it).
 struct AgentOptions : RunSettings, AgentSettings {
   std::string agent_id = "agent-0";
   uint32_t agent_index = 0;
   uint64_t seed = 1;
-  std::string ps_address;  // Empty: train alone.
+  std::string ps_address;            // Empty: train alone.
   ClientSecurity ps_security = [] {  // TLS and bearer token for the parameter server.
     ClientSecurity plaintext;
     plaintext.insecure = true;
@@ -85,8 +85,8 @@ struct AgentOptions : RunSettings, AgentSettings {
   EnvironmentSpec environment;
   // Beside the tables: the server's default model (cookbook) is not an agent's (compact).
   std::string model = run_defaults::kLocalModel;  // With --ps and not pinned: the server's.
-  // The run settings above given explicitly, by their flag names ("batch_size", "model", ...): with a
-  // parameter server, one of these that disagrees with the server's is an error, not adopted.
+  // The run settings above given explicitly, by their flag names ("batch_size", "model", ...): with
+  // a parameter server, one of these that disagrees with the server's is an error, not adopted.
   std::set<std::string> pinned;
   PushMode push = PushMode::kGradients;
   TensorEncoding push_encoding = TensorEncoding::kFp32;
@@ -94,13 +94,13 @@ struct AgentOptions : RunSettings, AgentSettings {
   uint64_t max_steps = 0;
   absl::Duration max_time = absl::ZeroDuration();
   std::string log_dir;  // Metrics CSV, TensorBoard events, weights.pt; empty: no files.
-  // Replay checkpoints (agent/agent_checkpoint.h): the replay memory and the agent's state in
-  // replay_checkpoint_dir/<agent_id>.replay, every replay_checkpoint_every and at the end of Run
-  // (a SIGTERM's too); empty: none. With `resume`, Create continues from that file when there is
-  // one (with an empty memory, as a fresh agent, when there is none): transitions, priorities,
-  // counters (max_steps counts the steps before), exploration, the learner with its optimizer,
-  // and the acting random state. With a parameter server the weights and epsilon are the server's,
-  // pulled on Join as always.
+  // Replay checkpoints (agent/learning/replay_checkpoint.h; the state: agent/agent_parts.h): the
+  // replay memory and the agent's state in replay_checkpoint_dir/<agent_id>.replay, every
+  // replay_checkpoint_every and at the end of Run (a SIGTERM's too); empty: none. With `resume`,
+  // Create continues from that file when there is one (with an empty memory, as a fresh agent, when
+  // there is none): transitions, priorities, counters (max_steps counts the steps before),
+  // exploration, the learner with its optimizer, and the acting random state. With a parameter
+  // server the weights and epsilon are the server's, pulled on Join as always.
   std::string replay_checkpoint_dir;
   bool resume = false;
   absl::Duration report_every = absl::Seconds(5);
@@ -119,7 +119,7 @@ class Agent {
   // `observer` (none: null) is told every minibatch trained and every answer of a server to a push
   // (agent/client/sync_observer.h; convoy_agent's --push_log is one).
   // Errors: INVALID_ARGUMENT for bad options; FAILED_PRECONDITION for a model mismatch with the
-  // server. With `resume`: the replay checkpoint's errors (ReplayMemory::LoadFrom: DATA_LOSS for a
+  // server. With `resume`: the replay checkpoint's errors (LoadReplayCheckpoint: DATA_LOSS for a
   // torn or corrupted file, FAILED_PRECONDITION for one of other replay options), and
   // FAILED_PRECONDITION for one of another agent id or model, each naming the file.
   static absl::StatusOr<std::unique_ptr<Agent>> Create(

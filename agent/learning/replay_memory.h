@@ -36,7 +36,7 @@ struct ReplayOptions {
   double gamma = run_defaults::kGamma;
   bool prioritized = run_defaults::kPrioritized;   // PER with a sum tree
   double alpha = run_defaults::kPriorityExponent;  // priority exponent
-  double beta_start = 0.4;   // importance-sampling exponent, annealed linearly ...
+  double beta_start = 0.4;  // importance-sampling exponent, annealed linearly ...
   double beta_end = 1.0;
   uint64_t beta_anneal_samples = 1000000;  // ... over this many sampled transitions
   double priority_epsilon = 1e-6;
@@ -54,6 +54,39 @@ struct ReplayBatch {
   // Importance-sampling weights normalised to max 1 (all 1 when uniform).
   std::vector<float> weights;
   std::vector<uint64_t> ids;  // for UpdatePriorities
+};
+
+// A memory's counters and random state as a checkpoint keeps them (in its header, described in
+// proto/convoy/v1/replay_checkpoint.proto); the arrays follow them.
+struct ReplayMemoryState {
+  uint64_t next_frame = 0;   // The frame number the next write gets.
+  uint64_t first_frame = 0;  // The oldest frame saved: the oldest held transition's stack's first.
+  bool in_episode = false;
+  uint64_t oldest_id = 0;
+  uint64_t next_id = 0;
+  uint64_t pending = 0;
+  double max_priority = 1.0;
+  uint64_t sampled = 0;
+  std::string rng;  // The sampler's std::mt19937_64, as operator<< writes it.
+};
+
+// Where ReplayMemory::Save hands a checkpoint writer what it saves: the state once, as of the
+// snapshot, then the arrays (ReplayMemory::Save says which, in order) in pieces.
+class ReplaySaveSink {
+ public:
+  virtual ~ReplaySaveSink() = default;
+  virtual absl::Status Begin(const ReplayMemoryState& state) = 0;
+  virtual absl::Status Write(const uint8_t* data, size_t n) = 0;
+};
+
+// Where ReplayMemory::Restore reads the arrays Save wrote.
+class ReplayArraySource {
+ public:
+  virtual ~ReplayArraySource() = default;
+  // Exactly `n` bytes, or an error (DATA_LOSS naming the file when it ends early).
+  virtual absl::Status Read(uint8_t* out, size_t n) = 0;
+  // DATA_LOSS naming the file: `why` it is not a valid checkpoint.
+  virtual absl::Status Corrupt(absl::string_view why) const = 0;
 };
 
 // Storage. Every StartEpisode/Add writes exactly one frame into a ring of frame slots; a transition
@@ -94,18 +127,19 @@ struct ReplayBatch {
 // thread calling Sample/UpdatePriorities. Sample copies the pixels into the batch while holding
 // the mutex (a batch of 32 stacks of 4x84x84 is about 1.8 MB, some hundred microseconds), so an Add
 // may wait that long; in exchange a frame can be overwritten as soon as no sampleable transition
-// needs it. SaveTo holds the mutex only in pieces (below).
+// needs it. Save holds the mutex only in pieces (below).
 //
-// Checkpoints. SaveTo writes the whole state to one file and LoadFrom makes a memory from it that
-// behaves exactly as the saved one did at the save: the same size(), observation, ids, priorities
-// and beta, the episode in progress goes on, and the same calls give the same batches (the random
-// state is saved too). Only the held transitions and the frames they and the current stack need
-// are written, deflated, with a SHA-256 trailer (the format: replay_memory.cc). A save copies the
-// transitions' metadata (some 25 bytes each) and the first 4 MB of frames under the mutex, then
-// the remaining frames 4 MB at a time, each under the mutex, compressing and writing outside it:
-// an Add may wait for one such copy (a 4 MB memcpy, well under a millisecond), and otherwise Add
-// and StartEpisode wait only when they would overwrite a frame the save has not copied yet, i.e.
-// when the acting thread adds frames faster than the save deflates them
+// Checkpoints. Save hands the whole state to a checkpoint writer
+// (agent/learning/replay_checkpoint.h, which owns the file, its header and its compression) and
+// Restore takes it back into a fresh memory, which then behaves exactly as the saved one did at the
+// save: the same size(), observation, ids, priorities and beta, the episode in progress goes on,
+// and the same calls give the same batches (the random state is saved too). Only the held
+// transitions and the frames they and the current stack need are written. A save copies the
+// transitions' metadata (some 25 bytes each) and the first 4 MB of frames under the mutex, then the
+// remaining frames 4 MB at a time, each under the mutex, handing each piece to the writer outside
+// it: an Add may wait for one such copy (a 4 MB memcpy, well under a millisecond), and otherwise
+// Add and StartEpisode wait only when they would overwrite a frame the save has not copied yet,
+// i.e. when the acting thread adds frames faster than the writer takes them
 // (convoy_bench_replay_checkpoint).
 //
 // Determinism. Sampling uses std::mt19937_64 seeded from options.seed: the same calls in the same
@@ -138,33 +172,24 @@ class ReplayMemory {
   void UpdatePriorities(const uint64_t* ids, const float* td_errors, size_t n)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Writes the whole state to `path` atomically: into a temporary file beside it (created
-  // exclusively, as WriteFileAtomically does), fsynced, renamed over `path`, the directory fsynced.
-  // A reader sees the old file or the whole new one. One save at a time; a second waits.
-  // `annex`: bytes of the caller's own, saved inside the same file (deflated, under the same
-  // digest) and given back by LoadFrom, so that what the caller keeps beside its memory (the
-  // agent: its counters and learner) is never out of step with it. `snapshot_taken`, when given,
-  // is notified once the state the file will hold has been copied (a few milliseconds in; also
-  // when the save fails before that): from then on the caller may add to the memory without
-  // changing what is saved, so a caller that keeps the acting thread waiting for it until then,
-  // and takes its annex on that thread just before, saves both as of one moment. Errors:
-  // ErrnoError's code (common/support/files.h) with the message naming `path`; `path` is then as it was
-  // and the temporary file is removed.
-  absl::Status SaveTo(const std::string& path, absl::string_view annex = {},
-                      absl::Notification* snapshot_taken = nullptr) const
+  // Hands the whole state to `sink`: Begin with the state as of one moment, then, through Write,
+  // the arrays, integers little-endian and floats as their IEEE-754 bits: per frame in
+  // [first_frame, next_frame) its u16 stack depth; per id in [oldest_id, next_id) its u64
+  // observation frame, i32 action, f32 reward, u8 terminal and, when prioritized, f64 priority (0
+  // for a held-back one); per frame in [first_frame, next_frame) its frame_bytes() pixels. One save
+  // at a time; a second waits. `snapshot_taken`, when given, is notified once the state being saved
+  // has been copied (a few milliseconds in; also when the save fails before that): from then on
+  // the caller may add to the memory without changing what is saved, so a caller that keeps the
+  // acting thread waiting for it until then, and takes its own state on that thread just before,
+  // saves both as of one moment. Errors: the sink's.
+  absl::Status Save(ReplaySaveSink* sink, absl::Notification* snapshot_taken = nullptr) const
       ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
-  // A memory with `options` and the state SaveTo wrote to `path`; with `annex`, the annex saved
-  // with it there. options.seed is not used (the random state comes from the file); every other
-  // option must equal the saved one. Errors: NOT_FOUND when `path` does not exist (ErrnoError's
-  // code when it cannot be opened or read otherwise); DATA_LOSS naming `path` when it is not a
-  // replay checkpoint (bad magic), is truncated or corrupted (its SHA-256 does not match) or its
-  // body does not parse; FAILED_PRECONDITION naming `path`, the option and both values when it was
-  // saved with other options, or naming both versions when it has another format version;
-  // INVALID_ARGUMENT as Create for bad options. Nothing is half-loaded: on an error no memory is
-  // returned and `annex` is unchanged.
-  static absl::StatusOr<std::unique_ptr<ReplayMemory>> LoadFrom(const std::string& path,
-                                                                const ReplayOptions& options,
-                                                                std::string* annex = nullptr);
+  // Takes a saved state and its arrays (Save's) into this memory, which Create made and nothing
+  // has been written to; its options must be the saved memory's (the checkpoint compares them).
+  // Errors: in->Corrupt's DATA_LOSS when the state or the arrays are inconsistent (every index is
+  // checked before it is used); `in`'s own. The memory is not to be used after an error.
+  absl::Status Restore(const ReplayMemoryState& state, ReplayArraySource* in)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until size() >= n or `timeout` passes, without spinning; returns whether size() >= n.
   bool WaitForSize(size_t n, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -181,8 +206,7 @@ class ReplayMemory {
   size_t observation_bytes() const { return frame_bytes_ * options_.frame_stack; }
 
  private:
-  class CheckpointWriter;
-  class CheckpointReader;
+  struct SaveSnapshot;
   static constexpr uint64_t kNotSaving = std::numeric_limits<uint64_t>::max();
 
   explicit ReplayMemory(const ReplayOptions& options);
@@ -204,13 +228,19 @@ class ReplayMemory {
   bool NextFrameWritable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return save_floor_ == kNotSaving || next_frame_ < save_floor_ + frame_slots_;
   }
-  // SaveTo's body: the header, the state and the trailer, written to `file` (open as `fd`).
-  absl::Status WriteCheckpoint(int fd, const std::string& file, absl::string_view annex,
-                               absl::Notification* snapshot_taken) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-  // LoadFrom's body: the state after the header, into this fresh memory, and the annex.
-  absl::Status ReadCheckpointBody(CheckpointReader* in, std::string* annex)
+  // Save's first step, under the mutex: the state, the arrays but the frames, and the first piece
+  // of frames; holds writes off the frames still to copy.
+  void TakeSnapshot(SaveSnapshot* snapshot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Save's last: the frames from the snapshot's piece on, a piece at a time.
+  absl::Status SaveFrames(SaveSnapshot* snapshot, ReplaySaveSink* sink) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Restore's checks of a saved state against this memory's rings.
+  absl::Status CheckState(const ReplayMemoryState& state, const ReplayArraySource& in) const;
+  // Restore's reads of the arrays, after the state is checked.
+  absl::Status RestoreDepths(const ReplayMemoryState& state, ReplayArraySource* in)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreTransitions(const ReplayMemoryState& state, ReplayArraySource* in)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the stack whose newest frame is `frame` to `out`.
   void CopyStack(uint64_t frame, uint8_t* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double BetaLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,8 +1,8 @@
-// convoy_bench_replay_checkpoint: how long ReplayMemory::SaveTo and LoadFrom take on a full replay
-// memory of an agent's default size and frames, how large the file is, and how long Add waits while
-// a save runs. The frames are rendered by the embedded simulator (the cookbook crop, pooled to the
-// model's input as the agent does) under an exploring driver. Prints a table, then RESULT
-// key=value lines. Not a test: numbers depend on the machine and its disk.
+// convoy_bench_replay_checkpoint: how long SaveReplayCheckpoint and LoadReplayCheckpoint take on a
+// full replay memory of an agent's default size and frames, how large the file is, and how long Add
+// waits while a save runs. The frames are rendered by the embedded simulator (the cookbook crop,
+// pooled to the model's input as the agent does) under an exploring driver. Prints a table, then
+// RESULT key=value lines. Not a test: numbers depend on the machine and its disk.
 #include <glog/logging.h>
 #include <zlib.h>
 
@@ -19,6 +19,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "agent/environment/preprocess.h"
+#include "agent/learning/replay_checkpoint.h"
 #include "agent/learning/replay_memory.h"
 #include "bench/bench_support.h"
 #include "common/model/model_registry.h"
@@ -190,7 +191,7 @@ AddWhileSaving SaveWhileAdding(ReplayMemory* memory, const std::vector<std::vect
     }
   });
   const Clock::time_point start = Clock::now();
-  BENCH_CHECK_OK(memory->SaveTo(path));
+  BENCH_CHECK_OK(SaveReplayCheckpoint(*memory, path));
   result.save_seconds = Since(start);
   saving = false;
   adder.join();
@@ -227,14 +228,14 @@ int Main() {
   std::vector<double> save_seconds, load_seconds;
   for (int i = 0; i < repeats; ++i) {
     const Clock::time_point start = Clock::now();
-    BENCH_CHECK_OK(memory.SaveTo(path));
+    BENCH_CHECK_OK(SaveReplayCheckpoint(memory, path));
     save_seconds.push_back(Since(start));
   }
   std::unique_ptr<ReplayMemory> loaded;
   for (int i = 0; i < repeats; ++i) {
     const Clock::time_point start = Clock::now();
     absl::StatusOr<std::unique_ptr<ReplayMemory>> memory_loaded =
-        ReplayMemory::LoadFrom(path, options);
+        LoadReplayCheckpoint(path, options);
     load_seconds.push_back(Since(start));
     BENCH_CHECK_OK(memory_loaded.status());
     loaded = *std::move(memory_loaded);
@@ -268,10 +269,10 @@ int Main() {
   std::printf("%-52s %14.1f\n", "uncompressed (body inflated + header + digest), MB",
               raw_bytes / 1e6);
   std::printf("%-52s %14.2f\n", "compression ratio", static_cast<double>(raw_bytes) / file_bytes);
-  std::printf("%-52s %14.3f\n", "SaveTo, s (median)", save);
-  std::printf("%-52s %14.3f\n", "LoadFrom, s (median)", load);
-  std::printf("%-52s %14.0f\n", "SaveTo, uncompressed MB/s", raw_bytes / 1e6 / save);
-  std::printf("%-52s %14.0f\n", "LoadFrom, uncompressed MB/s", raw_bytes / 1e6 / load);
+  std::printf("%-52s %14.3f\n", "save, s (median)", save);
+  std::printf("%-52s %14.3f\n", "load, s (median)", load);
+  std::printf("%-52s %14.0f\n", "save, uncompressed MB/s", raw_bytes / 1e6 / save);
+  std::printf("%-52s %14.0f\n", "load, uncompressed MB/s", raw_bytes / 1e6 / load);
   std::printf("%-52s %14s\n", "loaded memory samples as the original", same ? "yes" : "NO");
   std::printf("%-52s %14.3f\n", "Add alone, median us", 1e6 * Median(alone));
   std::printf("%-52s %14.3f\n", "Add alone, longest us",
@@ -320,9 +321,9 @@ int Main() {
 }  // namespace convoy
 
 int main(int argc, char** argv) {
-  convoy::InitProcess(
-      argc, argv,
-      "convoy_bench_replay_checkpoint: ReplayMemory SaveTo/LoadFrom on a full memory of "
-      "rendered frames. Prints a table and RESULT key=value lines.");
+  convoy::InitProcess(argc, argv,
+                      "convoy_bench_replay_checkpoint: SaveReplayCheckpoint/LoadReplayCheckpoint "
+                      "on a full memory of "
+                      "rendered frames. Prints a table and RESULT key=value lines.");
   return convoy::Main();
 }

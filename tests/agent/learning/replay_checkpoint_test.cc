@@ -1,5 +1,8 @@
-// ReplayMemory::SaveTo and LoadFrom: a loaded memory behaves exactly as the saved one, and a file
-// that is missing, torn, corrupted or of another configuration is refused with its own code.
+// SaveReplayCheckpoint and LoadReplayCheckpoint: a loaded memory behaves exactly as the saved one,
+// the agent's state comes back with it, and a file that is missing, torn, corrupted, of another
+// configuration or of another format is refused with its own code.
+#include "agent/learning/replay_checkpoint.h"
+
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -205,10 +208,10 @@ void CheckSameFuture(ReplayMemory* original, ReplayMemory* loaded, const Script&
 
 std::unique_ptr<ReplayMemory> SaveAndLoad(const ReplayMemory& memory, const TempDir& dir) {
   const std::string path = dir.File("replay.ckpt");
-  const absl::Status saved = memory.SaveTo(path);
+  const absl::Status saved = SaveReplayCheckpoint(memory, path);
   INFO(saved);
   REQUIRE(saved.ok());
-  auto loaded = ReplayMemory::LoadFrom(path, memory.options());
+  auto loaded = LoadReplayCheckpoint(path, memory.options());
   INFO(loaded.status());
   REQUIRE(loaded.ok());
   return std::move(loaded).value();
@@ -301,10 +304,10 @@ TEST_CASE("Saving a loaded memory writes the same file", "[replay][checkpoint]")
   auto original = MustCreate(options);
   Script script;
   script.Fill(original.get(), 40, /*leave_running=*/true);
-  REQUIRE(original->SaveTo(dir.File("first")).ok());
-  auto loaded = ReplayMemory::LoadFrom(dir.File("first"), options);
+  REQUIRE(SaveReplayCheckpoint(*original, dir.File("first")).ok());
+  auto loaded = LoadReplayCheckpoint(dir.File("first"), options);
   REQUIRE(loaded.ok());
-  REQUIRE((*loaded)->SaveTo(dir.File("second")).ok());
+  REQUIRE(SaveReplayCheckpoint(**loaded, dir.File("second")).ok());
   CHECK(MustRead(dir.File("first")) == MustRead(dir.File("second")));
   // Only the files themselves: no temporary file is left beside them.
   CHECK(dir.Names() == std::vector<std::string>{"first", "second"});
@@ -315,7 +318,7 @@ TEST_CASE("A checkpoint ends with the SHA-256 of everything before it", "[replay
   auto memory = MustCreate(TinyOptions(/*prioritized=*/true));
   Script script;
   script.Fill(memory.get(), 10, /*leave_running=*/true);
-  REQUIRE(memory->SaveTo(dir.File("replay.ckpt")).ok());
+  REQUIRE(SaveReplayCheckpoint(*memory, dir.File("replay.ckpt")).ok());
   const std::string bytes = MustRead(dir.File("replay.ckpt"));
   REQUIRE(bytes.size() > 32);
   CHECK(absl::BytesToHexString(bytes.substr(bytes.size() - 32)) ==
@@ -354,7 +357,7 @@ struct SavedCheckpoint {
       }
     }
     path = dir.File("replay.ckpt");
-    REQUIRE(memory->SaveTo(path).ok());
+    REQUIRE(SaveReplayCheckpoint(*memory, path).ok());
     bytes = MustRead(path);
     size_when_saved = memory->size();
   }
@@ -367,7 +370,7 @@ TEST_CASE("A truncated checkpoint is DATA_LOSS naming the file", "[replay][check
                       saved.bytes.size() - 32, saved.bytes.size() - 1}) {
     INFO("kept " << keep << " of " << saved.bytes.size() << " bytes");
     MustWrite(torn, saved.bytes.substr(0, keep));
-    auto loaded = ReplayMemory::LoadFrom(torn, saved.options);
+    auto loaded = LoadReplayCheckpoint(torn, saved.options);
     INFO(loaded.status());
     CHECK(loaded.status().code() == absl::StatusCode::kDataLoss);
     CHECK(absl::StrContains(loaded.status().message(), torn));
@@ -384,14 +387,14 @@ TEST_CASE("A checkpoint with one byte flipped is DATA_LOSS naming the file",
     std::string bytes = saved.bytes;
     bytes[at] = static_cast<char>(bytes[at] ^ 0x10);
     MustWrite(flipped, bytes);
-    auto loaded = ReplayMemory::LoadFrom(flipped, saved.options);
+    auto loaded = LoadReplayCheckpoint(flipped, saved.options);
     INFO(loaded.status());
     CHECK(loaded.status().code() == absl::StatusCode::kDataLoss);
     CHECK(absl::StrContains(loaded.status().message(), flipped));
     CHECK(absl::StrContains(loaded.status().message(), "SHA-256"));
   }
   // The original still loads.
-  auto loaded = ReplayMemory::LoadFrom(saved.path, saved.options);
+  auto loaded = LoadReplayCheckpoint(saved.path, saved.options);
   REQUIRE(loaded.ok());
   CHECK((*loaded)->size() == saved.size_when_saved);
 }
@@ -400,12 +403,12 @@ TEST_CASE("A missing checkpoint is NOT_FOUND and another file is DATA_LOSS",
           "[replay][checkpoint]") {
   TempDir dir;
   const ReplayOptions options = TinyOptions(/*prioritized=*/true);
-  auto missing = ReplayMemory::LoadFrom(dir.File("absent.ckpt"), options);
+  auto missing = LoadReplayCheckpoint(dir.File("absent.ckpt"), options);
   CHECK(missing.status().code() == absl::StatusCode::kNotFound);
   CHECK(absl::StrContains(missing.status().message(), dir.File("absent.ckpt")));
 
   MustWrite(dir.File("notes.txt"), std::string(200, 'x'));
-  auto other = ReplayMemory::LoadFrom(dir.File("notes.txt"), options);
+  auto other = LoadReplayCheckpoint(dir.File("notes.txt"), options);
   INFO(other.status());
   CHECK(other.status().code() == absl::StatusCode::kDataLoss);
   CHECK(absl::StrContains(other.status().message(), dir.File("notes.txt")));
@@ -429,34 +432,6 @@ std::string Deflated(const std::string& bytes) {
   return out;
 }
 
-TEST_CASE("A checkpoint whose body does not parse is DATA_LOSS naming the file",
-          "[replay][checkpoint]") {
-  SavedCheckpoint saved;
-  // The header is replay_memory.cc's fixed 89 bytes; the body's zlib stream starts 0x78.
-  constexpr size_t kHeaderBytes = 89;
-  REQUIRE(static_cast<uint8_t>(saved.bytes[kHeaderBytes]) == 0x78);
-  const std::string header = saved.bytes.substr(0, kHeaderBytes);
-  const std::string body = saved.bytes.substr(kHeaderBytes, saved.bytes.size() - kHeaderBytes - 32);
-  // A state whose counters cannot be: oldest id 5 after next id 3 (the state's layout is
-  // replay_memory.cc's: u64 next_frame, u64 first_frame, u8 in_episode, u64 oldest_id, ...).
-  std::string state(61, '\0');
-  state[17] = 5;
-  state[25] = 3;
-  const std::string bad = saved.dir.File("bad.ckpt");
-  for (const std::string& bad_body :
-       {std::string("not deflate at all"), Deflated("too short"), Deflated(state), body + "extra",
-        body.substr(0, body.size() / 2)}) {
-    MustWrite(bad, WithDigest(header, bad_body));
-    auto loaded = ReplayMemory::LoadFrom(bad, saved.options);
-    INFO(loaded.status());
-    CHECK(loaded.status().code() == absl::StatusCode::kDataLoss);
-    CHECK(absl::StrContains(loaded.status().message(), bad));
-  }
-  // The same bytes with the body the save wrote load.
-  MustWrite(bad, WithDigest(header, body));
-  CHECK(ReplayMemory::LoadFrom(bad, saved.options).ok());
-}
-
 // zlib's own inflate of a whole stream: the stream must end exactly at the end of `body`.
 std::string Inflated(const std::string& body) {
   z_stream z{};
@@ -478,13 +453,78 @@ std::string Inflated(const std::string& body) {
   return out;
 }
 
+// The file's prefix: the magic and the format, before the body's zlib stream.
+constexpr size_t kPrefixBytes = 12;
+
+uint64_t GetLittleEndian(const std::string& bytes, int n) {
+  uint64_t value = 0;
+  for (int i = 0; i < n; ++i) value |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+  return value;
+}
+
+std::string LittleEndian(uint64_t value, int bytes) {
+  std::string out;
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
+  return out;
+}
+
+// A body of `header` alone, length-prefixed, as the file's body starts.
+std::string HeaderBody(const v1::ReplayCheckpointHeader& header) {
+  return LittleEndian(header.ByteSizeLong(), 8) + header.SerializeAsString();
+}
+
+TEST_CASE("A checkpoint whose body does not parse is DATA_LOSS naming the file",
+          "[replay][checkpoint]") {
+  SavedCheckpoint saved;
+  // The body's zlib stream starts 0x78, after the prefix.
+  REQUIRE(static_cast<uint8_t>(saved.bytes[kPrefixBytes]) == 0x78);
+  const std::string prefix = saved.bytes.substr(0, kPrefixBytes);
+  const std::string body = saved.bytes.substr(kPrefixBytes, saved.bytes.size() - kPrefixBytes - 32);
+  const std::string raw = Inflated(body);
+  v1::ReplayCheckpointHeader header;
+  REQUIRE(header.ParseFromString(raw.substr(8, GetLittleEndian(raw, 8))));
+  // A state whose counters cannot be: oldest id 5 after next id 3.
+  v1::ReplayCheckpointHeader inconsistent = header;
+  inconsistent.mutable_memory()->set_oldest_id(5);
+  inconsistent.mutable_memory()->set_next_id(3);
+  const std::string bad = saved.dir.File("bad.ckpt");
+  for (const std::string& bad_body :
+       {std::string("not deflate at all"), Deflated("too short"),
+        Deflated(LittleEndian(uint64_t{1} << 40, 8)), Deflated(LittleEndian(5, 8) + "12345"),
+        Deflated(HeaderBody(inconsistent)), Deflated(HeaderBody(header)), body + "extra",
+        body.substr(0, body.size() / 2)}) {
+    MustWrite(bad, WithDigest(prefix, bad_body));
+    auto loaded = LoadReplayCheckpoint(bad, saved.options);
+    INFO(loaded.status());
+    CHECK(loaded.status().code() == absl::StatusCode::kDataLoss);
+    CHECK(absl::StrContains(loaded.status().message(), bad));
+  }
+  // The same bytes with the body the save wrote load.
+  MustWrite(bad, WithDigest(prefix, body));
+  CHECK(LoadReplayCheckpoint(bad, saved.options).ok());
+}
+
+TEST_CASE("A checkpoint of the older format is refused naming its format", "[replay][checkpoint]") {
+  SavedCheckpoint saved;
+  // Format 2 began as this one does, "CONVOYRM" and a little-endian uint32 format, and ended with
+  // a SHA-256 too: its digest holds, and its format is what is refused.
+  const std::string old = saved.dir.File("old.ckpt");
+  MustWrite(old, WithDigest("CONVOYRM" + LittleEndian(2, 4) + std::string(77, '\0'),
+                            Deflated("the old body")));
+  auto loaded = LoadReplayCheckpoint(old, saved.options);
+  INFO(loaded.status());
+  CHECK(loaded.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(loaded.status().message(), old));
+  CHECK(absl::StrContains(loaded.status().message(), "format 2"));
+  CHECK(absl::StrContains(loaded.status().message(), "reads format 3"));
+}
+
 TEST_CASE(
     "A checkpoint's body is a zlib stream: zlib inflates a saved one, and one zlib deflated loads",
     "[replay][checkpoint]") {
   SavedCheckpoint saved;
-  constexpr size_t kHeaderBytes = 89;
-  const std::string header = saved.bytes.substr(0, kHeaderBytes);
-  const std::string body = saved.bytes.substr(kHeaderBytes, saved.bytes.size() - kHeaderBytes - 32);
+  const std::string header = saved.bytes.substr(0, kPrefixBytes);
+  const std::string body = saved.bytes.substr(kPrefixBytes, saved.bytes.size() - kPrefixBytes - 32);
   const std::string raw = Inflated(body);
   // Every frame is in it: more than 400 frames of 3x16x16 pixels.
   CHECK(raw.size() > 400 * 3 * 16 * 16);
@@ -493,8 +533,8 @@ TEST_CASE(
   // same memory as the file the save wrote.
   const std::string rewritten = saved.dir.File("zlib.ckpt");
   MustWrite(rewritten, WithDigest(header, Deflated(raw)));
-  auto original = ReplayMemory::LoadFrom(saved.path, saved.options);
-  auto other = ReplayMemory::LoadFrom(rewritten, saved.options);
+  auto original = LoadReplayCheckpoint(saved.path, saved.options);
+  auto other = LoadReplayCheckpoint(rewritten, saved.options);
   INFO(other.status());
   REQUIRE(original.ok());
   REQUIRE(other.ok());
@@ -509,7 +549,7 @@ TEST_CASE(
   std::string bad_sum = Deflated(raw);
   bad_sum.back() = static_cast<char>(bad_sum.back() ^ 1);
   MustWrite(rewritten, WithDigest(header, bad_sum));
-  auto refused = ReplayMemory::LoadFrom(rewritten, saved.options);
+  auto refused = LoadReplayCheckpoint(rewritten, saved.options);
   INFO(refused.status());
   CHECK(refused.status().code() == absl::StatusCode::kDataLoss);
   CHECK(absl::StrContains(refused.status().message(), "Adler-32"));
@@ -540,7 +580,7 @@ TEST_CASE("A checkpoint of another configuration is FAILED_PRECONDITION naming t
     INFO(c.field);
     ReplayOptions asked = saved.options;
     c.change(&asked);
-    auto loaded = ReplayMemory::LoadFrom(saved.path, asked);
+    auto loaded = LoadReplayCheckpoint(saved.path, asked);
     INFO(loaded.status());
     CHECK(loaded.status().code() == absl::StatusCode::kFailedPrecondition);
     const absl::string_view message = loaded.status().message();
@@ -552,20 +592,20 @@ TEST_CASE("A checkpoint of another configuration is FAILED_PRECONDITION naming t
   // The seed is not compared: the random state comes from the file.
   ReplayOptions reseeded = saved.options;
   reseeded.seed = 99;
-  CHECK(ReplayMemory::LoadFrom(saved.path, reseeded).ok());
+  CHECK(LoadReplayCheckpoint(saved.path, reseeded).ok());
 }
 
 TEST_CASE("A save into a read-only directory fails and leaves the old checkpoint",
           "[replay][checkpoint]") {
   if (::geteuid() == 0) CONVOY_SKIP("root writes into read-only directories");
   SavedCheckpoint saved;
-  auto memory = ReplayMemory::LoadFrom(saved.path, saved.options);
+  auto memory = LoadReplayCheckpoint(saved.path, saved.options);
   REQUIRE(memory.ok());
   Script script;
   script.frame_bytes = (*memory)->frame_bytes();
   script.Fill(memory->get(), 5, /*leave_running=*/false);
   REQUIRE(::chmod(saved.dir.path().c_str(), 0555) == 0);
-  const absl::Status written = (*memory)->SaveTo(saved.path);
+  const absl::Status written = SaveReplayCheckpoint(**memory, saved.path);
   ::chmod(saved.dir.path().c_str(), 0755);
   INFO(written);
   CHECK(!written.ok());
@@ -577,7 +617,7 @@ TEST_CASE("A save into a read-only directory fails and leaves the old checkpoint
 TEST_CASE("A save that fails midway leaves the old checkpoint and no temporary file",
           "[replay][checkpoint]") {
   SavedCheckpoint saved;
-  auto memory = ReplayMemory::LoadFrom(saved.path, saved.options);
+  auto memory = LoadReplayCheckpoint(saved.path, saved.options);
   REQUIRE(memory.ok());
   Script script;
   script.frame_bytes = (*memory)->frame_bytes();
@@ -593,7 +633,7 @@ TEST_CASE("A save that fails midway leaves the old checkpoint and no temporary f
   rlimit small = before;
   small.rlim_cur = saved.bytes.size() / 4;
   REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
-  const absl::Status written = (*memory)->SaveTo(saved.path);
+  const absl::Status written = SaveReplayCheckpoint(**memory, saved.path);
   REQUIRE(::setrlimit(RLIMIT_FSIZE, &before) == 0);
   REQUIRE(::sigaction(SIGXFSZ, &previous, nullptr) == 0);
   INFO(written);
@@ -601,7 +641,7 @@ TEST_CASE("A save that fails midway leaves the old checkpoint and no temporary f
   CHECK(absl::StrContains(written.message(), saved.path));
   CHECK(MustRead(saved.path) == saved.bytes);
   CHECK(saved.dir.Names() == std::vector<std::string>{"replay.ckpt"});
-  auto reloaded = ReplayMemory::LoadFrom(saved.path, saved.options);
+  auto reloaded = LoadReplayCheckpoint(saved.path, saved.options);
   REQUIRE(reloaded.ok());
   CHECK((*reloaded)->size() == saved.size_when_saved);
 }
@@ -638,7 +678,7 @@ TEST_CASE("Saves while another thread adds are consistent snapshots", "[replay][
   std::vector<std::string> paths;
   for (int i = 0; i < 4; ++i) {
     paths.push_back(dir.File(absl::StrCat("replay", i)));
-    const absl::Status saved = memory->SaveTo(paths.back());
+    const absl::Status saved = SaveReplayCheckpoint(*memory, paths.back());
     INFO(saved);
     CHECK(saved.ok());
   }
@@ -654,7 +694,7 @@ TEST_CASE("Saves while another thread adds are consistent snapshots", "[replay][
   };
   for (const std::string& path : paths) {
     INFO(path);
-    auto loaded = ReplayMemory::LoadFrom(path, options);
+    auto loaded = LoadReplayCheckpoint(path, options);
     INFO(loaded.status());
     REQUIRE(loaded.ok());
     REQUIRE((*loaded)->size() > 0);
@@ -676,33 +716,51 @@ TEST_CASE("Saves while another thread adds are consistent snapshots", "[replay][
   }
 }
 
-TEST_CASE("The annex comes back with the memory; a refused load leaves the caller's as it was",
-          "[replay][checkpoint]") {
+// An agent's state with every part's message set, the learner's archive holding every byte value.
+v1::AgentState SomeAgentState() {
+  v1::AgentState agent;
+  agent.set_agent_id("agent-3");
+  agent.set_model("nature_cnn");
+  agent.set_seed(7);
+  agent.mutable_counters()->set_env_steps(1234);
+  agent.mutable_counters()->add_recent_returns(-1.5);
+  agent.mutable_exploration()->set_global_epsilon(0.25);
+  agent.set_acting_rng("5489");
+  std::string archive = "archive";
+  for (int i = 0; i < 256; ++i) archive.push_back(static_cast<char>(i));
+  agent.mutable_learner()->set_archive(archive);
+  agent.mutable_learner()->set_train_credit(0.5);
+  return agent;
+}
+
+TEST_CASE(
+    "The agent's state comes back with the memory; a refused load leaves the caller's as it was",
+    "[replay][checkpoint]") {
   const ReplayOptions options = TinyOptions(/*prioritized=*/true);
   auto memory = MustCreate(options);
   Script script;
   script.Fill(memory.get(), 12, /*leave_running=*/true);
   TempDir dir;
-  std::string annex = "counters";
-  for (int i = 0; i < 256; ++i) annex.push_back(static_cast<char>(i));  // Every byte value.
-  REQUIRE(memory->SaveTo(dir.File("replay"), annex).ok());
-  std::string loaded_annex = "before";
-  auto loaded = ReplayMemory::LoadFrom(dir.File("replay"), options, &loaded_annex);
+  const v1::AgentState agent = SomeAgentState();
+  REQUIRE(SaveReplayCheckpoint(*memory, dir.File("replay"), agent).ok());
+  v1::AgentState loaded_agent;
+  loaded_agent.set_agent_id("before");
+  auto loaded = LoadReplayCheckpoint(dir.File("replay"), options, &loaded_agent);
   REQUIRE(loaded.ok());
-  CHECK(loaded_annex == annex);
+  CHECK(loaded_agent.SerializeAsString() == agent.SerializeAsString());
   CheckSameNow(memory.get(), loaded->get(), /*has_frames=*/true);
 
-  // No annex saved: an empty one. A load that fails leaves the caller's string alone.
-  REQUIRE(memory->SaveTo(dir.File("plain")).ok());
-  REQUIRE(ReplayMemory::LoadFrom(dir.File("plain"), options, &loaded_annex).ok());
-  CHECK(loaded_annex.empty());
+  // No agent's state saved: an empty one. A load that fails leaves the caller's state alone.
+  REQUIRE(SaveReplayCheckpoint(*memory, dir.File("plain")).ok());
+  REQUIRE(LoadReplayCheckpoint(dir.File("plain"), options, &loaded_agent).ok());
+  CHECK(loaded_agent.ByteSizeLong() == 0);
   std::string bytes = MustRead(dir.File("replay"));
   bytes[bytes.size() / 2] ^= 0x20;
   MustWrite(dir.File("torn"), bytes);
-  loaded_annex = "kept";
-  CHECK(ReplayMemory::LoadFrom(dir.File("torn"), options, &loaded_annex).status().code() ==
+  loaded_agent.set_agent_id("kept");
+  CHECK(LoadReplayCheckpoint(dir.File("torn"), options, &loaded_agent).status().code() ==
         absl::StatusCode::kDataLoss);
-  CHECK(loaded_annex == "kept");
+  CHECK(loaded_agent.agent_id() == "kept");
 }
 
 TEST_CASE("A save holds the memory as of its snapshot: Adds after the notification are not in it",
@@ -721,14 +779,16 @@ TEST_CASE("A save holds the memory as of its snapshot: Adds after the notificati
   TempDir dir;
   absl::Notification snapshot;
   absl::Status saved;
-  std::thread saver([&] { saved = memory->SaveTo(dir.File("replay"), "annex", &snapshot); });
+  std::thread saver([&] {
+    saved = SaveReplayCheckpoint(*memory, dir.File("replay"), SomeAgentState(), &snapshot);
+  });
   snapshot.WaitForNotification();
   for (int s = 0; s < 200; ++s) script.Step(memory.get(), false);  // After the snapshot.
   saver.join();
   INFO(saved);
   REQUIRE(saved.ok());
   REQUIRE(memory->size() > size_at_snapshot);
-  auto loaded = ReplayMemory::LoadFrom(dir.File("replay"), options);
+  auto loaded = LoadReplayCheckpoint(dir.File("replay"), options);
   REQUIRE(loaded.ok());
   CHECK((*loaded)->size() == size_at_snapshot);
   std::vector<uint8_t> observation(memory->observation_bytes());
@@ -737,7 +797,8 @@ TEST_CASE("A save holds the memory as of its snapshot: Adds after the notificati
 
   // A save that fails before its snapshot (no such directory) still lets its caller go on.
   absl::Notification failed_snapshot;
-  const absl::Status failed = memory->SaveTo(dir.File("missing/replay"), "annex", &failed_snapshot);
+  const absl::Status failed =
+      SaveReplayCheckpoint(*memory, dir.File("missing/replay"), SomeAgentState(), &failed_snapshot);
   CHECK(failed.code() == absl::StatusCode::kNotFound);
   CHECK(failed_snapshot.HasBeenNotified());
 }
