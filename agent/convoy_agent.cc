@@ -21,8 +21,10 @@
 #include "common/metrics/prometheus_endpoint.h"
 #include "common/settings/agent_settings.h"
 #include "common/settings/flag_ranges.h"
+#include "common/settings/process_settings.h"
 #include "common/settings/run_settings.h"
 #include "common/support/init.h"
+#include "common/support/settings_table.h"
 #include "common/support/status_macros.h"
 #include "common/wire/security.h"
 
@@ -46,54 +48,60 @@ std::string RunSettingHelp(const std::string& what, const std::string& alone,
 }
 }  // namespace
 
-ABSL_FLAG(
-    std::string, ps, "",
-    "Parameter server host:port, or for a sharded one (convoy_ps --num_shards) every shard's "
-    "host:port,host:port,... in shard order, or @FILE listing them one per line in shard order; "
-    "empty trains alone with a local optimizer.");
-ABSL_FLAG(convoy::SimTarget, sim, Defaults().environment.sim,
-          "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).");
-ABSL_FLAG(std::string, map_dir, "",
-          "Map directory (road_lines.txt, reward_points.txt); default: bundled.");
-ABSL_FLAG(uint64_t, seed, Defaults().seed,
-          "Seed of the weights, exploration, replay sampling and episode starts.");
-ABSL_FLAG(std::string, agent_id, Defaults().agent_id, "Agent id, unique per agent process.");
-ABSL_FLAG(uint32_t, agent_index, Defaults().agent_index,
-          "Agent index, 0-based (selects the Ape-X epsilon).");
-ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
-          RunSetting("Q-network (registry name: compact, cookbook, nature, ...).",
-                     Defaults().model));
+// convoy_agent's own flags, a row each (common/support/settings_table.h); the settings other
+// binaries take too are written through common/settings/process_settings.h.
+#define CONVOY_AGENT_MAIN_SETTINGS(X)                                                              \
+  CONVOY_PROCESS_SETTING(                                                                          \
+      X, ps, "",                                                                                   \
+      "Parameter server host:port, or for a sharded one (convoy_ps --num_shards) every shard's "   \
+      "host:port,host:port,... in shard order, or @FILE listing them one per line in shard "       \
+      "order; "                                                                                    \
+      "empty trains alone with a local optimizer.")                                                \
+  X(convoy::SimTarget, sim, Defaults().environment.sim,                                            \
+    "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).")                            \
+  CONVOY_PROCESS_SETTING(X, map_dir, "",                                                           \
+                         "Map directory (road_lines.txt, reward_points.txt); default: bundled.")   \
+  CONVOY_PROCESS_SETTING(X, seed, Defaults().seed,                                                 \
+                         "Seed of the weights, exploration, replay sampling and episode starts.")  \
+  CONVOY_PROCESS_SETTING(X, agent_id, Defaults().agent_id, "Agent id, unique per agent process.")  \
+  CONVOY_PROCESS_SETTING(X, agent_index, Defaults().agent_index,                                   \
+                         "Agent index, 0-based (selects the Ape-X epsilon).")                      \
+  CONVOY_PROCESS_SETTING_UNLESS_GIVEN(                                                             \
+      X, model,                                                                                    \
+      RunSetting("Q-network (registry name: compact, cookbook, nature, ...).", Defaults().model))  \
+  X(std::string, push, convoy::PushModeName(Defaults().push),                                      \
+    "gradients, or deltas (for a PS run with --optimizer=delta).")                                 \
+  X(std::string, push_encoding, "fp32", "fp32 or bf16.")                                           \
+  X(uint64_t, max_steps, Defaults().max_steps,                                                     \
+    "Stop after this many environment steps (0: no bound).")                                       \
+  X(double, max_minutes, 0, "Stop after this many minutes (0: no bound).")                         \
+  /* glog's header declares a global FLAGS_log_dir of its own (not a command-line flag here): this \
+   */                                                                                              \
+  /* file does not include glog, so --log_dir is convoy's. */                                      \
+  X(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; empty: none.")              \
+  X(std::string, replay_checkpoint_dir, "",                                                        \
+    "Save the replay memory and the agent's state to DIR/<agent_id>.replay (compressed, "          \
+    "atomic, with a SHA-256) every --replay_checkpoint_every and at the end of the run, a "        \
+    "SIGTERM's too; one directory can hold every agent's. Empty: no replay checkpoints.")          \
+  CONVOY_PROCESS_SETTING(                                                                          \
+      X, resume, false,                                                                            \
+      "Continue from the replay checkpoint in --replay_checkpoint_dir: transitions, priorities, "  \
+      "counters (--max_steps counts the steps before), exploration and the learner. Without a "    \
+      "checkpoint there, start with an empty replay memory (so a requeued job's one command "      \
+      "line serves its first start too); a torn or foreign one is an error.")                      \
+  CONVOY_PROCESS_SETTING(X, report_seconds, absl::ToDoubleSeconds(Defaults().report_every),        \
+                         "Seconds between progress lines.")                                        \
+  X(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.")               \
+  CONVOY_PROCESS_SETTING(                                                                          \
+      X, push_log, "",                                                                             \
+      "Append a line per minibatch trained and per answer of each server to a push "               \
+      "(agent/client/push_log.h), for checking a run against convoy_ps --apply_log; empty: none.")
+CONVOY_AGENT_MAIN_SETTINGS(CONVOY_SETTING_FLAG)
 // The agent's own settings (common/settings/agent_settings.h): --device, --replay_memory_size, ...
 CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_FLAG)
 // The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma,
 // ...
 CONVOY_RUN_SETTINGS(CONVOY_AGENT_RUN_SETTING_FLAG)
-ABSL_FLAG(std::string, push, convoy::PushModeName(Defaults().push),
-          "gradients, or deltas (for a PS run with --optimizer=delta).");
-ABSL_FLAG(std::string, push_encoding, "fp32", "fp32 or bf16.");
-ABSL_FLAG(uint64_t, max_steps, Defaults().max_steps,
-          "Stop after this many environment steps (0: no bound).");
-ABSL_FLAG(double, max_minutes, 0, "Stop after this many minutes (0: no bound).");
-// glog's header declares a global FLAGS_log_dir of its own (not a command-line flag here): this
-// file does not include glog, so --log_dir is convoy's.
-ABSL_FLAG(std::string, log_dir, "", "Metrics (CSV, TensorBoard), weights.pt; empty: none.");
-ABSL_FLAG(std::string, replay_checkpoint_dir, "",
-          "Save the replay memory and the agent's state to DIR/<agent_id>.replay (compressed, "
-          "atomic, with a SHA-256) every --replay_checkpoint_every and at the end of the run, a "
-          "SIGTERM's too; one directory can hold every agent's. Empty: no replay checkpoints.");
-ABSL_FLAG(
-    bool, resume, false,
-    "Continue from the replay checkpoint in --replay_checkpoint_dir: transitions, priorities, "
-    "counters (--max_steps counts the steps before), exploration and the learner. Without a "
-    "checkpoint there, start with an empty replay memory (so a requeued job's one command "
-    "line serves its first start too); a torn or foreign one is an error.");
-ABSL_FLAG(double, report_seconds, absl::ToDoubleSeconds(Defaults().report_every),
-          "Seconds between progress lines.");
-ABSL_FLAG(bool, machine_progress, false, "Also print PROGRESS key=value lines on stdout.");
-ABSL_FLAG(
-    std::string, push_log, "",
-    "Append a line per minibatch trained and per answer of each server to a push "
-    "(agent/client/push_log.h), for checking a run against convoy_ps --apply_log; empty: none.");
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
 CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,

@@ -14,8 +14,10 @@
 #include "agent/evaluation/map_image.h"
 #include "common/model/weights_file.h"
 #include "common/settings/flag_ranges.h"
+#include "common/settings/process_settings.h"
 #include "common/settings/run_defaults.h"
 #include "common/support/init.h"
+#include "common/support/settings_table.h"
 
 namespace {
 // The defaults the flags below show. One object rather than a temporary per flag: GCC 12 takes the
@@ -26,30 +28,32 @@ const convoy::EnvironmentSpec& DefaultSpec() {
 }
 }  // namespace
 
-ABSL_FLAG(std::string, checkpoint, "",
-          "A checkpoint directory (its weights.pt) or a weights.pt file.");
-ABSL_FLAG(std::string, model, convoy::run_defaults::kLocalModel,
-          "The model the weights belong to.");
-ABSL_FLAG(int, episodes, 100,
-          "Evaluation episodes, on fixed seeds held out from training and validation. The table "
-          "gives every rate and mean with its 95% confidence interval; 20 episodes (a run's "
-          "hand-over) are a quick check, too few to tell 17 of 20 from 19.");
-ABSL_FLAG(convoy::SimTarget, sim, DefaultSpec().sim, "embedded, or airsim://host:port.");
-ABSL_FLAG(std::string, map_png, "", "Write a top-down map of every episode's path here (PNG).");
-ABSL_FLAG(std::string, videos, "",
-          "A directory for videos (animated GIFs) of the best and the worst greedy episode: the "
-          "camera beside the map with the path; also a TensorBoard event file there.");
-ABSL_FLAG(
-    std::string, trace, "",
-    "Write every greedy step here (CSV): pose, speed, distance from the centre line, place on the "
-    "map, action, the Q-values of every action, reward, and why the episode ended.");
-ABSL_FLAG(double, expert_sight_m, 0,
-          "How near a stalled car must be for the scripted expert to know it, in metres (0: it "
-          "knows every one). To measure how far ahead a driver must see to drive round them.");
-ABSL_FLAG(
-    std::string, trace_frames, "",
-    "With --trace: a directory for one PNG per episode that ended early, the camera crop the car "
-    "saw 20, 15, 10, 5 and 1 steps before the end.");
+// convoy_eval's own flags, a row each (common/support/settings_table.h); the settings other
+// binaries take too are written through common/settings/process_settings.h.
+#define CONVOY_EVAL_SETTINGS(X)                                                                    \
+  X(std::string, checkpoint, "", "A checkpoint directory (its weights.pt) or a weights.pt file.")  \
+  CONVOY_PROCESS_SETTING(X, model, convoy::run_defaults::kLocalModel,                              \
+                         "The model the weights belong to.")                                       \
+  X(int, episodes, 100,                                                                            \
+    "Evaluation episodes, on fixed seeds held out from training and validation. The table "        \
+    "gives every rate and mean with its 95% confidence interval; 20 episodes (a run's "            \
+    "hand-over) are a quick check, too few to tell 17 of 20 from 19.")                             \
+  X(convoy::SimTarget, sim, DefaultSpec().sim, "embedded, or airsim://host:port.")                 \
+  X(std::string, map_png, "", "Write a top-down map of every episode's path here (PNG).")          \
+  X(std::string, videos, "",                                                                       \
+    "A directory for videos (animated GIFs) of the best and the worst greedy episode: the "        \
+    "camera beside the map with the path; also a TensorBoard event file there.")                   \
+  X(std::string, trace, "",                                                                        \
+    "Write every greedy step here (CSV): pose, speed, distance from the centre line, place on "    \
+    "the "                                                                                         \
+    "map, action, the Q-values of every action, reward, and why the episode ended.")               \
+  X(double, expert_sight_m, 0,                                                                     \
+    "How near a stalled car must be for the scripted expert to know it, in metres (0: it "         \
+    "knows every one). To measure how far ahead a driver must see to drive round them.")           \
+  X(std::string, trace_frames, "",                                                                 \
+    "With --trace: a directory for one PNG per episode that ended early, the camera crop the car " \
+    "saw 20, 15, 10, 5 and 1 steps before the end.")
+CONVOY_EVAL_SETTINGS(CONVOY_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
 CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)

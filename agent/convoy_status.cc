@@ -33,21 +33,27 @@
 #include "agent/client/ps_client.h"
 #include "agent/client/ps_transport.h"
 #include "common/settings/flag_ranges.h"
+#include "common/settings/process_settings.h"
 #include "common/support/init.h"
 #include "common/support/local_run_files.h"
+#include "common/support/settings_table.h"
 #include "common/support/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
-ABSL_FLAG(
-    std::string, ps, "",
-    "The parameter server's host:port, or every shard's host:port,... in shard order, or @FILE "
-    "listing them one per line.");
-ABSL_FLAG(bool, watch, false, "Refresh every --interval until interrupted.");
-ABSL_FLAG(absl::Duration, interval, absl::Seconds(2), "Time between refreshes with --watch.");
-ABSL_FLAG(int, iterations, 0, "With --watch: stop after this many tables (0: never).");
-ABSL_FLAG(bool, json, false,
-          "Print each shard's GetStatus answer as one line of JSON (protobuf's JSON mapping, field "
-          "names as in the .proto), in shard order, instead of the table.");
+// convoy_status's own flags, a row each (common/support/settings_table.h); the settings other
+// binaries take too are written through common/settings/process_settings.h.
+#define CONVOY_STATUS_SETTINGS(X)                                                                  \
+  CONVOY_PROCESS_SETTING(                                                                          \
+      X, ps, "",                                                                                   \
+      "The parameter server's host:port, or every shard's host:port,... in shard order, or @FILE " \
+      "listing them one per line.")                                                                \
+  X(bool, watch, false, "Refresh every --interval until interrupted.")                             \
+  X(absl::Duration, interval, absl::Seconds(2), "Time between refreshes with --watch.")            \
+  X(int, iterations, 0, "With --watch: stop after this many tables (0: never).")                   \
+  X(bool, json, false,                                                                             \
+    "Print each shard's GetStatus answer as one line of JSON (protobuf's JSON mapping, field "     \
+    "names as in the .proto), in shard order, instead of the table.")
+CONVOY_STATUS_SETTINGS(CONVOY_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
 CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,

@@ -25,39 +25,45 @@
 #include "agent/client/synthetic_gradient.h"
 #include "common/model/model_registry.h"
 #include "common/settings/flag_ranges.h"
+#include "common/settings/process_settings.h"
 #include "common/settings/run_defaults.h"
 #include "common/support/init.h"
+#include "common/support/settings_table.h"
 #include "common/support/status_macros.h"
 #include "common/wire/tensor_encoding.h"
 
-ABSL_FLAG(std::string, ps, "127.0.0.1:50051", "Parameter server address host:port.");
-ABSL_FLAG(std::string, model, convoy::run_defaults::kServerModel,
-          "Model the server runs (for the fingerprint).");
-ABSL_FLAG(std::string, agent_id, "", "Agent id; default synthetic-<pid>.");
-ABSL_FLAG(uint32_t, agent_index, 0, "Agent index (Ape-X epsilon).");
-ABSL_FLAG(double, seconds, 30, "How long to push.");
-ABSL_FLAG(uint64_t, target_seed, 7, "Seed of the optimum w* all agents descend towards.");
-ABSL_FLAG(double, noise, 0.1, "Standard deviation of the gradient noise.");
-ABSL_FLAG(std::string, encoding, "fp32", "Push encoding: fp32 or bf16.");
-ABSL_FLAG(double, report_seconds, 2, "Seconds between progress lines.");
-ABSL_FLAG(
-    bool, replayable, false,
-    "Push gradients that are a function of the push's (session, sequence) alone "
-    "(agent/client/synthetic_gradient.h), with the incarnation they were pulled from, so that a "
-    "run's applied pushes can be replayed.");
-ABSL_FLAG(std::string, push_log, "",
-          "Append one line per answered push (session, sequence, accepted, incarnation, version; "
-          "agent/client/push_log.h).");
-ABSL_FLAG(absl::Duration, push_every, absl::ZeroDuration(), "Pause between pushes, e.g. 20ms.");
-ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(30), "Deadline of each call's attempt.");
-ABSL_FLAG(absl::Duration, retry_for, absl::Seconds(60),
-          "How long a call to a server that is away is retried before the agent rejoins.");
-ABSL_FLAG(absl::Duration, join_for, absl::Seconds(60),
-          "How long the first join waits for a server that is away or still starting (an agent "
-          "started again may meet a partition before it has joined).");
-ABSL_FLAG(int, stall_after_chunks, 0,
-          "Fault injection: send only this many chunks of the first push, print STALLED, then hang "
-          "with the stream open (for tests that kill an agent in the middle of a push).");
+// convoy_synthetic_agent's own flags, a row each (common/support/settings_table.h); the settings
+// other binaries take too are written through common/settings/process_settings.h.
+#define CONVOY_SYNTHETIC_AGENT_SETTINGS(X)                                                        \
+  CONVOY_PROCESS_SETTING(X, ps, "127.0.0.1:50051", "Parameter server address host:port.")         \
+  CONVOY_PROCESS_SETTING(X, model, convoy::run_defaults::kServerModel,                            \
+                         "Model the server runs (for the fingerprint).")                          \
+  CONVOY_PROCESS_SETTING(X, agent_id, "", "Agent id; default synthetic-<pid>.")                   \
+  CONVOY_PROCESS_SETTING(X, agent_index, 0, "Agent index (Ape-X epsilon).")                       \
+  X(double, seconds, 30, "How long to push.")                                                     \
+  X(uint64_t, target_seed, 7, "Seed of the optimum w* all agents descend towards.")               \
+  X(double, noise, 0.1, "Standard deviation of the gradient noise.")                              \
+  X(std::string, encoding, "fp32", "Push encoding: fp32 or bf16.")                                \
+  CONVOY_PROCESS_SETTING(X, report_seconds, 2, "Seconds between progress lines.")                 \
+  X(bool, replayable, false,                                                                      \
+    "Push gradients that are a function of the push's (session, sequence) alone "                 \
+    "(agent/client/synthetic_gradient.h), with the incarnation they were pulled from, so that a " \
+    "run's applied pushes can be replayed.")                                                      \
+  CONVOY_PROCESS_SETTING(                                                                         \
+      X, push_log, "",                                                                            \
+      "Append one line per answered push (session, sequence, accepted, incarnation, version; "    \
+      "agent/client/push_log.h).")                                                                \
+  X(absl::Duration, push_every, absl::ZeroDuration(), "Pause between pushes, e.g. 20ms.")         \
+  X(absl::Duration, call_timeout, absl::Seconds(30), "Deadline of each call's attempt.")          \
+  X(absl::Duration, retry_for, absl::Seconds(60),                                                 \
+    "How long a call to a server that is away is retried before the agent rejoins.")              \
+  X(absl::Duration, join_for, absl::Seconds(60),                                                  \
+    "How long the first join waits for a server that is away or still starting (an agent "        \
+    "started again may meet a partition before it has joined).")                                  \
+  X(int, stall_after_chunks, 0,                                                                   \
+    "Fault injection: send only this many chunks of the first push, print STALLED, then hang "    \
+    "with the stream open (for tests that kill an agent in the middle of a push).")
+CONVOY_SYNTHETIC_AGENT_SETTINGS(CONVOY_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
 CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,

@@ -19,7 +19,8 @@ Prints a table per measure and RESULT key=value lines:
   - metric names written in product C++ as string literals, and those written more than once;
   - the places the agent's state is copied field by field: functions of agent/ and deploy/local/
     that name four or more of AgentStats' counters (env_steps, train_steps, episodes, epsilon, ...);
-  - the formats of saved state (protobuf, the replay memory's own binary, msgpack, LibTorch's archive);
+  - the formats of saved state (protobuf, the replay memory's own binary header, msgpack, LibTorch's
+    archive); the replay memory's raw arrays, deflated under a protobuf header, are not one of their own;
   - lines of CMake and of ./convoy.
 Usage: bench/code_shape.py [--repo DIR] [--longest N]
 """
@@ -254,13 +255,23 @@ def flags_by_hand(repo, files):
     if not f.endswith((".cc", ".h")) or f.startswith("bench/"):
       continue
     text = read(repo, f)
-    # A line of a macro's definition (it or the line before ends in a backslash) is a table's, not a
-    # flag of its own.
+    # A line of a settings macro's definition (#define CONVOY_..._SETTING...(, as tests/flags_check.py
+    # has it) is a table's, not a flag of its own; a line of any other macro is a flag by hand.
     lines = text.split("\n")
+    macro = [None] * len(lines)
+    current = None
+    for n, line in enumerate(lines):
+      if current is None:
+        m = re.match(r"\s*#\s*define\s+(\w+)", line)
+        current = m.group(1) if m else None
+      macro[n] = current
+      if not line.rstrip().endswith("\\"):
+        current = None
     names = []
     for m in FLAG.finditer(text):
       n = text.count("\n", 0, m.start())
-      if not (lines[n].rstrip().endswith("\\") or n > 0 and lines[n - 1].rstrip().endswith("\\")):
+      if f != "common/support/settings_table.h" and not (
+          macro[n] and re.fullmatch(r"CONVOY_\w*SETTING\w*", macro[n])):
         names.append(m.group(1))
     rows += [(f, n) for n in names]
     if names and "int main(" not in text:
@@ -300,8 +311,10 @@ def state_copies(repo, files):
 
 
 SAVE_FORMATS = [
-    ("protobuf messages", re.compile(r"SerializeToString|SerializeToOstream|SerializeToArray|TextFormat::Print")),
-    ("the replay memory's own binary (CONVOYRM)", re.compile(r"CONVOYRM")),
+    ("protobuf messages",
+     re.compile(r"SerializeToString|SerializeToOstream|SerializeToArray|AppendToString|TextFormat::Print")),
+    # The hand-written header of options and counters (CONVOYRM format 2); format 3's header is protobuf.
+    ("the replay memory's own binary (CONVOYRM)", re.compile(r"\bEncodeHeader\(|\bDecodeHeader\(")),
     ("msgpack", re.compile(r"msgpack::pack\b|msgpack::packer")),
     ("LibTorch's archive", re.compile(r"OutputArchive|torch::save\(")),
 ]

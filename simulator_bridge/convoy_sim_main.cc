@@ -15,7 +15,9 @@
 #include "absl/strings/str_split.h"
 #include "common/metrics/prometheus_endpoint.h"
 #include "common/settings/flag_ranges.h"
+#include "common/settings/process_settings.h"
 #include "common/support/init.h"
+#include "common/support/settings_table.h"
 #include "simulator_bridge/airsim/airsim_server.h"
 #include "simulator_bridge/task/scenario.h"
 #include "simulator_bridge/world/road_map.h"
@@ -30,42 +32,48 @@ const convoy::sim::AirSimServerOptions& Defaults() {
 }
 }  // namespace
 
-ABSL_FLAG(int, port, Defaults().port,
-          "TCP port (AirSim's default 41451); 0 picks a free one and prints it.");
-ABSL_FLAG(std::string, bind, Defaults().bind_address,
-          "Address to listen on. The protocol has no authentication: keep it on loopback unless "
-          "the network is trusted.");
-ABSL_FLAG(std::string, map_dir, "",
-          "Directory with road_lines.txt and reward_points.txt (default: the bundled Neighborhood, "
-          "or $CONVOY_MAP_DIR).");
-ABSL_FLAG(uint64_t, seed, Defaults().sim.seed, "Seed of the parked cars' places and the traffic.");
-ABSL_FLAG(
-    std::string, scenario, convoy::sim::kDefaultScenario,
-    absl::StrCat(
-        "The scene: ", convoy::sim::ScenarioNames(),
-        " (simulator_bridge/task/scenario.h): its parked, stalled and moving cars. The task (route "
-        "length, time limit) is the client's: give the agent the same --scenario."));
-ABSL_FLAG(std::string, clock,
-          Defaults().clock == convoy::sim::SimClockMode::kRealTime ? "realtime" : "lockstep",
-          "realtime: the simulation clock follows the wall clock unless paused (as AirSim). "
-          "lockstep: time advances only on simContinueForTime / simContinueForFrames.");
-ABSL_FLAG(double, step_seconds, Defaults().sim.step_seconds, "Fixed physics step, seconds.");
-ABSL_FLAG(std::string, vehicles, absl::StrJoin(Defaults().vehicle_names, ","),
-          "Comma-separated vehicle names, one car each.");
-ABSL_FLAG(int, camera_width, Defaults().sim.camera.width, "Scene camera width, pixels.");
-ABSL_FLAG(int, camera_height, Defaults().sim.camera.height, "Scene camera height, pixels.");
-ABSL_FLAG(double, camera_fov_deg, Defaults().sim.camera.fov_deg,
-          "Scene camera horizontal field of view, degrees.");
-ABSL_FLAG(double, camera_height_m, -Defaults().sim.camera.z_m,
-          "Camera height above the ground, metres.");
-ABSL_FLAG(double, camera_pitch_deg, Defaults().sim.camera.pitch_deg,
-          "Camera pitch, degrees, positive up.");
-ABSL_FLAG(std::string, dump_frames, "",
-          "Directory to write every served scene image to as PNG (<vehicle>_<n>.png).");
-ABSL_FLAG(int, max_connections, Defaults().max_connections,
-          "Connections served at once; more are refused.");
-ABSL_FLAG(uint64_t, max_message_bytes, Defaults().max_message_bytes,
-          "Largest request accepted, bytes.");
+// convoy_sim's own flags, a row each (common/support/settings_table.h); the settings other binaries
+// take too are written through common/settings/process_settings.h.
+#define CONVOY_SIM_MAIN_SETTINGS(X)                                                              \
+  CONVOY_PROCESS_SETTING(X, port, Defaults().port,                                               \
+                         "TCP port (AirSim's default 41451); 0 picks a free one and prints it.") \
+  CONVOY_PROCESS_SETTING(                                                                        \
+      X, bind, Defaults().bind_address,                                                          \
+      "Address to listen on. The protocol has no authentication: keep it on loopback unless "    \
+      "the network is trusted.")                                                                 \
+  CONVOY_PROCESS_SETTING(                                                                        \
+      X, map_dir, "",                                                                            \
+      "Directory with road_lines.txt and reward_points.txt (default: the bundled Neighborhood, " \
+      "or $CONVOY_MAP_DIR).")                                                                    \
+  CONVOY_PROCESS_SETTING(X, seed, Defaults().sim.seed,                                           \
+                         "Seed of the parked cars' places and the traffic.")                     \
+  CONVOY_PROCESS_SETTING(                                                                        \
+      X, scenario, convoy::sim::kDefaultScenario,                                                \
+      absl::StrCat("The scene: ", convoy::sim::ScenarioNames(),                                  \
+                   " (simulator_bridge/task/scenario.h): its parked, stalled and moving cars. "  \
+                   "The task (route "                                                            \
+                   "length, time limit) is the client's: give the agent the same --scenario."))  \
+  X(std::string, clock,                                                                          \
+    Defaults().clock == convoy::sim::SimClockMode::kRealTime ? "realtime" : "lockstep",          \
+    "realtime: the simulation clock follows the wall clock unless paused (as AirSim). "          \
+    "lockstep: time advances only on simContinueForTime / simContinueForFrames.")                \
+  X(double, step_seconds, Defaults().sim.step_seconds, "Fixed physics step, seconds.")           \
+  X(std::string, vehicles, absl::StrJoin(Defaults().vehicle_names, ","),                         \
+    "Comma-separated vehicle names, one car each.")                                              \
+  X(int, camera_width, Defaults().sim.camera.width, "Scene camera width, pixels.")               \
+  X(int, camera_height, Defaults().sim.camera.height, "Scene camera height, pixels.")            \
+  X(double, camera_fov_deg, Defaults().sim.camera.fov_deg,                                       \
+    "Scene camera horizontal field of view, degrees.")                                           \
+  X(double, camera_height_m, -Defaults().sim.camera.z_m,                                         \
+    "Camera height above the ground, metres.")                                                   \
+  X(double, camera_pitch_deg, Defaults().sim.camera.pitch_deg,                                   \
+    "Camera pitch, degrees, positive up.")                                                       \
+  X(std::string, dump_frames, "",                                                                \
+    "Directory to write every served scene image to as PNG (<vehicle>_<n>.png).")                \
+  X(int, max_connections, Defaults().max_connections,                                            \
+    "Connections served at once; more are refused.")                                             \
+  X(uint64_t, max_message_bytes, Defaults().max_message_bytes, "Largest request accepted, bytes.")
+CONVOY_SIM_MAIN_SETTINGS(CONVOY_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
 CONVOY_SETTINGS_FLAGS(CONVOY_METRICS_ENDPOINT_SETTINGS, convoy::MetricsEndpointSettings,

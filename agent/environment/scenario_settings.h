@@ -3,7 +3,8 @@
 // simulator_bridge/task/scenario.h, and max_epoch_runtime_sec, which overrides the scenario's time
 // limit when given. Each such binary declares them as flags by expanding
 // CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, ScenarioSettings, ...)
-// (common/support/settings_table.h).
+// (common/support/settings_table.h). convoy_sim's --scenario, the scene alone, is the same setting:
+// both are written through common/settings/process_settings.h.
 #ifndef CONVOY_AGENT_ENVIRONMENT_SCENARIO_SETTINGS_H_
 #define CONVOY_AGENT_ENVIRONMENT_SCENARIO_SETTINGS_H_
 
@@ -13,15 +14,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/environment/environment.h"
+#include "common/settings/process_settings.h"
 #include "common/support/settings_table.h"
 #include "simulator_bridge/task/scenario.h"
 
-#define CONVOY_SCENARIO_SETTINGS(X)                                                       \
-  X(std::string, scenario, ::convoy::sim::kDefaultScenario,                               \
-    absl::StrCat("The driving task: ", ::convoy::sim::ScenarioNames(),                    \
-                 " (simulator_bridge/task/scenario.h; the scene applies to the embedded " \
-                 "simulator, convoy_sim takes its own --scenario)."))                     \
-  X(std::optional<double>, max_epoch_runtime_sec, std::nullopt,                           \
+#define CONVOY_SCENARIO_SETTINGS(X)                                                         \
+  CONVOY_PROCESS_SETTING(                                                                   \
+      X, scenario, ::convoy::sim::kDefaultScenario,                                         \
+      absl::StrCat("The driving task: ", ::convoy::sim::ScenarioNames(),                    \
+                   " (simulator_bridge/task/scenario.h; the scene applies to the embedded " \
+                   "simulator, convoy_sim takes its own --scenario)."))                     \
+  X(std::optional<double>, max_epoch_runtime_sec, std::nullopt,                             \
     "Episode time limit, simulation seconds; default: the scenario's.")
 
 namespace convoy {

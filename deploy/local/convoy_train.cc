@@ -36,9 +36,11 @@
 #include "common/settings/agent_settings.h"
 #include "common/settings/flag_ranges.h"
 #include "common/settings/launcher_run_settings.h"
+#include "common/settings/process_settings.h"
 #include "common/support/init.h"
 #include "common/support/line_plot.h"
 #include "common/support/local_run_files.h"
+#include "common/support/settings_table.h"
 #include "common/support/shell_line.h"
 #include "common/support/status_macros.h"
 #include "common/support/time_split.h"
@@ -46,56 +48,62 @@
 #include "deploy/local/local_cluster.h"
 #include "deploy/local/training_run.h"
 
-ABSL_FLAG(double, minutes, 10, "Training time.");
-ABSL_FLAG(
-    uint64_t, steps_per_agent, 0,
-    "Also stop each agent after this many environment steps (0: time only). Bounds a run by work "
-    "rather than by the machine's speed.");
-ABSL_FLAG(int, agents, 2, "Agent processes.");
-ABSL_FLAG(int, ps_shards, convoy::LocalClusterOptions{}.ps_shards,
-          "convoy_ps processes, each serving one shard of the model's parameters.");
-ABSL_FLAG(std::string, name, "",
-          "Run name (default: train-<date>-<time>); files go to <runs_dir>/<name>.");
-ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
-ABSL_FLAG(bool, resume, false,
-          "Continue the run --name from its last checkpoint (and with --replay_checkpoints each "
-          "agent from its replay checkpoint). Without it, a --name whose run has checkpoints is "
-          "refused (exit 2).");
-ABSL_FLAG(bool, replay_checkpoints, false,
-          "Each agent saves its replay memory and state to <run>/replay/agent-<i>.replay "
-          "(convoy_agent --replay_checkpoint_dir; every --replay_checkpoint_every and at its end), "
-          "so that --resume brings the agents back with them: some 84 MB an agent at the default "
-          "--replay_memory_size.");
-ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
-ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
-ABSL_FLAG(int, eval_episodes, 100,
-          "Evaluation episodes at the end, on fixed seeds held out from training and validation: "
-          "every rate and mean comes with its 95% confidence interval (20 are a quick check).");
+// convoy_train's own flags, a row each (common/support/settings_table.h); the settings other
+// binaries take too are written through common/settings/process_settings.h.
+#define CONVOY_TRAIN_SETTINGS(X)                                                                   \
+  X(double, minutes, 10, "Training time.")                                                         \
+  X(uint64_t, steps_per_agent, 0,                                                                  \
+    "Also stop each agent after this many environment steps (0: time only). Bounds a run by work " \
+    "rather than by the machine's speed.")                                                         \
+  X(int, agents, 2, "Agent processes.")                                                            \
+  X(int, ps_shards, convoy::LocalClusterOptions{}.ps_shards,                                       \
+    "convoy_ps processes, each serving one shard of the model's parameters.")                      \
+  X(std::string, name, "",                                                                         \
+    "Run name (default: train-<date>-<time>); files go to <runs_dir>/<name>.")                     \
+  X(std::string, runs_dir, "runs", "Directory of runs.")                                           \
+  CONVOY_PROCESS_SETTING(                                                                          \
+      X, resume, false,                                                                            \
+      "Continue the run --name from its last checkpoint (and with --replay_checkpoints each "      \
+      "agent from its replay checkpoint). Without it, a --name whose run has checkpoints is "      \
+      "refused (exit 2).")                                                                         \
+  X(bool, replay_checkpoints, false,                                                               \
+    "Each agent saves its replay memory and state to <run>/replay/agent-<i>.replay "               \
+    "(convoy_agent --replay_checkpoint_dir; every --replay_checkpoint_every and at its end), "     \
+    "so that --resume brings the agents back with them: some 84 MB an agent at the default "       \
+    "--replay_memory_size.")                                                                       \
+  CONVOY_PROCESS_SETTING(X, model, convoy::LocalClusterOptions{}.model,                            \
+                         "Q-network (registry name).")                                             \
+  CONVOY_PROCESS_SETTING(X, seed, convoy::LocalClusterOptions{}.seed,                              \
+                         "Seed; agent i uses seed + i.")                                           \
+  X(int, eval_episodes, 100,                                                                       \
+    "Evaluation episodes at the end, on fixed seeds held out from training and validation: "       \
+    "every rate and mean comes with its 95% confidence interval (20 are a quick check).")          \
+  CONVOY_PROCESS_SETTING_UNLESS_GIVEN(                                                             \
+      X, average_horizon,                                                                          \
+      "The server's averaged network: the online weights averaged exponentially over this many "   \
+      "applied minibatches, a candidate of the hand-over, evaluated at the end (0: off). "         \
+      "Default: 300 per minute of --minutes (3000 for 10 minutes).")                               \
+  CONVOY_PROCESS_SETTING(X, report_seconds, 5, "Seconds between merged progress lines.")           \
+  X(bool, metrics, false,                                                                          \
+    "Every process serves Prometheus metrics on 127.0.0.1 (a free port each), listed for "         \
+    "Prometheus' file_sd in <run>/prometheus_targets.json (docs/deploy.md, \"Monitoring\").")      \
+  X(double, validate_every_seconds, 60,                                                            \
+    "Seconds between validations of the server's weights, which keep the best policy of the run "  \
+    "(0: hand over the last weights).")                                                            \
+  X(int, validation_episodes, 20,                                                                  \
+    "Episodes per validation, on seeds disjoint from the final evaluation's: each point of "       \
+    "the learning curve, with its 95% interval.")                                                  \
+  X(int, final_validation_episodes, 50,                                                            \
+    "When the agents have stopped, the 3 best validated versions, the last and the averaged "      \
+    "network are driven over this many more validation seeds, and the run hands over the best of " \
+    "them on those seeds alone, which flatter none of them (0: the validations during the run "    \
+    "decide).")
+CONVOY_TRAIN_SETTINGS(CONVOY_SETTING_FLAG)
 // Each agent's own settings (common/settings/agent_settings.h): --device, --replay_memory_size, ...
 CONVOY_AGENT_SETTINGS(CONVOY_LAUNCHER_AGENT_SETTING_FLAG)
-// The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma, ...
+// The run settings of the table (common/settings/run_settings.h): --batch_size, --n_step, --gamma,
+// ...
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
-ABSL_FLAG(std::optional<uint64_t>, average_horizon, std::nullopt,
-          "The server's averaged network: the online weights averaged exponentially over this many "
-          "applied minibatches, a candidate of the hand-over, evaluated at the end (0: off). "
-          "Default: 300 per minute of --minutes (3000 for 10 minutes).");
-ABSL_FLAG(double, report_seconds, 5, "Seconds between merged progress lines.");
-ABSL_FLAG(bool, metrics, false,
-          "Every process serves Prometheus metrics on 127.0.0.1 (a free port each), listed for "
-          "Prometheus' file_sd in <run>/prometheus_targets.json (docs/deploy.md, \"Monitoring\").");
-ABSL_FLAG(
-    double, validate_every_seconds, 60,
-    "Seconds between validations of the server's weights, which keep the best policy of the run "
-    "(0: hand over the last weights).");
-ABSL_FLAG(int, validation_episodes, 20,
-          "Episodes per validation, on seeds disjoint from the final evaluation's: each point of "
-          "the learning curve, with its 95% interval.");
-ABSL_FLAG(
-    int, final_validation_episodes, 50,
-    "When the agents have stopped, the 3 best validated versions, the last and the averaged "
-    "network are driven over this many more validation seeds, and the run hands over the best of "
-    "them on those seeds alone, which flatter none of them (0: the validations during the run "
-    "decide).");
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
 CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)

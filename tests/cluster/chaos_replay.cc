@@ -22,15 +22,21 @@
 #include "agent/client/synthetic_gradient.h"
 #include "common/model/model_registry.h"
 #include "common/model/weights_file.h"
+#include "common/settings/process_settings.h"
+#include "common/support/settings_table.h"
 #include "param_server/core/optimizer.h"
 
-ABSL_FLAG(std::string, model, "tiny", "The run's model.");
-ABSL_FLAG(uint64_t, seed, 1, "The run's convoy_ps --seed (its initial weights).");
-ABSL_FLAG(std::string, lineage, "",
-          "The lineage, one line per version: 'session sequence minibatches' for each push of its "
-          "step.");
-ABSL_FLAG(std::string, final, "", "The final weights (a checkpoint directory or its weights.pt).");
-ABSL_FLAG(double, learning_rate, 0.0625, "The server's SGD learning rate.");
+// convoy_chaos_replay's flags, a row each (common/support/settings_table.h); the settings other
+// binaries take too are written through common/settings/process_settings.h.
+#define CONVOY_CHAOS_REPLAY_SETTINGS(X)                                                       \
+  CONVOY_PROCESS_SETTING(X, model, "tiny", "The run's model.")                                \
+  CONVOY_PROCESS_SETTING(X, seed, 1, "The run's convoy_ps --seed (its initial weights).")     \
+  X(std::string, lineage, "",                                                                 \
+    "The lineage, one line per version: 'session sequence minibatches' for each push of its " \
+    "step.")                                                                                  \
+  X(std::string, final, "", "The final weights (a checkpoint directory or its weights.pt).")  \
+  X(double, learning_rate, 0.0625, "The server's SGD learning rate.")
+CONVOY_CHAOS_REPLAY_SETTINGS(CONVOY_SETTING_FLAG)
 
 namespace convoy {
 namespace {
