@@ -225,6 +225,7 @@ class Agent::Impl {
   void SyncAlone();
   // With a server: takes a finished exchange in (and its epsilon), and starts a catch-up when due.
   void PollSession();
+  ReplayMemory* replay() const { return replay_part_.memory(); }  // Once Init opened it.
   std::vector<ServerTransport*> ServerPointers() const {
     std::vector<ServerTransport*> servers;
     for (const auto& server : servers_) servers.push_back(server.get());
@@ -284,7 +285,6 @@ class Agent::Impl {
   ReplayPart replay_part_;
   const std::array<AgentPart*, 5> parts_{&counters_, &exploration_, &random_, &learning_,
                                          &replay_part_};
-  ReplayMemory* replay_ = nullptr;  // replay_part_'s, once open.
   std::unique_ptr<BatchSampler> sampler_;
   std::vector<std::unique_ptr<ServerTransport>> servers_;  // Empty alone; in shard order.
   std::optional<LearnerModel> synced_model_;
@@ -347,8 +347,9 @@ absl::Status Agent::Impl::Init() {
   CONVOY_RETURN_IF_ERROR(
       OpenReplay(ReplayOptionsOf(options_, preprocess_->output_shape(), frame_stack)));
   sampler_ = std::make_unique<BatchSampler>(
-      replay_, options_.batch_size, std::max<size_t>(options_.min_replay_size, options_.batch_size),
-      device_, options_.prefetch_batches);
+      replay(), options_.batch_size,
+      std::max<size_t>(options_.min_replay_size, options_.batch_size), device_,
+      options_.prefetch_batches);
 
   env_frame_.resize(environment_->env->observation_size());
   model_frame_.resize(preprocess_->output_size());
@@ -356,7 +357,7 @@ absl::Status Agent::Impl::Init() {
   LOG(INFO) << options_.agent_id << ": model " << spec.name << " ("
             << learner_->model().parameter_count << " parameters) on " << DescribeDevice(device_)
             << "; replay " << options_.replay_memory_size << " transitions, "
-            << replay_->bytes_per_transition() << " bytes per transition; sim "
+            << replay()->bytes_per_transition() << " bytes per transition; sim "
             << options_.environment.sim;
 
   if (device_.is_cuda()) gpu_ = GpuMonitor::Open(device_.index() < 0 ? 0 : device_.index());
@@ -398,7 +399,6 @@ absl::Status Agent::Impl::OpenReplay(const ReplayOptions& replay) {
   CONVOY_RETURN_IF_ERROR(replay_part_.Open(replay, options_.replay_checkpoint_dir,
                                            options_.agent_id, options_.resume,
                                            options_.replay_checkpoint_every, created_, &saved));
-  replay_ = replay_part_.memory();
   if (saved.has_value()) {
     const std::string& path = replay_part_.checkpointer()->path();
     CONVOY_RETURN_IF_ERROR(Restore(*saved, path));
@@ -459,7 +459,7 @@ absl::Status Agent::Impl::ResetEpisode() {
           ->Reset(options_.seed * 1000003 + counters_.TakeEpisodeSeed(), env_frame_.data())
           .status());
   preprocess_->Apply(env_frame_.data(), model_frame_.data());
-  replay_->StartEpisode(model_frame_.data());
+  replay()->StartEpisode(model_frame_.data());
   episode_return_ = 0;
   episode_length_ = 0;
   episode_steps_at_.fill(0);
@@ -485,12 +485,12 @@ absl::Status Agent::Impl::ReconnectSimulator() {
 int Agent::Impl::ChooseAction() {
   const int actions = environment_->env->num_actions();
   const bool filling =
-      options_.fill_with_random_actions && replay_->size() < options_.min_replay_size;
+      options_.fill_with_random_actions && replay()->size() < options_.min_replay_size;
   std::mt19937_64& rng = random_.engine();
   if (filling || std::uniform_real_distribution<double>(0, 1)(rng) < exploration_.epsilon()) {
     return std::uniform_int_distribution<int>(0, actions - 1)(rng);
   }
-  replay_->CurrentObservation(observation_.data());
+  replay()->CurrentObservation(observation_.data());
   return learner_->GreedyAction(observation_.data());
 }
 
@@ -542,7 +542,7 @@ absl::Status Agent::Impl::ActOnce(const std::atomic<bool>& stop) {
   // A time limit or a driven route is not a true end: the last transition still bootstraps from
   // its next state.
   const bool terminal = step->done && !sim::IsTruncation(step->reason);
-  replay_->Add(action, step->reward, terminal, model_frame_.data());
+  replay()->Add(action, step->reward, terminal, model_frame_.data());
   Lap(AgentPhase::kReplay);
   episode_return_ += step->reward;
   ++episode_length_;
@@ -559,7 +559,7 @@ absl::Status Agent::Impl::ActOnce(const std::atomic<bool>& stop) {
     }
     Lap(AgentPhase::kEnvironment);
   }
-  if (replay_->size() >= std::max<size_t>(options_.min_replay_size, options_.batch_size)) {
+  if (replay()->size() >= std::max<size_t>(options_.min_replay_size, options_.batch_size)) {
     // The replay ratio's minibatches owed.
     learning_.Owe(options_.replay_ratio / options_.batch_size);
     if (absl::Status s = TrainOnCredit(stop, /*drain=*/false); !s.ok()) return s;
@@ -616,7 +616,7 @@ absl::Status Agent::Impl::TrainOne() {
                            batch->returns, batch->discounts, batch->weights);
   Lap(AgentPhase::kTrain);
   if (options_.prioritized) {
-    replay_->UpdatePriorities(batch->ids.data(), stats.td_errors.data(), batch->ids.size());
+    replay()->UpdatePriorities(batch->ids.data(), stats.td_errors.data(), batch->ids.size());
   }
   Lap(AgentPhase::kReplay);
   loss_sum_ += stats.loss;
@@ -634,7 +634,7 @@ absl::Status Agent::Impl::TrainOne() {
   counters_.Trained(static_cast<uint64_t>(batch->actions.size(0)), first_train_seconds);
   if (first_train_seconds > 0) {
     LOG(INFO) << options_.agent_id << ": first minibatch " << first_train_seconds
-              << " s after the start, with " << replay_->size() << " transitions";
+              << " s after the start, with " << replay()->size() << " transitions";
   }
   Lap(AgentPhase::kOther);
   if (sync_ != nullptr) {

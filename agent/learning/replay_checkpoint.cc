@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <glog/logging.h>
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/message.h>
 #include <isa-l/igzip_lib.h>
 #include <sys/stat.h>
@@ -30,9 +31,13 @@
 namespace convoy {
 namespace {
 
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::io::CodedOutputStream;
+
 constexpr char kMagic[] = "CONVOYRM";
 constexpr size_t kMagicBytes = sizeof(kMagic) - 1;
-constexpr size_t kPrefixBytes = kMagicBytes + 4;  // The magic and the format.
+constexpr size_t kPrefixBytes = kMagicBytes + 4;  // The magic and the format, little-endian.
+constexpr size_t kLengthBytes = 8;                // The header's length, little-endian.
 constexpr size_t kDigestBytes = 32;
 // A header is the memory's counters and the agent's state, its learner's archive the most of it:
 // a length past this is a corrupt one.
@@ -46,15 +51,6 @@ constexpr size_t kDeflateLevelBufBytes = ISAL_DEF_LVL1_DEFAULT;
 // ISA-L counts in uint32_t: larger buffers are fed in pieces.
 constexpr size_t kMaxDeflateChunk = size_t{1} << 30;
 constexpr mode_t kCheckpointMode = 0644;
-
-void PutLe(uint64_t value, int bytes, std::string* out) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(value >> (8 * i)));
-}
-uint64_t GetLe(const uint8_t* in, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t{in[i]} << (8 * i);
-  return v;
-}
 
 v1::ReplayMemoryOptions OptionsMessage(const ReplayOptions& o) {
   v1::ReplayMemoryOptions m;
@@ -181,9 +177,10 @@ class CheckpointWriter : public ReplaySaveSink {
 
   // The prefix, and the header with the memory's state as of its snapshot.
   absl::Status Begin(const ReplayMemoryState& state) override {
-    std::string prefix(kMagic, kMagicBytes);
-    PutLe(kReplayCheckpointFormat, 4, &prefix);
-    CONVOY_RETURN_IF_ERROR(Emit(reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size()));
+    uint8_t prefix[kPrefixBytes];
+    std::memcpy(prefix, kMagic, kMagicBytes);
+    CodedOutputStream::WriteLittleEndian32ToArray(kReplayCheckpointFormat, prefix + kMagicBytes);
+    CONVOY_RETURN_IF_ERROR(Emit(prefix, kPrefixBytes));
     isal_deflate_init(z_.get());
     z_->level = kDeflateLevel;
     z_->level_buf = level_buf_.data();
@@ -193,8 +190,9 @@ class CheckpointWriter : public ReplaySaveSink {
     *header.mutable_options() = OptionsMessage(options_);
     *header.mutable_memory() = StateMessage(state);
     *header.mutable_agent() = agent_;
-    std::string bytes;
-    PutLe(header.ByteSizeLong(), 8, &bytes);
+    std::string bytes(kLengthBytes, '\0');
+    CodedOutputStream::WriteLittleEndian64ToArray(header.ByteSizeLong(),
+                                                  reinterpret_cast<uint8_t*>(bytes.data()));
     if (!header.AppendToString(&bytes)) {
       return absl::InternalError(absl::StrCat("cannot encode the header of ", path_));
     }
@@ -409,7 +407,8 @@ absl::StatusOr<int> OpenVerified(const std::string& path, uint64_t* size) {
     return absl::DataLossError(absl::StrCat(
         path, ": truncated or corrupted replay memory checkpoint (its SHA-256 does not match)"));
   }
-  const uint32_t format = static_cast<uint32_t>(GetLe(prefix + kMagicBytes, 4));
+  uint32_t format = 0;
+  CodedInputStream::ReadLittleEndian32FromArray(prefix + kMagicBytes, &format);
   if (format != kReplayCheckpointFormat) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, ": replay memory checkpoint format ", format,
@@ -423,9 +422,10 @@ absl::StatusOr<int> OpenVerified(const std::string& path, uint64_t* size) {
 
 // The header at the start of the body.
 absl::Status ReadHeader(CheckpointReader* in, v1::ReplayCheckpointHeader* header) {
-  uint8_t length[8];
+  uint8_t length[kLengthBytes];
   CONVOY_RETURN_IF_ERROR(in->Read(length, sizeof(length)));
-  const uint64_t bytes = GetLe(length, 8);
+  uint64_t bytes = 0;
+  CodedInputStream::ReadLittleEndian64FromArray(length, &bytes);
   if (bytes > kMaxHeaderBytes) return in->Corrupt("its header's length is out of range");
   std::string encoded(static_cast<size_t>(bytes), '\0');
   CONVOY_RETURN_IF_ERROR(in->Read(reinterpret_cast<uint8_t*>(encoded.data()), encoded.size()));
