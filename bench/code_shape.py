@@ -250,28 +250,22 @@ FLAG = re.compile(r"^\s*ABSL_FLAG\(\s*[^,]+,\s*(\w+)", re.M)
 def flags_by_hand(repo, files):
   """ABSL_FLAG definitions written out (a settings table's macro generates the rest), bench/ aside;
   and the files without a main() that declare any."""
+  sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+  import flags_check  # pylint: disable=import-outside-toplevel
   rows, libraries = [], set()
   for f in files:
     if not f.endswith((".cc", ".h")) or f.startswith("bench/"):
       continue
     text = read(repo, f)
-    # A line of a settings macro's definition (#define CONVOY_..._SETTING...(, as tests/flags_check.py
-    # has it) is a table's, not a flag of its own; a line of any other macro is a flag by hand.
-    lines = text.split("\n")
-    macro = [None] * len(lines)
-    current = None
-    for n, line in enumerate(lines):
-      if current is None:
-        m = re.match(r"\s*#\s*define\s+(\w+)", line)
-        current = m.group(1) if m else None
-      macro[n] = current
-      if not line.rstrip().endswith("\\"):
-        current = None
+    # A line of a settings macro's definition is a table's, not a flag of its own; a line of any other
+    # macro is a flag by hand (tests/flags_check.py's rule, read from this script's own tree so that
+    # an older --repo is counted the same way).
+    macros = flags_check.macro_lines(text.split("\n"))
     names = []
     for m in FLAG.finditer(text):
-      n = text.count("\n", 0, m.start())
-      if f != "common/support/settings_table.h" and not (
-          macro[n] and re.fullmatch(r"CONVOY_\w*SETTING\w*", macro[n])):
+      macro = macros[text.count("\n", 0, m.start())]
+      if f != flags_check.SETTINGS_TABLE and not (
+          macro and flags_check.SETTINGS_MACRO.match(f"#define {macro}(")):
         names.append(m.group(1))
     rows += [(f, n) for n in names]
     if names and "int main(" not in text:
