@@ -38,7 +38,7 @@
 #include "common/support/status_macros.h"
 #include "common/support/time_split.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 constexpr absl::Duration kSamplerTimeout = absl::Seconds(30);
@@ -833,4 +833,4 @@ AgentStats Agent::stats() const { return impl_->stats(); }
 const AgentOptions& Agent::options() const { return impl_->options(); }
 std::vector<float> Agent::Weights() const { return impl_->Weights(); }
 
-}  // namespace convoy
+}  // namespace convoy::agent

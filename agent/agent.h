@@ -55,11 +55,12 @@
 #include "common/wire/security.h"
 #include "common/wire/tensor_encoding.h"
 
-namespace convoy {
-
-namespace v1 {
+namespace convoy::v1 {
 class RunConfig;  // convoy/v1/parameter_server.proto: agent.h stays free of protobuf.
-}  // namespace v1
+}  // namespace convoy::v1
+
+namespace convoy::agent {
+
 class SyncObserver;  // agent/client/sync_observer.h
 
 // RunSettings (common/settings/run_settings.h): batch_size, batch_update_frequency, gamma, n_step,
@@ -143,6 +144,6 @@ class Agent {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_AGENT_H_

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // Exchanges take milliseconds on a LAN and seconds on a shaped link or under load.
@@ -107,4 +107,4 @@ void AgentMetrics::AddReplayCheckpoints(const AgentStats& s, MetricFamilies& out
   out.Set(metric::kAgentFirstTrain, s.first_train_seconds, agent);
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -20,7 +20,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 class AgentMetrics : public prometheus::Collectable, public SyncObserver {
  public:
@@ -53,6 +53,6 @@ class AgentMetrics : public prometheus::Collectable, public SyncObserver {
   prometheus::Family<prometheus::Histogram>& pull_seconds_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_AGENT_METRICS_H_

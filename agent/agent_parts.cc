@@ -15,7 +15,7 @@
 #include "common/support/files.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 void CountersPart::StepTaken() {
   absl::MutexLock lock(&mu_);
@@ -232,4 +232,4 @@ void ReplayPart::Report(AgentStats& stats) const {
   }
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -31,7 +31,7 @@
 #include "common/support/rates.h"
 #include "convoy/v1/replay_checkpoint.pb.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 class AgentPart {
  public:
@@ -172,6 +172,6 @@ class ReplayPart final : public AgentPart {
   uint64_t resumed_transitions_ = 0;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_AGENT_PARTS_H_

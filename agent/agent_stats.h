@@ -8,7 +8,7 @@
 
 #include "common/support/time_split.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // Counters of a run so far.
 struct AgentStats {
@@ -40,6 +40,6 @@ struct AgentStats {
   TimeSplit time;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_AGENT_STATS_H_

@@ -30,8 +30,8 @@
 
 namespace {
 // The defaults every flag below shows: AgentOptions', written once there.
-const convoy::AgentOptions& Defaults() {
-  static const convoy::AgentOptions* const defaults = new convoy::AgentOptions();
+const convoy::agent::AgentOptions& Defaults() {
+  static const convoy::agent::AgentOptions* const defaults = new convoy::agent::AgentOptions();
   return *defaults;
 }
 // Help of a run setting: with --ps the parameter server owns it (RunConfig).
@@ -57,7 +57,7 @@ std::string RunSettingHelp(const std::string& what, const std::string& alone,
       "host:port,host:port,... in shard order, or @FILE listing them one per line in shard "       \
       "order; "                                                                                    \
       "empty trains alone with a local optimizer.")                                                \
-  X(convoy::SimTarget, sim, Defaults().environment.sim,                                            \
+  X(convoy::agent::SimTarget, sim, Defaults().environment.sim,                                     \
     "embedded, or airsim://host:port (AirSim, Colosseum, convoy_sim).")                            \
   CONVOY_PROCESS_SETTING(X, map_dir, "",                                                           \
                          "Map directory (road_lines.txt, reward_points.txt); default: bundled.")   \
@@ -69,7 +69,7 @@ std::string RunSettingHelp(const std::string& what, const std::string& alone,
   CONVOY_PROCESS_SETTING_UNLESS_GIVEN(                                                             \
       X, model,                                                                                    \
       RunSetting("Q-network (registry name: compact, cookbook, nature, ...).", Defaults().model))  \
-  X(std::string, push, convoy::PushModeName(Defaults().push),                                      \
+  X(std::string, push, convoy::agent::PushModeName(Defaults().push),                               \
     "gradients, or deltas (for a PS run with --optimizer=delta).")                                 \
   X(std::string, push_encoding, "fp32", "fp32 or bf16.")                                           \
   X(uint64_t, max_steps, Defaults().max_steps,                                                     \
@@ -104,13 +104,14 @@ CONVOY_AGENT_SETTINGS(CONVOY_AGENT_SETTING_FLAG)
 CONVOY_RUN_SETTINGS(CONVOY_AGENT_RUN_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
-CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,
+CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::agent::ClientSecuritySettings,
                       ClientSecuritySettingsFromFlags)
-CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)
+CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::agent::ScenarioSettings,
+                      ScenarioSettingsFromFlags)
 CONVOY_SETTINGS_FLAGS(CONVOY_METRICS_ENDPOINT_SETTINGS, convoy::MetricsEndpointSettings,
                       MetricsEndpointSettingsFromFlags)
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // A run setting given explicitly: its value, and its name in `pinned`.
@@ -265,12 +266,12 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_agent: a DQN driving agent.\n"
                       "Usage: convoy_agent [--ps=host:port] [--sim=embedded|airsim://host:port] "
                       "[--max_minutes=N] [--log_dir=DIR] [flags]");
-  return convoy::Run();
+  return convoy::agent::Run();
 }

@@ -22,8 +22,8 @@
 namespace {
 // The defaults the flags below show. One object rather than a temporary per flag: GCC 12 takes the
 // temporaries' SimTarget::host for uninitialised (-Wmaybe-uninitialized).
-const convoy::EnvironmentSpec& DefaultSpec() {
-  static const convoy::EnvironmentSpec* const spec = new convoy::EnvironmentSpec();
+const convoy::agent::EnvironmentSpec& DefaultSpec() {
+  static const convoy::agent::EnvironmentSpec* const spec = new convoy::agent::EnvironmentSpec();
   return *spec;
 }
 }  // namespace
@@ -38,7 +38,7 @@ const convoy::EnvironmentSpec& DefaultSpec() {
     "Evaluation episodes, on fixed seeds held out from training and validation. The table "        \
     "gives every rate and mean with its 95% confidence interval; 20 episodes (a run's "            \
     "hand-over) are a quick check, too few to tell 17 of 20 from 19.")                             \
-  X(convoy::SimTarget, sim, DefaultSpec().sim, "embedded, or airsim://host:port.")                 \
+  X(convoy::agent::SimTarget, sim, DefaultSpec().sim, "embedded, or airsim://host:port.")          \
   X(std::string, map_png, "", "Write a top-down map of every episode's path here (PNG).")          \
   X(std::string, videos, "",                                                                       \
     "A directory for videos (animated GIFs) of the best and the worst greedy episode: the "        \
@@ -56,9 +56,10 @@ const convoy::EnvironmentSpec& DefaultSpec() {
 CONVOY_EVAL_SETTINGS(CONVOY_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
-CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)
+CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::agent::ScenarioSettings,
+                      ScenarioSettingsFromFlags)
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // The greedy episodes' map (--map_png) and the best and worst episodes' videos (--videos). False
@@ -167,12 +168,12 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_eval: evaluates trained weights against a random policy.\n"
                       "Usage: convoy_eval --checkpoint=DIR|weights.pt [--model=compact] "
                       "[--episodes=100] [--map_png=map.png]");
-  return convoy::Run();
+  return convoy::agent::Run();
 }

@@ -56,10 +56,10 @@
 CONVOY_STATUS_SETTINGS(CONVOY_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
-CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,
+CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::agent::ClientSecuritySettings,
                       ClientSecuritySettingsFromFlags)
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 std::string Ago(int64_t unix_ms, absl::Time now) {
@@ -253,7 +253,7 @@ int Run(const std::vector<std::string>& positional) {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent
 
 int main(int argc, char** argv) {
   const std::vector<std::string> positional = convoy::InitProcess(
@@ -261,5 +261,5 @@ int main(int argc, char** argv) {
       "convoy_status: a running parameter server's shards and agents.\n"
       "Usage: convoy_status RUN_DIR [--watch]   (a convoy_train run directory, runs/<name>)\n"
       "       convoy_status --ps=host:port[,host:port...] [--watch] [TLS flags]");
-  return convoy::Run(positional);
+  return convoy::agent::Run(positional);
 }

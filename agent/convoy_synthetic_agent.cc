@@ -66,10 +66,10 @@
 CONVOY_SYNTHETIC_AGENT_SETTINGS(CONVOY_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
-CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,
+CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::agent::ClientSecuritySettings,
                       ClientSecuritySettingsFromFlags)
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // Every numeric flag but --target_seed, which takes any value.
@@ -285,11 +285,11 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_synthetic_agent: pushes synthetic gradients to a convoy_ps.\n"
                       "Usage: convoy_synthetic_agent --ps=host:port [--seconds=30]");
-  return convoy::Run();
+  return convoy::agent::Run();
 }

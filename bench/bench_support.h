@@ -19,7 +19,7 @@
     LOG_IF(FATAL, !bench_status_.ok()) << #expr << ": " << bench_status_; \
   } while (0)
 
-namespace convoy {
+namespace convoy::bench {
 
 using BenchClock = std::chrono::steady_clock;
 
@@ -38,6 +38,6 @@ inline std::string BenchDirectory(const std::string& given, const std::string& p
   return pattern;
 }
 
-}  // namespace convoy
+}  // namespace convoy::bench
 
 #endif  // CONVOY_BENCH_BENCH_SUPPORT_H_

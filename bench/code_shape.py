@@ -180,6 +180,18 @@ def includes_up(repo, files):
   return [(f, n, target) for f, n, target, _ in include_rule.violations(rooms, sources)]
 
 
+def room_namespaces(repo, files):
+  """The namespaces each top-level folder's sources open ({folder: {namespace}}): a room in the root `convoy`
+  shares its names with every other room there."""
+  opened = {}
+  for f in files:
+    if f.endswith((".cc", ".h")) and "/" in f and not f.startswith(("tests/", "proto/")):
+      for m in re.finditer(r"^\s*namespace\s+(convoy(?:::\w+)?)\s*\{", read(repo, f), re.M):
+        if m.group(1) != "convoy::v1":
+          opened.setdefault(f.split("/")[0], set()).add(m.group(1))
+  return opened
+
+
 def agent_option_fields(repo, also=()):
   """AgentOptions' fields (and, with `also`, those of the named structs in the files given)."""
   wanted = [("agent/agent.h", "AgentOptions"), *also]
@@ -375,6 +387,13 @@ def main():
   for f, n, target in up:
     print(f"  {f}:{n} -> {target}")
   print(f"RESULT includes_up={len(up)}")
+
+  opened = room_namespaces(args.repo, files)
+  shared = sorted(room for room, names in opened.items() if room != "common" and "convoy" in names)
+  print(f"\n## Top-level rooms (common/ aside) with files in the root namespace `convoy`: {len(shared)}")
+  for room in sorted(opened):
+    print(f"  {room}/: {', '.join(sorted(opened[room]))}")
+  print(f"RESULT rooms_in_root_namespace={len(shared)}")
 
   outside = settings_outside_table(args.repo, files)
   names = sorted({name for _, name in outside})

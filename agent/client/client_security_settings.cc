@@ -5,7 +5,7 @@
 
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 absl::StatusOr<ClientSecurity> ClientSecurityFrom(const ClientSecuritySettings& settings,
                                                   const ClientSecurityDefaults& defaults) {
@@ -31,4 +31,4 @@ absl::StatusOr<ClientSecurity> ClientSecurityFrom(const ClientSecuritySettings& 
   return security;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -32,7 +32,7 @@
       "Talk plaintext to the parameter server (no --tls_ca). Off by default: the server's " \
       "certificate is checked unless this is given.")
 
-namespace convoy {
+namespace convoy::agent {
 
 struct ClientSecuritySettings {
   CONVOY_CLIENT_SECURITY_SETTINGS(CONVOY_SETTING_MEMBER)
@@ -51,6 +51,6 @@ struct ClientSecurityDefaults {
 absl::StatusOr<ClientSecurity> ClientSecurityFrom(const ClientSecuritySettings& settings,
                                                   const ClientSecurityDefaults& defaults = {});
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_CLIENT_SECURITY_SETTINGS_H_

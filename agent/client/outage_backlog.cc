@@ -2,7 +2,7 @@
 
 #include <glog/logging.h>
 
-namespace convoy {
+namespace convoy::agent {
 
 void OutageBacklog::Add(absl::Span<const float> update, uint64_t minibatches) {
   if (sum_.empty()) sum_.assign(update.size(), 0.0f);
@@ -26,4 +26,4 @@ uint64_t OutageBacklog::Take(std::vector<float>* update) {
   return minibatches;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -15,7 +15,7 @@
 #include "absl/types/span.h"
 #include "agent/client/push_mode.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 class OutageBacklog {
  public:
@@ -40,6 +40,6 @@ class OutageBacklog {
   uint64_t minibatches_ = 0;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_OUTAGE_BACKLOG_H_

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 class RealClock final : public SyncClock {
@@ -571,4 +571,4 @@ void ParameterServerSync::PublishStats() {
   stats_.version = version_;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -43,7 +43,7 @@
 #include "agent/client/sync_state.h"
 #include "common/settings/run_defaults.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // What the sync needs of the learner. DqnLearner's calls of the same names.
 class SyncedModel {
@@ -284,6 +284,6 @@ class ParameterServerSync {
   SyncStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_PARAMETER_SERVER_SYNC_H_

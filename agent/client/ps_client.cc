@@ -13,7 +13,7 @@
 #include "common/wire/tensor_chunk.h"
 #include "common/wire/wire_encoding.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 constexpr int kMaxMessageBytes = static_cast<int>(kMaxChunkPayloadBytes) + 1024;
@@ -416,4 +416,4 @@ absl::StatusOr<v1::StatusResponse> PsClient::Status() {
   return response;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

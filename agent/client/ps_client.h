@@ -44,7 +44,7 @@
 #include "common/wire/tensor_encoding.h"
 #include "convoy/v1/parameter_server.grpc.pb.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 struct PsClientOptions {
   std::string address;  // host:port
@@ -212,6 +212,6 @@ class PsClient {
   std::optional<PendingPush> pending_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_PS_CLIENT_H_

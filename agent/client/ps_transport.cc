@@ -17,7 +17,7 @@
 #include "common/support/files.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 std::string Hostname() {
@@ -276,4 +276,4 @@ absl::StatusOr<JoinResult> JoinServers(const std::vector<ServerTransport*>& serv
   return joined;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -27,7 +27,7 @@
 #include "common/wire/security.h"
 #include "common/wire/tensor_encoding.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // Which of the local copies a pull wrote.
 struct PullUpdate {
@@ -214,6 +214,6 @@ absl::StatusOr<std::vector<std::unique_ptr<ServerTransport>>> CreateTransports(
 absl::StatusOr<JoinResult> JoinServers(const std::vector<ServerTransport*>& servers,
                                        int num_actions, const JoinOptions& options);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_PS_TRANSPORT_H_

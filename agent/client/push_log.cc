@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/support/log_record.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 std::string UnixSeconds() { return absl::StrFormat("%.3f", absl::ToUnixMillis(absl::Now()) / 1e3); }
@@ -72,4 +72,4 @@ void PushLog::Write(const std::string& line) {
   std::fflush(file_);
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

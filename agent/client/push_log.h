@@ -29,7 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/client/sync_observer.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // A SyncObserver (agent/client/sync_observer.h) that writes what it observes, with the process's
 // start and end, which its binary reports.
@@ -55,6 +55,6 @@ class PushLog final : public SyncObserver {
   FILE* const file_ ABSL_PT_GUARDED_BY(mu_);
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_PUSH_LOG_H_

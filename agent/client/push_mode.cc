@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 absl::StatusOr<PushMode> ParsePushMode(absl::string_view name) {
   if (name == "gradients") return PushMode::kGradients;
@@ -53,4 +53,4 @@ absl::Status CheckPushModeFits(PushMode push, UpdateRule rule) {
   return absl::InternalError("unknown push mode or update rule");  // Unreachable.
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // What an agent pushes to the parameter server (--push).
 enum class PushMode {
@@ -34,6 +34,6 @@ absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name);
 // INVALID_ARGUMENT saying which flag to change.
 absl::Status CheckPushModeFits(PushMode push, UpdateRule rule);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_PUSH_MODE_H_

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // When a rejoin attempt may start.
 enum class RejoinPace {
@@ -50,6 +50,6 @@ class RejoinPacer {
   absl::Time next_ = absl::InfinitePast();
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_REJOIN_PACER_H_

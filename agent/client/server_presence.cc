@@ -21,7 +21,7 @@
 #include "absl/time/clock.h"
 #include "common/support/child_process.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 struct HostPort {
@@ -190,4 +190,4 @@ std::unique_ptr<ServerPresence> ProbeServerPresence(std::vector<std::string> add
                                                 probe_timeout);
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -18,7 +18,7 @@
 
 #include "absl/time/time.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // What says that the server is gone.
 enum class ServerAbsence {
@@ -59,6 +59,6 @@ std::unique_ptr<ServerPresence> ProbeServerPresence(std::vector<std::string> add
                                                     pid_t parent_at_start,
                                                     absl::Duration probe_timeout);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_SERVER_PRESENCE_H_

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-namespace convoy {
+namespace convoy::agent {
 
 ShardWorker::ShardWorker() : thread_([this] { Loop(); }) {}
 
@@ -54,4 +54,4 @@ void ShardWorker::Loop() {
   }
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

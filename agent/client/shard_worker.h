@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 class ShardWorker {
  public:
@@ -41,6 +41,6 @@ class ShardWorker {
   std::thread thread_;  // Last: starts once the rest is made.
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_SHARD_WORKER_H_

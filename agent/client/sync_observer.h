@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "common/wire/push_answer.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // The push an answer is for.
 struct LoggedPush {
@@ -63,6 +63,6 @@ class SyncObservers : public SyncObserver {
   const std::vector<std::shared_ptr<SyncObserver>> observers_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_SYNC_OBSERVER_H_

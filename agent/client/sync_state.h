@@ -4,7 +4,7 @@
 #ifndef CONVOY_AGENT_CLIENT_SYNC_STATE_H_
 #define CONVOY_AGENT_CLIENT_SYNC_STATE_H_
 
-namespace convoy {
+namespace convoy::agent {
 
 enum class SyncState {
   // The learner holds the server's last pull plus what the next sync pushes; the server answers.
@@ -22,6 +22,6 @@ enum class SyncState {
 // "in step", "out of step", "away", "rejoined".
 const char* SyncStateName(SyncState state);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_SYNC_STATE_H_

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <random>
 
-namespace convoy {
+namespace convoy::agent {
 
 constexpr float kReplayableGradientStep = 1.0f / 1024.0f;
 
@@ -23,6 +23,6 @@ inline void ReplayableGradient(uint64_t session, uint64_t sequence, size_t n, fl
   }
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_CLIENT_SYNTHETIC_GRADIENT_H_

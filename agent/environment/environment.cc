@@ -11,7 +11,7 @@
 #include "simulator_bridge/world/road_map.h"
 #include "simulator_bridge/world/world.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 absl::StatusOr<SimTarget> ParseSimTarget(absl::string_view value) {
   SimTarget target;
@@ -88,4 +88,4 @@ absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSp
   return environment;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

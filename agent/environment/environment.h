@@ -13,7 +13,7 @@
 #include "simulator_bridge/task/driving_env.h"
 #include "simulator_bridge/world/car_sim.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // The simulators an agent can drive in.
 enum class SimKind {
@@ -62,6 +62,6 @@ struct Environment {
 // Errors: UNAVAILABLE when an AirSim server cannot be reached.
 absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(const EnvironmentSpec& spec);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_ENVIRONMENT_ENVIRONMENT_H_

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 absl::StatusOr<Preprocess> Preprocess::Create(std::array<int, 3> in, std::array<int, 3> out) {
   if (in[0] != out[0] || out[1] < 1 || out[2] < 1 || out[1] > in[1] || out[2] > in[2]) {
@@ -29,4 +29,4 @@ void Preprocess::Apply(const uint8_t* in, uint8_t* out) const {
   }
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

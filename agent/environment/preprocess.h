@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 class Preprocess {
  public:
@@ -32,6 +32,6 @@ class Preprocess {
   int fy_, fx_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_ENVIRONMENT_PREPROCESS_H_

@@ -2,7 +2,7 @@
 
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 absl::Status UseScenarioSettings(const ScenarioSettings& settings, EnvironmentSpec* spec) {
   const std::optional<double>& limit = settings.max_epoch_runtime_sec;
@@ -15,4 +15,4 @@ absl::Status UseScenarioSettings(const ScenarioSettings& settings, EnvironmentSp
   return absl::OkStatus();
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

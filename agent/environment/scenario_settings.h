@@ -27,7 +27,7 @@
   X(std::optional<double>, max_epoch_runtime_sec, std::nullopt,                             \
     "Episode time limit, simulation seconds; default: the scenario's.")
 
-namespace convoy {
+namespace convoy::agent {
 
 struct ScenarioSettings {
   CONVOY_SCENARIO_SETTINGS(CONVOY_SETTING_MEMBER)
@@ -37,6 +37,6 @@ struct ScenarioSettings {
 // an unknown scenario (naming the known ones) or a max_epoch_runtime_sec that is not positive.
 absl::Status UseScenarioSettings(const ScenarioSettings& settings, EnvironmentSpec* spec);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_ENVIRONMENT_SCENARIO_SETTINGS_H_

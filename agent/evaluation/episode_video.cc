@@ -14,7 +14,7 @@
 #include "common/support/status_macros.h"
 #include "simulator_bridge/world/car_sim.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // The fixed palette: 6 reds x 7 greens x 6 blues (252 colours), the rest black.
@@ -260,4 +260,4 @@ absl::StatusOr<std::vector<EpisodeVideo>> WriteEvaluationVideos(
   return videos;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -16,7 +16,7 @@
 #include "agent/evaluation/map_image.h"
 #include "common/metrics/tfevents.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // An animated GIF built frame by frame from RGB pictures of one size.
 class GifAnimation {
@@ -76,6 +76,6 @@ absl::StatusOr<std::vector<EpisodeVideo>> WriteEvaluationVideos(
     GreedyEvaluator& evaluator, const std::vector<float>& weights, const EvalSummary& summary,
     const std::string& dir, EventFileWriter* events = nullptr, int64_t step = 0);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_EVALUATION_EPISODE_VIDEO_H_

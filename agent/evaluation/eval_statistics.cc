@@ -13,7 +13,7 @@
 #include "simulator_bridge/world/traffic.h"
 #include "simulator_bridge/world/world.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 constexpr double kZ95 = 1.959963984540054;  // The standard normal's 97.5th percentile.
@@ -262,4 +262,4 @@ std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& rando
   return out;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -16,7 +16,7 @@
 
 #include "agent/evaluation/evaluation.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // An estimate with its 95% confidence interval.
 struct Interval {
@@ -95,6 +95,6 @@ EvalStatistics StatisticsOf(const EvalSummary& summary);
 std::string FormatStatistics(const EvalSummary& greedy, const EvalSummary& random,
                              const EvalSummary* expert = nullptr);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_EVALUATION_EVAL_STATISTICS_H_

@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "simulator_bridge/world/png.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 absl::StatusOr<std::unique_ptr<EvalTrace>> EvalTrace::Create(const std::string& csv_path,
                                                              const std::string& frames_dir,
@@ -109,4 +109,4 @@ absl::Status EvalTrace::Close() {
   return absl::OkStatus();
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

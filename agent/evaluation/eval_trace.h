@@ -21,7 +21,7 @@
 #include "agent/evaluation/evaluation.h"
 #include "simulator_bridge/world/road_map.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 class EvalTrace {
  public:
@@ -57,6 +57,6 @@ class EvalTrace {
   std::deque<std::vector<uint8_t>> recent_;  // The episode's last frames, newest at the back.
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_EVALUATION_EVAL_TRACE_H_

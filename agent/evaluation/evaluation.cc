@@ -14,7 +14,7 @@
 #include "simulator_bridge/task/frame_stack.h"
 #include "simulator_bridge/task/scenario.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 // Far from the seeds agents train on (seed * 1000003 + episode), and from each other.
 constexpr uint64_t kFirstEvaluationSeed = 900000000001ull;
@@ -371,4 +371,4 @@ std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& rando
   return out + FormatStatistics(greedy, random, expert);
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -18,7 +18,7 @@
 #include "common/model/model_registry.h"
 #include "simulator_bridge/world/road_map.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 class DqnLearner;
 
@@ -251,6 +251,6 @@ absl::StatusOr<Comparison> CompareWithRandom(const std::string& model,
 std::string FormatComparison(const EvalSummary& greedy, const EvalSummary& random,
                              const EvalSummary* expert = nullptr);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_EVALUATION_EVALUATION_H_

@@ -6,7 +6,7 @@
 
 #include "simulator_bridge/world/png.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 constexpr double kMarginM = 20.0;
@@ -127,4 +127,4 @@ absl::Status WriteEpisodeMap(const std::string& path, const sim::RoadMap& map,
   return sim::WritePng(path, canvas.rgb.data(), canvas.width, canvas.height, sim::PixelOrder::kRgb);
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -14,7 +14,7 @@
 #include "agent/evaluation/evaluation.h"
 #include "simulator_bridge/world/road_map.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // A top-down RGB picture of a map: world x (north) runs up, y (east) to the right.
 struct MapPicture {
@@ -39,6 +39,6 @@ MapPicture DrawMap(const sim::RoadMap& map, double pixels_per_metre);
 absl::Status WriteEpisodeMap(const std::string& path, const sim::RoadMap& map,
                              const EvalSummary& summary, double pixels_per_metre = 2.0);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_EVALUATION_MAP_IMAGE_H_

@@ -11,7 +11,7 @@
 #include "common/model/torch_compat.h"  // After LibTorch: glog's LOG.
 #include "common/support/time_split.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // How often a sampler waiting for the memory to fill looks at its stop flag. The wait itself sleeps
@@ -174,4 +174,4 @@ double BatchSampler::learner_wait_seconds() const {
   return absl::ToDoubleSeconds(waited_);
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

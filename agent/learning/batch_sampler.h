@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "agent/learning/replay_memory.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // A minibatch on the learner's device.
 struct TensorBatch {
@@ -85,6 +85,6 @@ class BatchSampler {
   std::thread thread_;  // last: started once everything above is constructed
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_LEARNING_BATCH_SAMPLER_H_

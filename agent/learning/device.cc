@@ -11,7 +11,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 constexpr char kCudaPrefix[] = "cuda:";
@@ -98,4 +98,4 @@ std::string DescribeDevice(const torch::Device& device) {
   return text;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // What device resolution depends on, so it can be stated in tests.
 struct DeviceEnvironment {
@@ -41,6 +41,6 @@ bool CudaAvailable();
 // of the device when LibTorch has CUDA (just "cuda:0" otherwise).
 std::string DescribeDevice(const torch::Device& device);
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_LEARNING_DEVICE_H_

@@ -10,7 +10,7 @@
 #include "common/model/torch_compat.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 constexpr double kInitialLossScale = 65536.0;
@@ -396,4 +396,4 @@ absl::Status DqnLearner::LoadState(const std::string& bytes) {
   return absl::OkStatus();
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

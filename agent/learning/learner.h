@@ -21,7 +21,7 @@
 #include "common/model/q_network.h"
 #include "common/settings/run_defaults.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 struct LearnerOptions {
   std::string model = run_defaults::kLocalModel;
@@ -138,6 +138,6 @@ class DqnLearner {
   std::optional<torch::Generator> shift_generator_;  // Draws the random shifts (seeded).
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_LEARNING_LEARNER_H_

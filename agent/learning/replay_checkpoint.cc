@@ -28,7 +28,7 @@
 #include "common/support/sha256.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 using google::protobuf::io::CodedInputStream;
@@ -542,4 +542,4 @@ ReplayCheckpointStats ReplayCheckpointer::stats() const {
   return stats_;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -30,7 +30,7 @@
 #include "agent/learning/replay_memory.h"
 #include "convoy/v1/replay_checkpoint.pb.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 // The format this build writes and reads; the older one (2: a hand-written header of options and
 // counters) is refused, naming it.
@@ -109,6 +109,6 @@ class ReplayCheckpointer {
   ReplayCheckpointStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_LEARNING_REPLAY_CHECKPOINT_H_

@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // Frames are allocated this many at a time as the ring first fills, so a small run does not pay for
@@ -621,4 +621,4 @@ absl::Status ReplayMemory::RestoreTransitions(const ReplayMemoryState& state,
   }
   return absl::OkStatus();
 }
-}  // namespace convoy
+}  // namespace convoy::agent

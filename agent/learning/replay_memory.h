@@ -23,7 +23,7 @@
 #include "common/settings/agent_settings.h"
 #include "common/settings/run_defaults.h"
 
-namespace convoy {
+namespace convoy::agent {
 
 struct ReplayOptions {
   size_t capacity = AgentSettings{}.replay_memory_size;  // transitions (--replay_memory_size)
@@ -285,6 +285,6 @@ class ReplayMemory {
   mutable uint64_t save_floor_ ABSL_GUARDED_BY(mu_) = kNotSaving;
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_LEARNING_REPLAY_MEMORY_H_

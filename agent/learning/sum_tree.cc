@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-namespace convoy {
+namespace convoy::agent {
 
 SumTree::SumTree(size_t size) : size_(size), leaves_(1) {
   CHECK_GE(size, 1u) << "a sum tree needs at least one leaf";
@@ -45,4 +45,4 @@ size_t SumTree::Find(double prefix_sum) const {
   return node - leaves_;
 }
 
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace convoy {
+namespace convoy::agent {
 
 // A complete binary tree over `size` leaves whose inner nodes hold the sum of their children. Set
 // and Find are O(log size); Total is O(1). Each Set recomputes the sums on its path from the
@@ -41,6 +41,6 @@ class SumTree {
       nodes_;  // 1-based heap layout: node i has children 2i and 2i+1; leaves at leaves_ + index
 };
 
-}  // namespace convoy
+}  // namespace convoy::agent
 
 #endif  // CONVOY_AGENT_LEARNING_SUM_TREE_H_

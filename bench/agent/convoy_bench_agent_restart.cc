@@ -47,7 +47,7 @@ ABSL_FLAG(std::string, dir, "",
           "after).");
 ABSL_FLAG(std::string, bin_dir, "", "Where convoy_agent is (default: beside this program).");
 
-namespace convoy {
+namespace convoy::bench {
 namespace {
 
 double Median(std::vector<double> v) {
@@ -198,12 +198,12 @@ int Main() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::bench
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_bench_agent_restart: convoy_agent restarted with and without its "
                       "replay checkpoint.\nUsage: convoy_bench_agent_restart "
                       "[--sim=airsim://host:port] [--repeats=3] [--refill]");
-  return convoy::Main();
+  return convoy::bench::Main();
 }

@@ -54,8 +54,10 @@ ABSL_FLAG(int, eval_episodes, 20,
           "Episodes per evaluation during a run (the first of the fixed seeds); each point of the "
           "curves carries its 95% interval.");
 ABSL_FLAG(int, final_eval_episodes, 20, "Episodes of the evaluation at the end of each run.");
-ABSL_FLAG(std::string, model, convoy::LocalClusterOptions{}.model, "Q-network (registry name).");
-ABSL_FLAG(uint64_t, seed, convoy::LocalClusterOptions{}.seed, "Seed; agent i uses seed + i.");
+ABSL_FLAG(std::string, model, convoy::deploy::LocalClusterOptions{}.model,
+          "Q-network (registry name).");
+ABSL_FLAG(uint64_t, seed, convoy::deploy::LocalClusterOptions{}.seed,
+          "Seed; agent i uses seed + i.");
 ABSL_FLAG(std::string, runs_dir, "runs", "Directory of runs.");
 ABSL_FLAG(std::string, name, "",
           "Run name (default: bench-learn-<date>-<time>); agents-N/ beneath it.");
@@ -94,14 +96,15 @@ ABSL_FLAG(
 ABSL_FLAG(uint32_t, max_pushes_per_step, 0,
           "convoy_ps --max_pushes_per_step (pushes one optimizer step may combine); 0: the "
           "server's default.");
-ABSL_FLAG(uint64_t, average_horizon, convoy::LocalClusterOptions{}.average_horizon,
+ABSL_FLAG(uint64_t, average_horizon, convoy::deploy::LocalClusterOptions{}.average_horizon,
           "The server's averaged network's horizon, applied minibatches; evaluated at the end of "
           "each run beside the last weights (0: off).");
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
-CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)
+CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::agent::ScenarioSettings,
+                      ScenarioSettingsFromFlags)
 
-namespace convoy {
+namespace convoy::bench {
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -114,7 +117,7 @@ struct EvalPoint {
   double train_steps = 0;   // All agents together (minibatches).
   uint64_t version = 0;     // The server's weight version evaluated.
   double eval_seconds = 0;  // How long the evaluation itself took.
-  EvalSummary summary;
+  agent::EvalSummary summary;
 };
 
 struct RunResult {
@@ -130,7 +133,7 @@ struct RunResult {
   uint64_t pushes_applied = 0, apply_steps = 0;
 };
 
-bool Majority(const EvalSummary& s) {
+bool Majority(const agent::EvalSummary& s) {
   return 2 * s.full_episodes > static_cast<int>(s.episodes.size());
 }
 
@@ -142,7 +145,9 @@ double MinutesToFullMajority(const RunResult& r) {
   return -1;
 }
 
-double MeanDrivingScore(const EvalSummary& s) { return StatisticsOf(s).driving_score.estimate; }
+double MeanDrivingScore(const agent::EvalSummary& s) {
+  return agent::StatisticsOf(s).driving_score.estimate;
+}
 
 // The first evaluation whose mean driving score reaches --threshold, or null.
 const EvalPoint* FirstAtThreshold(const RunResult& r) {
@@ -165,33 +170,34 @@ void PrintPoint(int agents, const EvalPoint& p) {
 // The bench's hand-over: the averaged network is evaluated beside the best validated weights, not
 // chosen, and the validations during the run decide (no settling), each on the shared evaluator.
 struct BenchHandOver {
-  HandOverResult result;
+  deploy::HandOverResult result;
   double last_eval_seconds = 0;  // The last weights' evaluation.
 };
-absl::StatusOr<BenchHandOver> HandOverOfBench(BestPolicy& best, const RunEnd& end,
-                                              GreedyEvaluator& evaluator) {
-  HandOverOptions options;
+absl::StatusOr<BenchHandOver> HandOverOfBench(agent::BestPolicy& best, const deploy::RunEnd& end,
+                                              agent::GreedyEvaluator& evaluator) {
+  deploy::HandOverOptions options;
   options.average_competes = false;
   options.settle_episodes = 0;
   BenchHandOver handed;
   const int episodes = absl::GetFlag(FLAGS_final_eval_episodes);
   CONVOY_ASSIGN_OR_RETURN(
       handed.result,
-      HandOver(&best, end, options,
-               [&](HandOverCandidate which,
-                   const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
-                 const absl::Time start = absl::Now();
-                 absl::StatusOr<EvalSummary> summary = evaluator.Greedy(weights, episodes);
-                 if (which == HandOverCandidate::kLast) {
-                   handed.last_eval_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-                 }
-                 return summary;
-               }));
+      deploy::HandOver(
+          &best, end, options,
+          [&](deploy::HandOverCandidate which,
+              const std::vector<float>& weights) -> absl::StatusOr<agent::EvalSummary> {
+            const absl::Time start = absl::Now();
+            absl::StatusOr<agent::EvalSummary> summary = evaluator.Greedy(weights, episodes);
+            if (which == deploy::HandOverCandidate::kLast) {
+              handed.last_eval_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+            }
+            return summary;
+          }));
   return handed;
 }
 
 // A validation during the run as the bench's table and CSV show it.
-EvalPoint PointOf(const ValidationPoint& v) {
+EvalPoint PointOf(const deploy::ValidationPoint& v) {
   EvalPoint point;
   point.wall_seconds = v.wall_seconds;
   point.env_steps = v.env_steps;
@@ -203,10 +209,10 @@ EvalPoint PointOf(const ValidationPoint& v) {
 }
 
 // Prints each validation as it comes.
-class PointPrinter final : public TrainingRunObserver {
+class PointPrinter final : public deploy::TrainingRunObserver {
  public:
   explicit PointPrinter(int agents) : agents_(agents) {}
-  void OnValidation(const ValidationPoint& point, const BestPolicy&) override {
+  void OnValidation(const deploy::ValidationPoint& point, const agent::BestPolicy&) override {
     PrintPoint(agents_, PointOf(point));
   }
 
@@ -215,9 +221,9 @@ class PointPrinter final : public TrainingRunObserver {
 };
 
 absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_dir,
-                                           GreedyEvaluator& evaluator) {
-  TrainingRunOptions run;
-  LocalClusterOptions& options = run.cluster;
+                                           agent::GreedyEvaluator& evaluator) {
+  deploy::TrainingRunOptions run;
+  deploy::LocalClusterOptions& options = run.cluster;
   options.run_dir = run_dir;
   options.agents = agents;
   options.model = absl::GetFlag(FLAGS_model);
@@ -234,25 +240,26 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   run.preempt_agents_after_steps = absl::GetFlag(FLAGS_preempt_after_steps);
   options.max_steps_per_agent = absl::GetFlag(FLAGS_steps_per_agent);
   run.preempt_signal = absl::GetFlag(FLAGS_preempt_signal) == "KILL" ? SIGKILL : SIGTERM;
-  CONVOY_RETURN_IF_ERROR(UseScenarioSettings(ScenarioSettingsFromFlags(), &run.spec));
+  CONVOY_RETURN_IF_ERROR(agent::UseScenarioSettings(ScenarioSettingsFromFlags(), &run.spec));
   run.validate_every = absl::Seconds(absl::GetFlag(FLAGS_eval_every_seconds));
   run.validation_episodes = absl::GetFlag(FLAGS_eval_episodes);
   run.best_weights_path = run_dir + "/best_weights.pt";
   PointPrinter printer(agents);
-  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<TrainingRun> training, TrainingRun::Start(run, &printer));
+  CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<deploy::TrainingRun> training,
+                          deploy::TrainingRun::Start(run, &printer));
   std::fprintf(stderr, "convoy_bench_learn: %d agents for %.1f minutes, logs in %s\n", agents,
                absl::GetFlag(FLAGS_minutes), run_dir.c_str());
 
   RunResult result;
   result.agents = agents;
   training->Train(g_stop);
-  for (const ValidationPoint& v : training->curve()) {
+  for (const deploy::ValidationPoint& v : training->curve()) {
     result.points.push_back(PointOf(v));
     result.eval_seconds += v.eval_seconds;
   }
   result.training_seconds = training->training_seconds();
   result.failed_agents = training->failed_agents();
-  const ClusterTotals totals = training->cluster().Totals();
+  const deploy::ClusterTotals totals = training->cluster().Totals();
   result.env_steps = totals.env_steps;
   result.train_steps = totals.train_steps;
   const int final_episodes = absl::GetFlag(FLAGS_final_eval_episodes);
@@ -260,9 +267,9 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
     result.pushes_applied = status->updates_applied();
     result.apply_steps = status->apply_steps();
   }
-  CONVOY_ASSIGN_OR_RETURN(const RunEnd end, training->Finish());
+  CONVOY_ASSIGN_OR_RETURN(const deploy::RunEnd end, training->Finish());
   if (training->interrupted()) return absl::CancelledError("interrupted");
-  BestPolicy& best = *training->best();  // --eval_every_seconds > 0: validation is on.
+  agent::BestPolicy& best = *training->best();  // --eval_every_seconds > 0: validation is on.
   CONVOY_ASSIGN_OR_RETURN(BenchHandOver handed, HandOverOfBench(best, end, evaluator));
   // The final weights are those at the end of training, not at the end of the evaluation.
   EvalPoint final_point;
@@ -304,7 +311,7 @@ absl::StatusOr<RunResult> RunConfiguration(int agents, const std::string& run_di
   return result;
 }
 
-void PrintTable(const RunResult& r, const EvalSummary& random) {
+void PrintTable(const RunResult& r, const agent::EvalSummary& random) {
   std::printf(
       "\n%d agent%s: %.1f min of training, %.0f env steps (%.1f/s, %.1f/s per agent), %.0f train "
       "steps "
@@ -316,7 +323,7 @@ void PrintTable(const RunResult& r, const EvalSummary& random) {
   std::printf("%8s %10s %11s %9s %11s %13s %8s %10s %8s\n", "minutes", "env steps", "train steps",
               "version", "mean return", "distance (m)", "full", "collisions", "score");
   auto row = [](const char* minutes, double env, double train, const std::string& version,
-                const EvalSummary& s) {
+                const agent::EvalSummary& s) {
     std::printf("%8s %10.0f %11.0f %9s %11.1f %13.1f %5d/%-2d %7d/%-2d %8.3f\n", minutes, env,
                 train, version.c_str(), s.mean_return, s.mean_distance_m, s.full_episodes,
                 static_cast<int>(s.episodes.size()), s.collisions,
@@ -344,7 +351,7 @@ void PrintTable(const RunResult& r, const EvalSummary& random) {
 }
 
 void PrintResults(const RunResult& r) {
-  const EvalSummary& last = r.points.back().summary;
+  const agent::EvalSummary& last = r.points.back().summary;
   const int n = r.agents;
   std::printf("RESULT final_return_agents_%d=%.3f\n", n, last.mean_return);
   std::printf("RESULT final_distance_m_agents_%d=%.2f\n", n, last.mean_distance_m);
@@ -353,7 +360,7 @@ void PrintResults(const RunResult& r) {
   std::printf("RESULT minutes_to_full_majority_agents_%d=%.2f\n", n, MinutesToFullMajority(r));
   std::printf("RESULT final_driving_score_agents_%d=%.4f\n", n, MeanDrivingScore(last));
   // The 95% confidence intervals of the last weights' mean return and driving score.
-  const EvalStatistics last_stats = StatisticsOf(last);
+  const agent::EvalStatistics last_stats = agent::StatisticsOf(last);
   std::printf("RESULT final_return_ci_agents_%d=%.3f,%.3f\n", n, last_stats.mean_return.low,
               last_stats.mean_return.high);
   std::printf("RESULT final_driving_score_ci_agents_%d=%.4f,%.4f\n", n,
@@ -398,15 +405,15 @@ std::string SeriesName(int agents) {
 // which have no time or steps), when it ran and what it measured, its driving score with the 95%
 // interval last.
 absl::Status WriteCsv(const std::string& path, const std::vector<RunResult>& runs,
-                      const EvalSummary& random, const EvalSummary& expert) {
+                      const agent::EvalSummary& random, const agent::EvalSummary& expert) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   std::fprintf(f,
                "series,agents,wall_minutes,env_steps,train_steps,version,mean_return,"
                "mean_distance_m,full_episodes,episodes,collisions,driving_score,"
                "driving_score_ci_low,driving_score_ci_high\n");
-  auto summary = [](const EvalSummary& s) {
-    const Interval score = StatisticsOf(s).driving_score;
+  auto summary = [](const agent::EvalSummary& s) {
+    const agent::Interval score = agent::StatisticsOf(s).driving_score;
     return absl::StrFormat("%.3f,%.2f,%d,%d,%d,%.4f,%.4f,%.4f", s.mean_return, s.mean_distance_m,
                            s.full_episodes, static_cast<int>(s.episodes.size()), s.collisions,
                            score.estimate, score.low, score.high);
@@ -470,26 +477,26 @@ int Run() {
   }
   // Batch-1 inference needs no intra-op parallelism, and the agents need the cores.
   torch::set_num_threads(1);
-  EnvironmentSpec spec;
-  if (absl::Status s = UseScenarioSettings(ScenarioSettingsFromFlags(), &spec); !s.ok()) {
+  agent::EnvironmentSpec spec;
+  if (absl::Status s = agent::UseScenarioSettings(ScenarioSettingsFromFlags(), &spec); !s.ok()) {
     std::fprintf(stderr, "convoy_bench_learn: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
-      GreedyEvaluator::Create(absl::GetFlag(FLAGS_model), spec);
+  absl::StatusOr<std::unique_ptr<agent::GreedyEvaluator>> evaluator =
+      agent::GreedyEvaluator::Create(absl::GetFlag(FLAGS_model), spec);
   if (!evaluator.ok()) {
     LOG(ERROR) << evaluator.status();
     return 1;
   }
   const int final_episodes = absl::GetFlag(FLAGS_final_eval_episodes);
-  absl::StatusOr<EvalSummary> random = (*evaluator)->Random(final_episodes);
+  absl::StatusOr<agent::EvalSummary> random = (*evaluator)->Random(final_episodes);
   if (!random.ok()) {
     LOG(ERROR) << "random policy: " << random.status();
     return 1;
   }
   std::fprintf(stderr, "convoy_bench_learn: random policy on %d seeds: return %.1f, full %d/%d\n",
                final_episodes, random->mean_return, random->full_episodes, final_episodes);
-  absl::StatusOr<EvalSummary> expert = (*evaluator)->Expert(final_episodes);
+  absl::StatusOr<agent::EvalSummary> expert = (*evaluator)->Expert(final_episodes);
   if (!expert.ok()) {
     LOG(ERROR) << "scripted expert: " << expert.status();
     return 1;
@@ -563,7 +570,7 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::bench
 
 int main(int argc, char** argv) {
   convoy::InitProcess(
@@ -572,8 +579,8 @@ int main(int argc, char** argv) {
       "Usage: convoy_bench_learn [--agents=1,2,4] [--minutes=8] [--plot=learning_curves.png]\n"
       "The plot is drawn with matplotlib (Debian's python3-matplotlib) by bench/plot.py.");
   struct sigaction action = {};
-  action.sa_handler = [](int) { convoy::g_stop = true; };
+  action.sa_handler = [](int) { convoy::bench::g_stop = true; };
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
-  return convoy::Run();
+  return convoy::bench::Run();
 }

@@ -63,7 +63,7 @@ ABSL_FLAG(std::string, python, "/usr/bin/python3",
           "CUDA machine, the python whose torch the C++ side was built against.");
 ABSL_FLAG(std::string, script, CONVOY_PYTORCH_LEARNER_SCRIPT, "The PyTorch twin of the learner.");
 
-namespace convoy {
+namespace convoy::bench {
 namespace {
 
 // How often the GPU is sampled while the C++ learner is timed; NVML's own utilisation period is
@@ -146,12 +146,12 @@ struct CppTiming {
 // actions). With `gpu`, the GPU is sampled while the steps are timed.
 CppTiming TimeCpp(const ModelInfo& model, const Setting& setting, int batch,
                   absl::Duration duration, bool mirror, const GpuMonitor* gpu) {
-  LearnerOptions options;
+  agent::LearnerOptions options;
   options.model = model.spec.name;
   options.device = setting.torch_device();
   options.amp = setting.amp;
   if (mirror) options.mirror_actions = {4, 3, 2, 1, 0};
-  absl::StatusOr<std::unique_ptr<DqnLearner>> learner = DqnLearner::Create(options);
+  absl::StatusOr<std::unique_ptr<agent::DqnLearner>> learner = agent::DqnLearner::Create(options);
   CHECK(learner.ok()) << learner.status();
   const ModelSpec& s = model.spec;
   torch::manual_seed(7);
@@ -292,7 +292,7 @@ int Run() {
       "DQN train steps/s, batch %d, LibTorch %s (C++) against PyTorch from Python, medians of %d "
       "alternating timings of %g s\n",
       batch, TORCH_VERSION, absl::GetFlag(FLAGS_repeats), absl::ToDoubleSeconds(duration));
-  const bool have_cuda = CudaAvailable();
+  const bool have_cuda = agent::CudaAvailable();
   std::unique_ptr<GpuMonitor> gpu;
   if (cuda_requested) {
     if (have_cuda) {
@@ -300,7 +300,7 @@ int Run() {
       const std::string sampled =
           gpu != nullptr ? "sampled by NVML" : "not sampled: NVML cannot be loaded (see the log)";
       std::printf("cuda: %s; GPU utilisation and memory %s\n",
-                  DescribeDevice(torch::Device(torch::kCUDA, 0)).c_str(), sampled.c_str());
+                  agent::DescribeDevice(torch::Device(torch::kCUDA, 0)).c_str(), sampled.c_str());
     } else {
       std::printf("cuda: skipped: LibTorch %s sees no CUDA device here; no cuda rows\n",
                   TORCH_VERSION);
@@ -379,12 +379,12 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::bench
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_bench_learner: the learner's DQN train steps/s against PyTorch.\n"
                       "Usage: convoy_bench_learner [--models=compact,cookbook] [--threads=1,2]\n"
                       "         [--devices=cpu,cuda] [--amp=off,on] [--batch_size=32]");
-  return convoy::Run();
+  return convoy::bench::Run();
 }

@@ -45,7 +45,7 @@ ABSL_FLAG(std::string, dir, "",
           "Directory for the checkpoint (default: a fresh one under $TMPDIR, removed after).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the episodes and the driver's random actions.");
 
-namespace convoy {
+namespace convoy::bench {
 namespace {
 
 using Clock = BenchClock;
@@ -86,13 +86,14 @@ uint64_t UncompressedBytes(const std::string& path) {
 // pooled to the model's input, terminal on a failure and cut by StartEpisode on the time limit,
 // as the agent stores them. Also keeps `spare` frames for the adder threads.
 struct Filled {
-  std::unique_ptr<ReplayMemory> memory;
+  std::unique_ptr<agent::ReplayMemory> memory;
   std::vector<std::vector<uint8_t>> spare;
   double render_seconds = 0;
   uint64_t episodes = 0;
 };
 
-Filled Fill(const ReplayOptions& options, uint64_t transitions, double epsilon, uint64_t seed) {
+Filled Fill(const agent::ReplayOptions& options, uint64_t transitions, double epsilon,
+            uint64_t seed) {
   absl::StatusOr<std::shared_ptr<const sim::World>> world = sim::World::CreateDefault();
   BENCH_CHECK_OK(world.status());
   sim::EmbeddedSimOptions sim_options;
@@ -102,13 +103,14 @@ Filled Fill(const ReplayOptions& options, uint64_t transitions, double epsilon, 
   absl::StatusOr<std::unique_ptr<sim::DrivingEnv>> env =
       sim::DrivingEnv::CreateEmbedded(sim_options, env_options);
   BENCH_CHECK_OK(env.status());
-  absl::StatusOr<Preprocess> preprocess =
-      Preprocess::Create((*env)->observation_shape(), options.frame_shape);
+  absl::StatusOr<agent::Preprocess> preprocess =
+      agent::Preprocess::Create((*env)->observation_shape(), options.frame_shape);
   BENCH_CHECK_OK(preprocess.status());
   const sim::ExpertDriver expert((*env)->map());
 
   Filled filled;
-  absl::StatusOr<std::unique_ptr<ReplayMemory>> memory = ReplayMemory::Create(options);
+  absl::StatusOr<std::unique_ptr<agent::ReplayMemory>> memory =
+      agent::ReplayMemory::Create(options);
   BENCH_CHECK_OK(memory.status());
   filled.memory = *std::move(memory);
   std::vector<uint8_t> observation((*env)->observation_size());
@@ -141,7 +143,7 @@ Filled Fill(const ReplayOptions& options, uint64_t transitions, double epsilon, 
   }
   filled.render_seconds = Since(start);
   // Learning's priorities: the tree holds many different values, as in a run.
-  ReplayBatch batch;
+  agent::ReplayBatch batch;
   std::vector<float> td;
   for (int i = 0; i < 2000 && filled.memory->Sample(run_defaults::kBatchSize, &batch).ok(); ++i) {
     td.resize(batch.size);
@@ -160,7 +162,8 @@ struct AddWhileSaving {
 
 // Saves `memory` while another thread adds spare frames (episodes of 200 steps), at `rate` Adds
 // per second (0: as fast as it can), and times each Add.
-AddWhileSaving SaveWhileAdding(ReplayMemory* memory, const std::vector<std::vector<uint8_t>>& spare,
+AddWhileSaving SaveWhileAdding(agent::ReplayMemory* memory,
+                               const std::vector<std::vector<uint8_t>>& spare,
                                const std::string& path, double rate) {
   std::atomic<bool> saving{true};
   AddWhileSaving result;
@@ -191,7 +194,7 @@ AddWhileSaving SaveWhileAdding(ReplayMemory* memory, const std::vector<std::vect
     }
   });
   const Clock::time_point start = Clock::now();
-  BENCH_CHECK_OK(SaveReplayCheckpoint(*memory, path));
+  BENCH_CHECK_OK(agent::SaveReplayCheckpoint(*memory, path));
   result.save_seconds = Since(start);
   saving = false;
   adder.join();
@@ -203,7 +206,7 @@ int Main() {
   BENCH_CHECK_OK(spec.status());
   // The agent's replay options (agent/agent.cc): run defaults, frames of the model's input, as
   // many stacked as its channels take.
-  ReplayOptions options;
+  agent::ReplayOptions options;
   options.capacity = absl::GetFlag(FLAGS_transitions);
   options.frame_shape = {3, spec->height, spec->width};
   options.frame_stack = spec->channels / 3;
@@ -219,7 +222,7 @@ int Main() {
   std::fflush(stdout);
   Filled filled =
       Fill(options, options.capacity, absl::GetFlag(FLAGS_epsilon), absl::GetFlag(FLAGS_seed));
-  ReplayMemory& memory = *filled.memory;
+  agent::ReplayMemory& memory = *filled.memory;
   std::printf("rendered in %.1f s (%lu episodes); size() %lu, %.1f MB allocated\n",
               filled.render_seconds, static_cast<unsigned long>(filled.episodes),
               static_cast<unsigned long>(memory.size()), memory.memory_bytes() / 1e6);
@@ -228,20 +231,20 @@ int Main() {
   std::vector<double> save_seconds, load_seconds;
   for (int i = 0; i < repeats; ++i) {
     const Clock::time_point start = Clock::now();
-    BENCH_CHECK_OK(SaveReplayCheckpoint(memory, path));
+    BENCH_CHECK_OK(agent::SaveReplayCheckpoint(memory, path));
     save_seconds.push_back(Since(start));
   }
-  std::unique_ptr<ReplayMemory> loaded;
+  std::unique_ptr<agent::ReplayMemory> loaded;
   for (int i = 0; i < repeats; ++i) {
     const Clock::time_point start = Clock::now();
-    absl::StatusOr<std::unique_ptr<ReplayMemory>> memory_loaded =
-        LoadReplayCheckpoint(path, options);
+    absl::StatusOr<std::unique_ptr<agent::ReplayMemory>> memory_loaded =
+        agent::LoadReplayCheckpoint(path, options);
     load_seconds.push_back(Since(start));
     BENCH_CHECK_OK(memory_loaded.status());
     loaded = *std::move(memory_loaded);
   }
   // The loaded memory answers as the original (the same random state gives the same batch).
-  ReplayBatch a, b;
+  agent::ReplayBatch a, b;
   BENCH_CHECK_OK(memory.Sample(run_defaults::kBatchSize, &a));
   BENCH_CHECK_OK(loaded->Sample(run_defaults::kBatchSize, &b));
   const bool same = memory.size() == loaded->size() && a.ids == b.ids &&
@@ -318,12 +321,12 @@ int Main() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::bench
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_bench_replay_checkpoint: SaveReplayCheckpoint/LoadReplayCheckpoint "
                       "on a full memory of "
                       "rendered frames. Prints a table and RESULT key=value lines.");
-  return convoy::Main();
+  return convoy::bench::Main();
 }

@@ -129,10 +129,10 @@ ABSL_FLAG(std::vector<std::string>, client_channel_args, {},
           "compare transport settings; e.g. grpc.http2.bdp_probe=0).");
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
-CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::ClientSecuritySettings,
+CONVOY_SETTINGS_FLAGS(CONVOY_CLIENT_SECURITY_SETTINGS, convoy::agent::ClientSecuritySettings,
                       ClientSecuritySettingsFromFlags)
 
-namespace convoy {
+namespace convoy::bench {
 namespace {
 
 constexpr size_t kTcpWriteBytes = size_t{1} << 20;
@@ -378,7 +378,7 @@ absl::StatusOr<ProcessTally> RunClients(
       if (cycles_done++ == kWarmCycles - 1) warm.DecrementCount();
     };
     struct Shard {
-      std::unique_ptr<PsClient> client;
+      std::unique_ptr<agent::PsClient> client;
       std::vector<float> weights;
       uint64_t version = 0;
       uint64_t incarnation = 0;
@@ -388,7 +388,7 @@ absl::StatusOr<ProcessTally> RunClients(
     FillGradient(static_cast<uint64_t>(first_index + index) + 1, &gradient);
     absl::Status status;
     for (size_t s = 0; s < shards.size() && status.ok(); ++s) {
-      PsClientOptions options;
+      agent::PsClientOptions options;
       options.address = shards[s];
       options.agent_id = absl::StrCat("bench-", tag, "-", first_index + index);
       options.hostname = "convoy_bench_ps";
@@ -401,10 +401,10 @@ absl::StatusOr<ProcessTally> RunClients(
         options.shard_index = static_cast<uint32_t>(s);
         options.shard_map_digest = map.digest;
       }
-      mine[s].client = std::make_unique<PsClient>(options, DistinctChannel(shards[s]));
+      mine[s].client = std::make_unique<agent::PsClient>(options, DistinctChannel(shards[s]));
       status = mine[s].client->Join().status();
       if (!status.ok()) break;
-      absl::StatusOr<PullResult> first =
+      absl::StatusOr<agent::PullResult> first =
           mine[s].client->Pull(0, 0, v1::NETWORK_ONLINE, &mine[s].weights);
       if (first.ok()) {
         mine[s].version = first->version;
@@ -429,12 +429,12 @@ absl::StatusOr<ProcessTally> RunClients(
       Shard& shard = mine[s];
       const ShardRange& range = map.ranges[s];
       // As an agent's sync does: the pull's request right behind the push's last chunk.
-      PsClient::PushPull done = shard.client->PushThenPull(
+      agent::PsClient::PushPull done = shard.client->PushThenPull(
           gradient.data() + range.begin, range.size(), shard.version, /*minibatch_count=*/1,
           shard.incarnation, shard.version, shard.incarnation, v1::NETWORK_ONLINE, &shard.weights);
       CONVOY_ASSIGN_OR_RETURN(PushAnswer pushed, std::move(done.pushed));
       if (!done.pulled.has_value()) return absl::InternalError("a push answered without its pull");
-      CONVOY_ASSIGN_OR_RETURN(PullResult pulled, std::move(*done.pulled));
+      CONVOY_ASSIGN_OR_RETURN(agent::PullResult pulled, std::move(*done.pulled));
       shard.version = pulled.version;
       shard.incarnation = pulled.incarnation;
       return pushed.accepted;
@@ -443,8 +443,9 @@ absl::StatusOr<ProcessTally> RunClients(
     // Each further shard's half runs on a thread of that shard's own for the whole run, as an
     // agent's sync has one per server (agent/client/shard_worker.h): no thread is started per
     // cycle.
-    std::vector<std::unique_ptr<ShardWorker>> workers;
-    for (size_t s = 1; s < shards.size(); ++s) workers.push_back(std::make_unique<ShardWorker>());
+    std::vector<std::unique_ptr<agent::ShardWorker>> workers;
+    for (size_t s = 1; s < shards.size(); ++s)
+      workers.push_back(std::make_unique<agent::ShardWorker>());
     std::vector<absl::StatusOr<bool>> done(shards.size(), absl::StatusOr<bool>(false));
     while (true) {
       const absl::Time begin = absl::Now();
@@ -980,7 +981,8 @@ Spread SpreadOf(const std::vector<Sample>& samples, F value) {
 // Measures one configuration against `server`: the cycles, and around their window the server's
 // status, CPU time and (by a sampler) its largest resident memory.
 absl::StatusOr<Sample> MeasureOne(const Server& server, const ModelInfo& model,
-                                  const Configuration& configuration, PsClient* status_client) {
+                                  const Configuration& configuration,
+                                  agent::PsClient* status_client) {
   Sample sample;
   const pid_t pid = server.process.has_value() ? server.process->pid() : -1;
   v1::StatusResponse before, after;
@@ -1028,7 +1030,8 @@ int Run() {
   if (local) {
     g_security.insecure = true;
   } else {
-    absl::StatusOr<ClientSecurity> security = ClientSecurityFrom(ClientSecuritySettingsFromFlags());
+    absl::StatusOr<ClientSecurity> security =
+        agent::ClientSecurityFrom(ClientSecuritySettingsFromFlags());
     if (!security.ok()) {
       LOG(ERROR) << security.status();
       return 2;
@@ -1103,14 +1106,15 @@ int Run() {
   }
   std::fflush(stdout);
   // One status client per server (shard 0 of a sharded one).
-  std::vector<std::unique_ptr<PsClient>> status_clients;
+  std::vector<std::unique_ptr<agent::PsClient>> status_clients;
   for (const Server& server : servers) {
-    PsClientOptions options;
+    agent::PsClientOptions options;
     options.address = server.address.substr(0, server.address.find(','));
     options.agent_id = "bench-status";
     options.security = g_security;
     options.retry_for = absl::Seconds(5);
-    status_clients.push_back(std::make_unique<PsClient>(options, DistinctChannel(options.address)));
+    status_clients.push_back(
+        std::make_unique<agent::PsClient>(options, DistinctChannel(options.address)));
   }
 
   std::printf(
@@ -1335,10 +1339,10 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::bench
 
 int main(int argc, char** argv) {
-  convoy::g_argv.assign(argv, argv + argc);
+  convoy::bench::g_argv.assign(argv, argv + argc);
   convoy::InitProcess(
       argc, argv,
       "Push+pull cycles/s of parameter servers with 1..N concurrent clients over loopback,\n"
@@ -1351,5 +1355,5 @@ int main(int argc, char** argv) {
       "                       [--ps=host:port,...]",
       // Its clients copy model-sized messages as convoy_ps does; its figures were measured so.
       convoy::ProcessPolicy{/*huge_pages_in_heap=*/true});
-  return convoy::Run();
+  return convoy::bench::Run();
 }

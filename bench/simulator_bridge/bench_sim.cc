@@ -42,7 +42,7 @@ ABSL_FLAG(std::string, dump_frames, "",
           "scene frame there as PNG (frame_NNN.png), to look at what the agent sees.");
 ABSL_FLAG(int, dump_parked_cars, 40, "Parked cars in the --dump_frames episode.");
 
-namespace convoy {
+namespace convoy::bench {
 namespace {
 
 using Clock = BenchClock;
@@ -506,11 +506,11 @@ int Main() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::bench
 
 int main(int argc, char** argv) {
   convoy::InitProcess(argc, argv,
                       "convoy_bench_sim: EmbeddedSim and convoy_sim speed. Prints a table and "
                       "RESULT key=value lines.");
-  return convoy::Main();
+  return convoy::bench::Main();
 }

@@ -56,7 +56,7 @@
     "Also stop each agent after this many environment steps (0: time only). Bounds a run by work " \
     "rather than by the machine's speed.")                                                         \
   X(int, agents, 2, "Agent processes.")                                                            \
-  X(int, ps_shards, convoy::LocalClusterOptions{}.ps_shards,                                       \
+  X(int, ps_shards, convoy::deploy::LocalClusterOptions{}.ps_shards,                               \
     "convoy_ps processes, each serving one shard of the model's parameters.")                      \
   X(std::string, name, "",                                                                         \
     "Run name (default: train-<date>-<time>); files go to <runs_dir>/<name>.")                     \
@@ -71,9 +71,9 @@
     "(convoy_agent --replay_checkpoint_dir; every --replay_checkpoint_every and at its end), "     \
     "so that --resume brings the agents back with them: some 84 MB an agent at the default "       \
     "--replay_memory_size.")                                                                       \
-  CONVOY_PROCESS_SETTING(X, model, convoy::LocalClusterOptions{}.model,                            \
+  CONVOY_PROCESS_SETTING(X, model, convoy::deploy::LocalClusterOptions{}.model,                    \
                          "Q-network (registry name).")                                             \
-  CONVOY_PROCESS_SETTING(X, seed, convoy::LocalClusterOptions{}.seed,                              \
+  CONVOY_PROCESS_SETTING(X, seed, convoy::deploy::LocalClusterOptions{}.seed,                      \
                          "Seed; agent i uses seed + i.")                                           \
   X(int, eval_episodes, 100,                                                                       \
     "Evaluation episodes at the end, on fixed seeds held out from training and validation: "       \
@@ -106,9 +106,10 @@ CONVOY_AGENT_SETTINGS(CONVOY_LAUNCHER_AGENT_SETTING_FLAG)
 CONVOY_RUN_SETTINGS(CONVOY_LAUNCHER_RUN_SETTING_FLAG)
 
 // The settings this binary shares with others, as flags (common/support/settings_table.h).
-CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::ScenarioSettings, ScenarioSettingsFromFlags)
+CONVOY_SETTINGS_FLAGS(CONVOY_SCENARIO_SETTINGS, convoy::agent::ScenarioSettings,
+                      ScenarioSettingsFromFlags)
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -130,12 +131,13 @@ void PrintMerged(const ClusterTotals& totals, size_t agents, absl::Duration elap
 // expert's rows on the same seeds (series "random" and "expert", which have no time, steps or
 // version). What plot.py draws.
 absl::Status WriteCurveCsv(const std::string& path, const std::vector<ValidationPoint>& points,
-                           const EvalSummary& random, const EvalSummary& expert) {
+                           const agent::EvalSummary& random, const agent::EvalSummary& expert) {
   std::string csv =
       "series,minutes,env_steps,version,driving_score,driving_score_ci_low,driving_score_ci_high,"
       "mean_return,full_episodes,episodes\n";
-  auto row = [&csv](const char* series, const std::string& when, const EvalSummary& summary) {
-    const Interval score = StatisticsOf(summary).driving_score;
+  auto row = [&csv](const char* series, const std::string& when,
+                    const agent::EvalSummary& summary) {
+    const agent::Interval score = agent::StatisticsOf(summary).driving_score;
     absl::StrAppendFormat(&csv, "%s,%s,%.4f,%.4f,%.4f,%.3f,%d,%d\n", series, when, score.estimate,
                           score.low, score.high, summary.mean_return, summary.full_episodes,
                           static_cast<int>(summary.episodes.size()));
@@ -161,16 +163,17 @@ absl::Status WriteCurveCsv(const std::string& path, const std::vector<Validation
 // lines that say where it is. Without matplotlib (or plot.py) the CSV stays and the line says why
 // the picture is missing; a missing picture never fails the run.
 std::string LeaveLearningCurve(const std::string& run, const std::string& name,
-                               const std::vector<ValidationPoint>& points, BestPolicy& best) {
-  absl::StatusOr<EvalSummary> random = best.RandomBaseline();
+                               const std::vector<ValidationPoint>& points,
+                               agent::BestPolicy& best) {
+  absl::StatusOr<agent::EvalSummary> random = best.RandomBaseline();
   if (!random.ok()) return absl::StrCat("learning curve: not written: ", random.status().message());
-  absl::StatusOr<EvalSummary> expert = best.ExpertBaseline();
+  absl::StatusOr<agent::EvalSummary> expert = best.ExpertBaseline();
   if (!expert.ok()) return absl::StrCat("learning curve: not written: ", expert.status().message());
   const std::string baselines = absl::StrFormat(
       "on the %zu validation seeds, driving score: the random policy %.3f, the scripted expert "
       "%.3f\n",
-      random->episodes.size(), StatisticsOf(*random).driving_score.estimate,
-      StatisticsOf(*expert).driving_score.estimate);
+      random->episodes.size(), agent::StatisticsOf(*random).driving_score.estimate,
+      agent::StatisticsOf(*expert).driving_score.estimate);
   const std::string csv = run + "/learning_curve.csv";
   if (absl::Status s = WriteCurveCsv(csv, points, *random, *expert); !s.ok()) {
     return absl::StrCat(baselines, "learning curve: not written: ", s.message());
@@ -228,7 +231,7 @@ struct Launch {
   std::string name;
   std::string run;  // The run directory.
   ModelInfo info;
-  EnvironmentSpec spec;
+  agent::EnvironmentSpec spec;
   std::unique_ptr<TrainingRun> training;
 };
 
@@ -254,7 +257,7 @@ class Printer final : public TrainingRunObserver {
   }
   // The agents' totals at the latest report.
   const ClusterTotals& last() const { return last_; }
-  void OnValidation(const ValidationPoint& point, const BestPolicy& best) override {
+  void OnValidation(const ValidationPoint& point, const agent::BestPolicy& best) override {
     std::fprintf(stderr,
                  "convoy_train: validation of v%llu: driving score %.3f, %d/%zu full, return "
                  "%.1f%s (best v%llu: %.3f, %d full)\n",
@@ -278,7 +281,7 @@ class Printer final : public TrainingRunObserver {
 
 // The run's directory and model, announced; or the exit code.
 std::optional<int> PrepareRun(Launch& t) {
-  if (absl::Status s = UseScenarioSettings(ScenarioSettingsFromFlags(), &t.spec); !s.ok()) {
+  if (absl::Status s = agent::UseScenarioSettings(ScenarioSettingsFromFlags(), &t.spec); !s.ok()) {
     std::fprintf(stderr, "convoy_train: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
   }
@@ -371,14 +374,16 @@ std::optional<int> StartRun(Launch& t, TrainingRunObserver* printer) {
 // The hand-over's evaluation: each policy against a random one on the evaluation seeds, in a fresh
 // environment. `random` keeps the random policy's summary for the table, `expert` the scripted
 // expert's (driven once: it does not depend on the weights).
-EvaluatePolicy EvaluateAgainstRandom(const Launch& t, EvalSummary* random, EvalSummary* expert) {
-  return [&t, random, expert](HandOverCandidate,
-                              const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
+EvaluatePolicy EvaluateAgainstRandom(const Launch& t, agent::EvalSummary* random,
+                                     agent::EvalSummary* expert) {
+  return [&t, random, expert](
+             HandOverCandidate,
+             const std::vector<float>& weights) -> absl::StatusOr<agent::EvalSummary> {
     const int episodes = absl::GetFlag(FLAGS_eval_episodes);
     CONVOY_ASSIGN_OR_RETURN(
-        Comparison comparison,
-        CompareWithRandom(t.training->options().cluster.model, weights, t.spec, episodes,
-                          /*with_expert=*/expert->episodes.empty()));
+        agent::Comparison comparison,
+        agent::CompareWithRandom(t.training->options().cluster.model, weights, t.spec, episodes,
+                                 /*with_expert=*/expert->episodes.empty()));
     *random = comparison.random;
     if (expert->episodes.empty()) *expert = comparison.expert;
     return comparison.greedy;
@@ -392,10 +397,12 @@ std::string CandidateLines(const HandOverResult& handed, const RunEnd& end) {
   struct Row {
     const char* key;
     std::string name;
-    const EvalSummary* summary;  // Null: the run has no such candidate.
+    const agent::EvalSummary* summary;  // Null: the run has no such candidate.
     uint64_t version;
   };
-  auto of = [](const std::optional<EvalSummary>& s) { return s.has_value() ? &*s : nullptr; };
+  auto of = [](const std::optional<agent::EvalSummary>& s) {
+    return s.has_value() ? &*s : nullptr;
+  };
   const std::vector<Row> rows = {
       {"last", "the last weights", &handed.last, end.last_version},
       {"average", "the averaged network", of(handed.average), end.average_version.value_or(0)},
@@ -406,7 +413,7 @@ std::string CandidateLines(const HandOverResult& handed, const RunEnd& end) {
   std::string results;
   for (const Row& row : rows) {
     if (row.summary == nullptr) continue;
-    const Interval score = StatisticsOf(*row.summary).driving_score;
+    const agent::Interval score = agent::StatisticsOf(*row.summary).driving_score;
     absl::StrAppendFormat(&lines, "  %-22s %-8s %.3f [%.3f, %.3f]\n", row.name,
                           absl::StrCat("v", row.version), score.estimate, score.low, score.high);
     absl::StrAppendFormat(&results,
@@ -421,9 +428,9 @@ std::string CandidateLines(const HandOverResult& handed, const RunEnd& end) {
 }
 
 // The table and RESULT lines of the hand-over, as evaluation.txt has them too.
-std::string ResultTable(const HandOverResult& handed, const RunEnd& end, const EvalSummary& random,
-                        const EvalSummary& expert) {
-  std::string table = FormatComparison(handed.handed_over, random, &expert);
+std::string ResultTable(const HandOverResult& handed, const RunEnd& end,
+                        const agent::EvalSummary& random, const agent::EvalSummary& expert) {
+  std::string table = agent::FormatComparison(handed.handed_over, random, &expert);
   absl::StrAppendFormat(&table,
                         "RESULT policy_version=%llu\nRESULT policy_averaged=%d\n"
                         "RESULT last_version=%llu\n"
@@ -447,20 +454,20 @@ std::string ResultTable(const HandOverResult& handed, const RunEnd& end, const E
 // without them.
 void WriteVideos(const Launch& t, const HandOverResult& handed) {
   const std::string dir = t.run + "/videos";
-  absl::StatusOr<std::unique_ptr<GreedyEvaluator>> evaluator =
-      GreedyEvaluator::Create(t.training->options().cluster.model, t.spec);
+  absl::StatusOr<std::unique_ptr<agent::GreedyEvaluator>> evaluator =
+      agent::GreedyEvaluator::Create(t.training->options().cluster.model, t.spec);
   absl::StatusOr<std::unique_ptr<EventFileWriter>> events =
       evaluator.ok() ? EventFileWriter::Create(dir) : evaluator.status();
-  absl::StatusOr<std::vector<EpisodeVideo>> videos =
+  absl::StatusOr<std::vector<agent::EpisodeVideo>> videos =
       events.ok()
-          ? WriteEvaluationVideos(**evaluator, handed.weights, handed.handed_over, dir,
-                                  events->get(), static_cast<int64_t>(handed.choice.version))
+          ? agent::WriteEvaluationVideos(**evaluator, handed.weights, handed.handed_over, dir,
+                                         events->get(), static_cast<int64_t>(handed.choice.version))
           : events.status();
   if (!videos.ok()) {
     LOG(WARNING) << "no evaluation videos: " << videos.status();
     return;
   }
-  for (const EpisodeVideo& video : *videos) {
+  for (const agent::EpisodeVideo& video : *videos) {
     std::printf("video of the %s evaluation episode (seed %llu, driving score %.2f): %s\n",
                 video.label.c_str(), static_cast<unsigned long long>(video.seed),
                 video.driving_score, video.path.c_str());
@@ -473,12 +480,12 @@ void WriteVideos(const Launch& t, const HandOverResult& handed) {
 // validation is off) and prints its evaluation, on the evaluation seeds no choice was made on.
 // Returns false when an evaluation failed.
 bool HandOverAndReport(Launch& t, RunEnd end) {
-  BestPolicy* const best = t.training->best();
+  agent::BestPolicy* const best = t.training->best();
   HandOverOptions options;
   options.average_competes = true;
   options.settle_episodes = absl::GetFlag(FLAGS_final_validation_episodes);
   options.log_prefix = "convoy_train: ";
-  EvalSummary random, expert;
+  agent::EvalSummary random, expert;
   absl::StatusOr<HandOverResult> handed =
       HandOver(best, end, options, EvaluateAgainstRandom(t, &random, &expert));
   if (!handed.ok()) {
@@ -497,7 +504,7 @@ bool HandOverAndReport(Launch& t, RunEnd end) {
   std::fprintf(stderr,
                "convoy_train: evaluating the greedy policy of %s (%s) on %d episodes; its "
                "weights: %s/best/weights.pt\n",
-               BestPolicy::NameOf(choice.version, choice.averaged()).c_str(),
+               agent::BestPolicy::NameOf(choice.version, choice.averaged()).c_str(),
                choice.averaged()        ? "the averaged network"
                : choice.chose_earlier() ? "the best validated, not the last"
                                         : "the last",
@@ -505,9 +512,10 @@ bool HandOverAndReport(Launch& t, RunEnd end) {
   const std::string table = ResultTable(*handed, end, random, expert);
   std::printf("%s", table.c_str());
   std::ofstream(t.run + "/evaluation.txt") << table;
-  if (absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment(t.spec); env.ok()) {
+  if (absl::StatusOr<std::unique_ptr<agent::Environment>> env = agent::MakeEnvironment(t.spec);
+      env.ok()) {
     const std::string png = t.run + "/evaluation_map.png";
-    if (WriteEpisodeMap(png, (*env)->env->map(), handed->handed_over).ok()) {
+    if (agent::WriteEpisodeMap(png, (*env)->env->map(), handed->handed_over).ok()) {
       std::printf("map of the greedy episodes: %s\n", png.c_str());
     }
   }
@@ -545,7 +553,7 @@ int Run() {
   if (t.training->interrupted()) return 130;
   if (!HandOverAndReport(t, *std::move(end))) return 1;
   std::ofstream(t.run + "/evaluation.txt", std::ios::app) << split;
-  if (BestPolicy* best = t.training->best(); best != nullptr) {
+  if (agent::BestPolicy* best = t.training->best(); best != nullptr) {
     std::printf("%s\n", LeaveLearningCurve(t.run, t.name, t.training->curve(), *best).c_str());
   } else {
     std::printf("learning curve: none, validation is off (--validate_every_seconds=0)\n");
@@ -554,7 +562,7 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::deploy
 
 int main(int argc, char** argv) {
   // Line by line: what it prints on stdout and stderr then reaches a shared pipe or file whole and
@@ -565,9 +573,9 @@ int main(int argc, char** argv) {
       "convoy_train: trains on this machine: convoy_ps + N agents, then evaluates.\n"
       "Usage: convoy_train [--minutes=10] [--agents=2] [--name=NAME]");
   struct sigaction action = {};
-  action.sa_handler = [](int) { convoy::g_stop = true; };
+  action.sa_handler = [](int) { convoy::deploy::g_stop = true; };
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGHUP, &action, nullptr);  // A closed terminal stops the run cleanly too.
-  return convoy::Run();
+  return convoy::deploy::Run();
 }

@@ -8,36 +8,36 @@
 #include "absl/strings/str_join.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 // The averaged network as one more validated candidate. A failure is only logged: the choice then
 // stands on the versions validated before.
-void ValidateAverage(BestPolicy& best, const RunEnd& end, const HandOverOptions& options) {
+void ValidateAverage(agent::BestPolicy& best, const RunEnd& end, const HandOverOptions& options) {
   absl::StatusOr<bool> better = best.ConsiderAverage(*end.average_version, end.averaged);
   if (!better.ok()) {
     LOG(WARNING) << "validation of the averaged network failed: " << better.status();
     return;
   }
   if (options.log_prefix.empty()) return;
-  std::fprintf(stderr, "%svalidation of %s: driving score %.3f, %d/%zu full, return %.1f%s\n",
-               options.log_prefix.c_str(), BestPolicy::NameOf(*end.average_version, true).c_str(),
-               best.last().mean_driving_score, best.last().full_episodes,
-               best.last().episodes.size(), best.last().mean_return,
-               *better ? ", the best yet" : "");
+  std::fprintf(
+      stderr, "%svalidation of %s: driving score %.3f, %d/%zu full, return %.1f%s\n",
+      options.log_prefix.c_str(), agent::BestPolicy::NameOf(*end.average_version, true).c_str(),
+      best.last().mean_driving_score, best.last().full_episodes, best.last().episodes.size(),
+      best.last().mean_return, *better ? ", the best yet" : "");
 }
 
 // The candidates on `options.settle_episodes` more validation seeds each. A failure is only
 // logged, as ValidateAverage's.
-void Settle(BestPolicy& best, const HandOverOptions& options) {
+void Settle(agent::BestPolicy& best, const HandOverOptions& options) {
   const std::vector<std::string> names = best.candidate_names();
-  const std::string before = BestPolicy::NameOf(best.version(), best.averaged());
+  const std::string before = agent::BestPolicy::NameOf(best.version(), best.averaged());
   if (absl::StatusOr<bool> changed = best.Settle(options.settle_episodes); !changed.ok()) {
     LOG(WARNING) << "the final validation failed: " << changed.status();
     return;
   }
   if (names.size() <= 1 || options.log_prefix.empty()) return;
-  const std::string chosen = BestPolicy::NameOf(best.version(), best.averaged());
+  const std::string chosen = agent::BestPolicy::NameOf(best.version(), best.averaged());
   std::fprintf(stderr,
                "%sfinal validation of %s on %d more seeds: %s, driving score %.3f, %d/%zu full, "
                "return %.1f%s\n",
@@ -64,7 +64,7 @@ HandOverChoice ChooseHandOver(const std::optional<ValidatedBest>& best, uint64_t
   return choice;
 }
 
-absl::StatusOr<HandOverResult> HandOver(BestPolicy* best, RunEnd end,
+absl::StatusOr<HandOverResult> HandOver(agent::BestPolicy* best, RunEnd end,
                                         const HandOverOptions& options,
                                         const EvaluatePolicy& evaluate) {
   std::optional<ValidatedBest> validated;
@@ -88,10 +88,11 @@ absl::StatusOr<HandOverResult> HandOver(BestPolicy* best, RunEnd end,
   }
   // The best validated version: its weights are evaluated unless they are the choice's or the
   // last ones.
-  BestPolicy::Validated top{};
+  agent::BestPolicy::Validated top{};
   bool has_validated = false;
   if (best != nullptr) {
-    if (const std::optional<BestPolicy::Validated> v = best->best_validated(); v.has_value()) {
+    if (const std::optional<agent::BestPolicy::Validated> v = best->best_validated();
+        v.has_value()) {
       top = *v;
       has_validated = true;
     }
@@ -113,4 +114,4 @@ absl::StatusOr<HandOverResult> HandOver(BestPolicy* best, RunEnd end,
   return result;
 }
 
-}  // namespace convoy
+}  // namespace convoy::deploy

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "agent/evaluation/evaluation.h"
 
-namespace convoy {
+namespace convoy::deploy {
 
 // What a run's end has to hand over: the server's last weights and, when the run kept one, its
 // averaged network.
@@ -67,20 +67,20 @@ struct ValidatedBest {
 HandOverChoice ChooseHandOver(const std::optional<ValidatedBest>& best, uint64_t last_version);
 
 // Drives `weights`, the candidate `which`, over the run's evaluation seeds.
-using EvaluatePolicy = std::function<absl::StatusOr<EvalSummary>(
+using EvaluatePolicy = std::function<absl::StatusOr<agent::EvalSummary>(
     HandOverCandidate which, const std::vector<float>& weights)>;
 
 struct HandOverResult {
   HandOverChoice choice;
   std::vector<float> weights;  // The policy handed over.
-  EvalSummary handed_over;     // It, on the evaluation seeds.
-  EvalSummary last;            // The last weights there (the same as handed_over when chosen).
+  agent::EvalSummary handed_over;  // It, on the evaluation seeds.
+  agent::EvalSummary last;         // The last weights there (the same as handed_over when chosen).
   // The averaged network there, when the run has one (the same as handed_over when chosen).
-  std::optional<EvalSummary> average;
+  std::optional<agent::EvalSummary> average;
   // The best validated version there (BestPolicy::best_validated), with its version: the same as
   // handed_over when chosen, as last when it is the last weights; none without validations.
   std::optional<uint64_t> validated_version;
-  std::optional<EvalSummary> validated;
+  std::optional<agent::EvalSummary> validated;
 };
 
 // Validates the average (when it competes) and settles `best`, whose failures are logged and leave
@@ -89,10 +89,10 @@ struct HandOverResult {
 // the choice, the averaged network when it is not the choice, the best validated version when it is
 // neither the choice nor the last weights, then the choice, in that order. `best` is null when the
 // run validated nothing. Errors: `evaluate`'s.
-absl::StatusOr<HandOverResult> HandOver(BestPolicy* best, RunEnd end,
+absl::StatusOr<HandOverResult> HandOver(agent::BestPolicy* best, RunEnd end,
                                         const HandOverOptions& options,
                                         const EvaluatePolicy& evaluate);
 
-}  // namespace convoy
+}  // namespace convoy::deploy
 
 #endif  // CONVOY_DEPLOY_LOCAL_HAND_OVER_H_

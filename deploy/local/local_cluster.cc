@@ -23,7 +23,7 @@
 #include "common/wire/security.h"
 #include "param_server/core/checkpointer.h"
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 constexpr absl::Duration kPortFilePollInterval = absl::Milliseconds(50);
@@ -155,7 +155,7 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
                           absl::StrCat(port.status().message(), " (", ps_options.log_path, ")"));
     }
     addresses.push_back(absl::StrCat(kLocalRunHost, ":", *port));
-    PsClientOptions client_options;
+    agent::PsClientOptions client_options;
     client_options.address = addresses.back();
     client_options.agent_id = "convoy_train";
     client_options.model_fingerprint = model.fingerprint;
@@ -168,7 +168,8 @@ absl::Status LocalCluster::StartServers(const std::string& bin, const ModelInfo&
     client_options.security.insecure = false;
     client_options.security.tls_ca_file = credentials_.cert;
     client_options.security.auth_token = credentials_.token;
-    CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(client_options));
+    CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<agent::PsClient> client,
+                            agent::PsClient::Create(client_options));
     clients_.push_back(std::move(client));
     shard_begins_.push_back(map.ranges[i].begin);
   }
@@ -377,14 +378,15 @@ int LocalCluster::WaitForAgents(absl::Duration timeout) {
   return failed;
 }
 
-absl::StatusOr<PullResult> LocalCluster::PullWeights(std::vector<float>* weights,
-                                                     v1::Network network) {
+absl::StatusOr<agent::PullResult> LocalCluster::PullWeights(std::vector<float>* weights,
+                                                            v1::Network network) {
   if (clients_.size() == 1) return clients_[0]->Pull(0, 0, network, weights);
-  PullResult assembled;
+  agent::PullResult assembled;
   assembled.updated = true;
   std::vector<float> slice;
   for (size_t i = 0; i < clients_.size(); ++i) {
-    CONVOY_ASSIGN_OR_RETURN(const PullResult pulled, clients_[i]->Pull(0, 0, network, &slice));
+    CONVOY_ASSIGN_OR_RETURN(const agent::PullResult pulled,
+                            clients_[i]->Pull(0, 0, network, &slice));
     weights->resize(shard_begins_[i]);
     weights->insert(weights->end(), slice.begin(), slice.end());
     assembled.version += pulled.version;
@@ -445,4 +447,4 @@ uint64_t LocalAverageHorizon(absl::Duration training) {
   return horizon < 1 ? 1 : static_cast<uint64_t>(horizon);
 }
 
-}  // namespace convoy
+}  // namespace convoy::deploy

@@ -28,7 +28,7 @@
 #include "common/support/progress_record.h"
 #include "common/support/time_split.h"
 
-namespace convoy {
+namespace convoy::deploy {
 
 // The defaults are convoy_train's. RunSettings: the run settings of the table
 // (common/settings/run_settings.h), a run on one machine's defaults (run_defaults::kLocalRunSettings),
@@ -138,8 +138,8 @@ class LocalCluster {
   // The server's current weights of `network` (the online ones, or the averaged network), assembled
   // from every shard. With shards, version is the sum of the shards' versions and incarnation shard
   // 0's. Errors: the PS client's (FAILED_PRECONDITION for the averaged network with averaging off).
-  absl::StatusOr<PullResult> PullWeights(std::vector<float>* weights,
-                                         v1::Network network = v1::NETWORK_ONLINE);
+  absl::StatusOr<agent::PullResult> PullWeights(std::vector<float>* weights,
+                                                v1::Network network = v1::NETWORK_ONLINE);
 
   // The server's weight version (with shards, their sum), or 0 when it cannot be asked.
   uint64_t PsVersion();
@@ -181,7 +181,7 @@ class LocalCluster {
   std::vector<AgentProgress> progress_;
   // What agents restarted afresh (RestartAgents without replay checkpoints) had counted before.
   std::vector<ProgressRecord> counted_before_;
-  std::vector<std::unique_ptr<PsClient>> clients_;  // One per shard.
+  std::vector<std::unique_ptr<agent::PsClient>> clients_;  // One per shard.
   std::vector<uint64_t> shard_begins_;
   bool stopped_ = false;
 };
@@ -190,6 +190,6 @@ class LocalCluster {
 // kLocalAverageHorizonPerMinute applied minibatches per minute, at least 1 (3,000 for 10 minutes).
 uint64_t LocalAverageHorizon(absl::Duration training);
 
-}  // namespace convoy
+}  // namespace convoy::deploy
 
 #endif  // CONVOY_DEPLOY_LOCAL_LOCAL_CLUSTER_H_

@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "common/support/status_macros.h"
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 constexpr absl::Duration kPollEvery = absl::Milliseconds(200);
@@ -28,18 +28,19 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const TrainingRu
                                                                 TrainingRunObserver* observer) {
   CONVOY_ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster,
                           LocalCluster::Start(options.cluster));
-  std::unique_ptr<BestPolicy> best;
+  std::unique_ptr<agent::BestPolicy> best;
   if (options.validate_every > absl::ZeroDuration()) {
     CONVOY_ASSIGN_OR_RETURN(
-        best, BestPolicy::Create(options.cluster.model, options.spec, options.validation_episodes,
-                                 options.best_weights_path));
+        best, agent::BestPolicy::Create(options.cluster.model, options.spec,
+                                        options.validation_episodes, options.best_weights_path));
   }
   return std::unique_ptr<TrainingRun>(
       new TrainingRun(options, observer, std::move(cluster), std::move(best)));
 }
 
 TrainingRun::TrainingRun(const TrainingRunOptions& options, TrainingRunObserver* observer,
-                         std::unique_ptr<LocalCluster> cluster, std::unique_ptr<BestPolicy> best)
+                         std::unique_ptr<LocalCluster> cluster,
+                         std::unique_ptr<agent::BestPolicy> best)
     : options_(options),
       observer_(observer),
       cluster_(std::move(cluster)),
@@ -87,7 +88,7 @@ void TrainingRun::Train(const std::atomic<bool>& stop) {
     if (!preempted_ && !interrupted_ && PreemptionDue()) Preempt();
     if (best_ != nullptr && !interrupted_ && absl::Now() >= next_validation) {
       // Validation runs here, between polls: the agents' output waits in their pipes meanwhile.
-      absl::StatusOr<PullResult> now = cluster_->PullWeights(&weights);
+      absl::StatusOr<agent::PullResult> now = cluster_->PullWeights(&weights);
       if (now.ok()) {
         Validate(now->version, weights);
       } else {
@@ -129,9 +130,10 @@ void TrainingRun::Preempt() {
 
 absl::StatusOr<RunEnd> TrainingRun::Finish() {
   RunEnd end;
-  absl::StatusOr<PullResult> pulled = cluster_->PullWeights(&end.last_weights);
+  absl::StatusOr<agent::PullResult> pulled = cluster_->PullWeights(&end.last_weights);
   if (options_.cluster.average_horizon > 0) {
-    absl::StatusOr<PullResult> average = cluster_->PullWeights(&end.averaged, v1::NETWORK_AVERAGE);
+    absl::StatusOr<agent::PullResult> average =
+        cluster_->PullWeights(&end.averaged, v1::NETWORK_AVERAGE);
     if (average.ok()) {
       end.average_version = average->version;
     } else {
@@ -147,4 +149,4 @@ absl::StatusOr<RunEnd> TrainingRun::Finish() {
   return end;
 }
 
-}  // namespace convoy
+}  // namespace convoy::deploy

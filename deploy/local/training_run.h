@@ -30,12 +30,12 @@
 #include "deploy/local/hand_over.h"
 #include "deploy/local/local_cluster.h"
 
-namespace convoy {
+namespace convoy::deploy {
 
 struct TrainingRunOptions {
   LocalClusterOptions cluster;
   // The scenario validations drive (the agents' own, as the cluster's options name it).
-  EnvironmentSpec spec;
+  agent::EnvironmentSpec spec;
   // Between validations of the server's weights; zero: none during the run (the run then hands
   // over its last weights).
   absl::Duration validate_every = absl::Seconds(60);
@@ -60,7 +60,7 @@ struct ValidationPoint {
   uint64_t version = 0;     // The server's weights validated.
   double eval_seconds = 0;  // How long the validation itself took.
   bool best_yet = false;    // It became the run's best.
-  EvalSummary summary;      // On the validation seeds.
+  agent::EvalSummary summary;  // On the validation seeds.
 };
 
 class TrainingRunObserver {
@@ -70,7 +70,7 @@ class TrainingRunObserver {
   virtual void OnProgress(const ClusterTotals& totals, size_t agents, absl::Duration elapsed,
                           uint64_t ps_version) {}
   // After each validation that succeeded; `best` holds the run's best so far.
-  virtual void OnValidation(const ValidationPoint& point, const BestPolicy& best) {}
+  virtual void OnValidation(const ValidationPoint& point, const agent::BestPolicy& best) {}
   // The stop request was seen and the agents were asked to stop.
   virtual void OnStopping() {}
 };
@@ -96,7 +96,7 @@ class TrainingRun {
   LocalCluster& cluster() { return *cluster_; }
   const TrainingRunOptions& options() const { return options_; }
   // Null when validation is off.
-  BestPolicy* best() { return best_.get(); }
+  agent::BestPolicy* best() { return best_.get(); }
   const std::vector<ValidationPoint>& curve() const { return curve_; }
   bool interrupted() const { return interrupted_; }
   int failed_agents() const { return failed_agents_; }
@@ -107,7 +107,7 @@ class TrainingRun {
 
  private:
   TrainingRun(const TrainingRunOptions& options, TrainingRunObserver* observer,
-              std::unique_ptr<LocalCluster> cluster, std::unique_ptr<BestPolicy> best);
+              std::unique_ptr<LocalCluster> cluster, std::unique_ptr<agent::BestPolicy> best);
   // Validates `weights` (server version `version`) and adds the point; logs a failure.
   void Validate(uint64_t version, const std::vector<float>& weights);
   bool PreemptionDue() const;
@@ -117,7 +117,7 @@ class TrainingRun {
   const TrainingRunOptions options_;
   TrainingRunObserver* const observer_;
   std::unique_ptr<LocalCluster> cluster_;
-  std::unique_ptr<BestPolicy> best_;
+  std::unique_ptr<agent::BestPolicy> best_;
   absl::Time start_;
   std::vector<ValidationPoint> curve_;
   bool interrupted_ = false;
@@ -127,6 +127,6 @@ class TrainingRun {
   std::optional<int> ps_exit_code_;
 };
 
-}  // namespace convoy
+}  // namespace convoy::deploy
 
 #endif  // CONVOY_DEPLOY_LOCAL_TRAINING_RUN_H_

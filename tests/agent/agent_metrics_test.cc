@@ -10,7 +10,7 @@
 #include "prometheus/text_serializer.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // The families by name, and one sample's value by its labels.
@@ -147,4 +147,4 @@ TEST_CASE("An agent's metrics are its stats when scraped, and its exchanges as t
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

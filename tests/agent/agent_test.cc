@@ -19,7 +19,7 @@
 #include "tests/param_server/service/loopback_server.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 using testing::MakeTempDir;
@@ -767,4 +767,4 @@ TEST_CASE("An agent rides out its AirSim-protocol simulator restarting", "[agent
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

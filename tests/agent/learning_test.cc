@@ -13,7 +13,7 @@
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 using testing::MakeTempDir;
@@ -194,4 +194,4 @@ TEST_CASE("convoy_train --resume brings its agents back with their replay memori
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

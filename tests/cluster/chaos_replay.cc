@@ -69,7 +69,7 @@ int Check(const ModelInfo& model) {
     while (step >> session >> sequence >> minibatches) {
       if (gradients.size() <= inputs.size()) gradients.emplace_back(weights->size());
       std::vector<float>& gradient = gradients[inputs.size()];
-      ReplayableGradient(session, sequence, gradient.size(), gradient.data());
+      agent::ReplayableGradient(session, sequence, gradient.size(), gradient.data());
       inputs.push_back(ps::StepInput{gradient.data(), minibatches, 1.0});
     }
     if (inputs.empty()) {
@@ -96,7 +96,7 @@ int Check(const ModelInfo& model) {
         "convoy_chaos_replay: FAIL: the replay of %llu versions differs from the final weights in "
         "%zu of %zu values (largest difference %g; one push is %g per value)\n",
         static_cast<unsigned long long>(versions), differ, weights->size(), largest,
-        lr * kReplayableGradientStep);
+        lr * agent::kReplayableGradientStep);
     return 1;
   }
   std::printf(

@@ -13,7 +13,7 @@
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 using testing::MakeTempDir;
@@ -95,4 +95,4 @@ TEST_CASE("An agent whose server is stopped, not gone, tries for all of final_sy
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::deploy

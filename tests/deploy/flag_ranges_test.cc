@@ -8,7 +8,7 @@
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 namespace fs = std::filesystem;
@@ -218,4 +218,4 @@ TEST_CASE("A numeric flag out of range exits 2 naming the flag and its range and
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::deploy

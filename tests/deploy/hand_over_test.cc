@@ -12,7 +12,7 @@
 #include "common/model/model_registry.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 TEST_CASE("Without validation the run hands over its last weights", "[hand_over]") {
@@ -49,9 +49,9 @@ TEST_CASE("The averaged network is handed over when it validated best, even as o
 // Summaries told apart by their mean return: the weights' first value.
 EvaluatePolicy Recording(std::vector<HandOverCandidate>* asked) {
   return [asked](HandOverCandidate which,
-                 const std::vector<float>& weights) -> absl::StatusOr<EvalSummary> {
+                 const std::vector<float>& weights) -> absl::StatusOr<agent::EvalSummary> {
     asked->push_back(which);
-    EvalSummary summary;
+    agent::EvalSummary summary;
     summary.mean_return = weights.at(0);
     return summary;
   };
@@ -99,17 +99,18 @@ TEST_CASE(
     "Every candidate is evaluated once: the best validated too, unless it is the choice or "
     "the last weights",
     "[hand_over]") {
-  EnvironmentSpec spec;
+  agent::EnvironmentSpec spec;
   spec.env.max_epoch_runtime_sec = 5;  // Short validations of freshly drawn networks.
   for (uint64_t last : {2, 3}) {
-    absl::StatusOr<std::unique_ptr<BestPolicy>> best = BestPolicy::Create("compact", spec, 2, "");
+    absl::StatusOr<std::unique_ptr<agent::BestPolicy>> best =
+        agent::BestPolicy::Create("compact", spec, 2, "");
     REQUIRE(best.ok());
     std::vector<float> last_weights;
     for (uint64_t version = 1; version <= last; ++version) {
       last_weights = *InitialFlatWeights("compact", kDefaultNumActions, version);
       REQUIRE((*best)->Consider(version, last_weights).ok());
     }
-    const std::optional<BestPolicy::Validated> top = (*best)->best_validated();
+    const std::optional<agent::BestPolicy::Validated> top = (*best)->best_validated();
     REQUIRE(top.has_value());
     RunEnd end;
     end.last_version = last;
@@ -138,14 +139,14 @@ TEST_CASE(
 }
 
 TEST_CASE("A failed evaluation fails the hand-over with its error", "[hand_over]") {
-  absl::StatusOr<HandOverResult> handed =
-      HandOver(nullptr, EndWithAverage(), HandOverOptions{},
-               [](HandOverCandidate, const std::vector<float>&) -> absl::StatusOr<EvalSummary> {
-                 return absl::InternalError("the simulator went away");
-               });
+  absl::StatusOr<HandOverResult> handed = HandOver(
+      nullptr, EndWithAverage(), HandOverOptions{},
+      [](HandOverCandidate, const std::vector<float>&) -> absl::StatusOr<agent::EvalSummary> {
+        return absl::InternalError("the simulator went away");
+      });
   REQUIRE_FALSE(handed.ok());
   CHECK(handed.status().message() == "the simulator went away");
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::deploy

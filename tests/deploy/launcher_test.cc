@@ -18,7 +18,7 @@
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 namespace fs = std::filesystem;
@@ -163,4 +163,4 @@ TEST_CASE("convoy_train SIGTERMed mid-run stops its children before it exits", "
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::deploy

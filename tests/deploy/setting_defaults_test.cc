@@ -14,7 +14,7 @@
 #include "param_server/core/parameter_server.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::deploy {
 namespace {
 
 TEST_CASE("Every struct that carries a run setting defaults it as the settings table does",
@@ -25,20 +25,20 @@ TEST_CASE("Every struct that carries a run setting defaults it as the settings t
   const RunSettings table;
   const AgentSettings own;
 
-  const ReplayOptions replay;
+  const agent::ReplayOptions replay;
   CHECK(replay.n_step == table.n_step);
   CHECK(replay.gamma == table.gamma);
   CHECK(replay.prioritized == table.prioritized);
   CHECK(replay.alpha == table.priority_exponent);
   CHECK(replay.capacity == own.replay_memory_size);
 
-  const LearnerOptions learner;
+  const agent::LearnerOptions learner;
   CHECK(learner.double_dqn == table.double_dqn);
   CHECK(learner.max_grad_norm == table.learner_max_grad_norm);
   CHECK(learner.learning_rate == table.learning_rate);
   CHECK(learner.amp == own.amp);
 
-  const SyncOptions sync;
+  const agent::SyncOptions sync;
   CHECK(sync.batch_update_frequency == static_cast<uint64_t>(table.batch_update_frequency));
 
   const ps::OptimizerOptions optimizer;
@@ -51,7 +51,7 @@ TEST_CASE("Every struct that carries a run setting defaults it as the settings t
   // The settings beside the tables.
   const LocalClusterOptions launcher;
   const ps::ParameterServerOptions server;
-  const AgentOptions agent;
+  const agent::AgentOptions agent;
   CHECK(launcher.average_horizon == run_defaults::kAverageHorizon);
   // convoy_train's follows its length: 3,000 for its default 10 minutes, 9,000 for 30.
   CHECK(LocalAverageHorizon(absl::Minutes(10)) == 3000);
@@ -70,4 +70,4 @@ TEST_CASE("Every struct that carries a run setting defaults it as the settings t
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::deploy

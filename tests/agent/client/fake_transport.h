@@ -18,13 +18,12 @@
 #include "agent/client/parameter_server_sync.h"
 #include "agent/client/ps_transport.h"
 
-namespace convoy {
-namespace testing {
+namespace convoy::testing {
 
 inline constexpr double kFakeEpsilon = 0.5;
 
 // Thread-safe: the sync's worker calls it while the test sets it.
-class FakeServer : public ServerTransport {
+class FakeServer : public agent::ServerTransport {
  public:
   // One push as the server took it.
   struct Applied {
@@ -82,8 +81,8 @@ class FakeServer : public ServerTransport {
     return pulls_;
   }
 
-  absl::StatusOr<JoinResult> Join(int, const JoinOptions&) override {
-    JoinResult joined;
+  absl::StatusOr<agent::JoinResult> Join(int, const agent::JoinOptions&) override {
+    agent::JoinResult joined;
     joined.epsilon = kFakeEpsilon;
     return joined;
   }
@@ -104,12 +103,12 @@ class FakeServer : public ServerTransport {
     result.version = server_version_;
     return result;
   }
-  absl::StatusOr<PullUpdate> Pull(std::vector<float>* online, std::vector<float>*,
-                                  bool whatever_held) override {
+  absl::StatusOr<agent::PullUpdate> Pull(std::vector<float>* online, std::vector<float>*,
+                                         bool whatever_held) override {
     absl::MutexLock lock(&mu_);
     if (away_) return absl::UnavailableError("the fake server is away");
     ++pulls_;
-    PullUpdate update;
+    agent::PullUpdate update;
     if (whatever_held || version_ != server_version_) {
       *online = weights_;
       version_ = server_version_;
@@ -168,8 +167,8 @@ class FakeServers {
       servers_.push_back(std::make_unique<FakeServer>(begin, end, server_weight));
     }
   }
-  std::vector<ServerTransport*> transports() const {
-    std::vector<ServerTransport*> t;
+  std::vector<agent::ServerTransport*> transports() const {
+    std::vector<agent::ServerTransport*> t;
     for (const auto& s : servers_) t.push_back(s.get());
     return t;
   }
@@ -213,7 +212,7 @@ class FakeServers {
 };
 
 // A model whose every minibatch has the same gradient and whose local step adds it to the weights.
-class FakeModel : public SyncedModel {
+class FakeModel : public agent::SyncedModel {
  public:
   FakeModel(std::vector<float> weights, std::vector<float> gradient)
       : weights_(std::move(weights)), gradient_(std::move(gradient)) {}
@@ -245,7 +244,7 @@ class FakeModel : public SyncedModel {
 };
 
 // Time that moves only when a test (or a sleep) moves it.
-class FakeClock : public SyncClock {
+class FakeClock : public agent::SyncClock {
  public:
   absl::Time Now() override {
     absl::MutexLock lock(&mu_);
@@ -262,7 +261,6 @@ class FakeClock : public SyncClock {
   absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch();
 };
 
-}  // namespace testing
-}  // namespace convoy
+}  // namespace convoy::testing
 
 #endif  // CONVOY_TESTS_AGENT_CLIENT_FAKE_TRANSPORT_H_

@@ -5,7 +5,7 @@
 
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 TEST_CASE("A new backlog owes nothing and pays with an empty update") {
@@ -48,4 +48,4 @@ TEST_CASE("Taking the backlog empties it, and it fills again from nothing") {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -12,7 +12,7 @@
 #include "tests/agent/client/fake_transport.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 using testing::FakeClock;
@@ -450,4 +450,4 @@ TEST_CASE("Every sync state has a name") {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

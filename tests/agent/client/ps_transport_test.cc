@@ -15,7 +15,7 @@
 #include "tests/param_server/service/loopback_server.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 using testing::LoopbackServer;
@@ -337,4 +337,4 @@ TEST_CASE("A transport rejoins a server started afresh and takes its new incarna
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

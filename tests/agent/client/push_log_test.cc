@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 std::string TempPath() {
@@ -84,4 +84,4 @@ TEST_CASE("A push log that cannot be opened is INVALID_ARGUMENT naming its path"
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

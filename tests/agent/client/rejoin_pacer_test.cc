@@ -6,7 +6,7 @@
 
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 const absl::Time kLost = absl::UnixEpoch() + absl::Seconds(100);
@@ -75,4 +75,4 @@ TEST_CASE("A rejoin that took leaves nothing to wait for until the server is los
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 constexpr absl::Duration kProbeTimeout = absl::Seconds(5);
@@ -85,4 +85,4 @@ TEST_CASE("A new parent is a launcher's death only for a process given a parent-
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

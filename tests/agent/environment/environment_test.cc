@@ -6,7 +6,7 @@
 #include "absl/flags/marshalling.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 TEST_CASE("The simulator value embedded names the in-process simulator", "[environment]") {
@@ -64,4 +64,4 @@ TEST_CASE("The simulator flag parses at start-up and prints back as given", "[en
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

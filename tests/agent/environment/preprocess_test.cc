@@ -4,7 +4,7 @@
 
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 TEST_CASE("Preprocess averages whole blocks channel by channel", "[preprocess]") {
@@ -42,4 +42,4 @@ TEST_CASE("Equal shapes copy and impossible shapes are refused", "[preprocess]")
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

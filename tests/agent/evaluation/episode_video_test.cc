@@ -15,7 +15,7 @@
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 struct DecodedGif {
@@ -162,4 +162,4 @@ TEST_CASE("The best and the worst evaluation episode become videos and TensorBoa
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -11,7 +11,7 @@
 #include "agent/evaluation/evaluation.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 EpisodeRecord Episode(sim::TerminationReason reason, double distance_m, double total_return,
@@ -213,4 +213,4 @@ TEST_CASE("An evaluation's table gives every outcome with its interval, for ever
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -17,7 +17,7 @@
 #include "tests/catch.h"
 #include "tests/support/subprocess.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 TEST_CASE("Validation seeds are fixed and disjoint from the evaluation seeds", "[evaluation]") {
@@ -277,4 +277,4 @@ TEST_CASE("A trace records every greedy step with its Q-values and the frames be
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -12,7 +12,7 @@
 #include "tests/catch.h"
 #include "tests/skip.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 constexpr absl::Duration kPatience =
@@ -188,4 +188,4 @@ TEST_CASE("On CUDA the batches arrive on the device", "[batch_sampler][cuda]") {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

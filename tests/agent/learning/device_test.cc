@@ -5,7 +5,7 @@
 #include "absl/strings/match.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 DeviceEnvironment Gpus(int count, std::optional<std::string> local_rank = std::nullopt) {
@@ -106,4 +106,4 @@ TEST_CASE("A CUDA device is described starting with its name") {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -11,7 +11,7 @@
 #include "tests/catch.h"
 #include "tests/skip.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 LearnerOptions TinyOptions() {
@@ -446,4 +446,4 @@ TEST_CASE("A learner state that is not one, or of another model, is refused", "[
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -32,7 +32,7 @@
 #include "tests/catch.h"
 #include "tests/skip.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // Frames of {1, 2, 4}: the frame number twice as little-endian uint32, as in
@@ -804,4 +804,4 @@ TEST_CASE("A save holds the memory as of its snapshot: Adds after the notificati
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

@@ -13,7 +13,7 @@
 #include "tests/agent/learning/replay_test_options.h"
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 // Test frames are {1, 2, 4}: 8 bytes holding the frame number twice as little-endian uint32, so a
@@ -740,4 +740,4 @@ TEST_CASE("Concurrent Add and Sample never see torn frames", "[replay]") {
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

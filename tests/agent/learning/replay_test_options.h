@@ -8,8 +8,8 @@
 
 namespace convoy::testing {
 
-inline ReplayOptions OneStepUniform() {
-  ReplayOptions options;
+inline agent::ReplayOptions OneStepUniform() {
+  agent::ReplayOptions options;
   options.n_step = 1;
   options.gamma = 0.99;
   options.prioritized = false;

@@ -2,7 +2,7 @@
 
 #include "tests/catch.h"
 
-namespace convoy {
+namespace convoy::agent {
 namespace {
 
 TEST_CASE("A new sum tree has zero total and zero leaves", "[sum_tree]") {
@@ -92,4 +92,4 @@ TEST_CASE("Many updates leave the total equal to the sum of the leaves", "[sum_t
 }
 
 }  // namespace
-}  // namespace convoy
+}  // namespace convoy::agent

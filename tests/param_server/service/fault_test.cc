@@ -84,8 +84,8 @@ struct PsUnderTest {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port); }
 
-  std::unique_ptr<PsClient> Client(const std::string& id) const {
-    PsClientOptions o;
+  std::unique_ptr<agent::PsClient> Client(const std::string& id) const {
+    agent::PsClientOptions o;
     o.address = address();
     o.agent_id = id;
     o.model_fingerprint = DescribeModel(model)->fingerprint;
@@ -95,7 +95,7 @@ struct PsUnderTest {
     o.security.tls_ca_file = auth_dir() + "/ca.crt";
     o.security.tls_server_name = "convoy-ps";
     o.security.auth_token = *ReadAuthToken(auth_dir() + "/auth_token");
-    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(o);
+    absl::StatusOr<std::unique_ptr<agent::PsClient>> client = agent::PsClient::Create(o);
     REQUIRE(client.ok());
     return *std::move(client);
   }
@@ -162,7 +162,7 @@ TEST_CASE("convoy_ps killed and resumed 20 times under running agents loses no c
     REQUIRE(agent.ok());
     agents.push_back(*std::move(agent));
   }
-  std::unique_ptr<PsClient> status_client = ps.Client("observer");
+  std::unique_ptr<agent::PsClient> status_client = ps.Client("observer");
   // The server's status; all zeros while it is down.
   auto status = [&]() -> v1::StatusResponse {
     absl::StatusOr<v1::StatusResponse> s = status_client->Status();
@@ -220,7 +220,7 @@ TEST_CASE("An agent killed in the middle of a push leaves no partial update", "[
   ps.model = "cookbook";  // Four chunks per push.
   ps.Start(false);
   std::optional<Subprocess> stalled = StartStalledPush(ps);
-  std::unique_ptr<PsClient> other = ps.Client("other");
+  std::unique_ptr<agent::PsClient> other = ps.Client("other");
   const std::vector<float> before = [&] {
     std::vector<float> w;
     REQUIRE(other->Pull(0, 0, v1::NETWORK_ONLINE, &w).ok());
@@ -257,7 +257,7 @@ TEST_CASE("A stalled push stream is cancelled after the idle timeout and nothing
   ps.extra = {"--stream_idle_timeout_seconds=2"};
   ps.Start(false);
   std::optional<Subprocess> stalled = StartStalledPush(ps);
-  std::unique_ptr<PsClient> other = ps.Client("other");
+  std::unique_ptr<agent::PsClient> other = ps.Client("other");
   // The stalled client is still alive and holds its stream open; the server gives up on it.
   auto cancelled = [&]() -> uint64_t {
     absl::StatusOr<v1::StatusResponse> s = other->Status();
@@ -293,7 +293,7 @@ TEST_CASE("A full checkpoint disk is a clear error and training continues", "[fa
   }
   ps.extra = {"--checkpoint_every_updates=2", "--keep_checkpoints=3"};
   ps.Start(false);
-  std::unique_ptr<PsClient> client = ps.Client("a");
+  std::unique_ptr<agent::PsClient> client = ps.Client("a");
   std::vector<float> g(DescribeModel("compact")->parameter_count, 0.01f);
   for (uint64_t v = 0; v < 2; ++v) REQUIRE(client->Push(g.data(), g.size(), v, 1)->accepted);
   REQUIRE(
@@ -320,7 +320,7 @@ class ConcurrentLoad {
     const size_t n = ps.server->core().model().parameter_count;
     for (int c = 0; c < clients; ++c) {
       threads_.emplace_back([this, &ps, n, c] {
-        PsClient client(ps.ClientOptions(absl::StrCat("load-", c)));
+        agent::PsClient client(ps.ClientOptions(absl::StrCat("load-", c)));
         std::vector<float> g(n, 1e-4f);
         testing::PulledWeights newest;
         while (!stop_.load()) {

@@ -100,7 +100,7 @@ TEST_CASE("A pull that follows its push is held until the push is applied, and b
   const ParameterServerOptions o = SgdOptions();
   LoopbackServer ps(o);
   const std::vector<float> before = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g = RandomVector(before.size(), 5);
 
   // The pull goes first, naming the push this client will make next.
@@ -123,8 +123,8 @@ TEST_CASE("A pull that follows its push is held until the push is applied, and b
 
   // PushThenPull does both in one exchange; the weights are the two SGD steps.
   std::vector<float> weights;
-  PsClient::PushPull done = client.PushThenPull(g.data(), g.size(), 1, 1, ps.Status().incarnation(),
-                                                0, 0, v1::NETWORK_ONLINE, &weights);
+  agent::PsClient::PushPull done = client.PushThenPull(
+      g.data(), g.size(), 1, 1, ps.Status().incarnation(), 0, 0, v1::NETWORK_ONLINE, &weights);
   REQUIRE(done.pushed.ok());
   CHECK(done.pushed->accepted);
   CHECK(done.pushed->version == 2);
@@ -146,12 +146,12 @@ TEST_CASE("A followed pull whose push is refused, or never comes, is still answe
   ServiceOptions service;
   service.stream_idle_timeout = absl::Milliseconds(300);
   LoopbackServer ps(SgdOptions(), LoopbackServer::PlaintextSecurity(), service);
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g = RandomVector(ps.server->core().model().parameter_count, 6);
 
   // Refused by policy (ahead of the server): decided all the same, so the pull goes at once.
   std::vector<float> weights;
-  PsClient::PushPull ahead =
+  agent::PsClient::PushPull ahead =
       client.PushThenPull(g.data(), g.size(), 100, 1, 0, 0, 0, v1::NETWORK_ONLINE, &weights);
   REQUIRE(ahead.pushed.ok());
   CHECK_FALSE(ahead.pushed->accepted);
@@ -187,7 +187,7 @@ TEST_CASE("A followed pull whose push is refused, or never comes, is still answe
 TEST_CASE("A followed pull cancelled while it waits ends at once, and the next exchange works",
           "[service][followed]") {
   LoopbackServer ps(SgdOptions());  // The default idle timeout: a minute.
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   grpc::ClientContext context;
   std::thread canceller([&] {
     absl::SleepFor(absl::Milliseconds(200));
@@ -200,7 +200,7 @@ TEST_CASE("A followed pull cancelled while it waits ends at once, and the next e
   CHECK(absl::Now() - start < absl::Seconds(30));  // Not the minute of the idle timeout.
   const std::vector<float> g = RandomVector(ps.server->core().model().parameter_count, 7);
   std::vector<float> weights;
-  PsClient::PushPull done =
+  agent::PsClient::PushPull done =
       client.PushThenPull(g.data(), g.size(), 0, 1, 0, 0, 0, v1::NETWORK_ONLINE, &weights);
   REQUIRE(done.pushed.ok());
   CHECK(done.pushed->accepted);

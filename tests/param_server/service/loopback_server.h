@@ -36,8 +36,8 @@ struct LoopbackServer {
     return plaintext;
   }
 
-  PsClientOptions ClientOptions(const std::string& agent_id) const {
-    PsClientOptions o;
+  agent::PsClientOptions ClientOptions(const std::string& agent_id) const {
+    agent::PsClientOptions o;
     o.address = address;
     o.agent_id = agent_id;
     o.hostname = "test";
@@ -63,8 +63,8 @@ struct PulledWeights {
   std::vector<float> weights;
 
   // Pulls the online network when the server's is newer than this copy.
-  absl::Status Refresh(PsClient& client) {
-    absl::StatusOr<PullResult> pulled =
+  absl::Status Refresh(agent::PsClient& client) {
+    absl::StatusOr<agent::PullResult> pulled =
         client.Pull(version, incarnation, v1::NETWORK_ONLINE, &weights);
     if (!pulled.ok()) return pulled.status();
     version = pulled->version;

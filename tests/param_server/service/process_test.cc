@@ -63,8 +63,8 @@ struct PsProcess {
     port = std::stoi(*line);
   }
 
-  PsClientOptions ClientOptions(const std::string& id) const {
-    PsClientOptions o;
+  agent::PsClientOptions ClientOptions(const std::string& id) const {
+    agent::PsClientOptions o;
     o.address = absl::StrCat("127.0.0.1:", port);
     o.agent_id = id;
     o.model_fingerprint = DescribeModel("tiny")->fingerprint;
@@ -121,7 +121,7 @@ TEST_CASE("A second convoy_ps on a port in use fails instead of sharing it", "[p
   CHECK(clash->Wait(absl::Seconds(30)) == 1);
   CHECK_THAT(ReadWholeFile(second.log), Catch::Matchers::ContainsSubstring("cannot listen on"));
   // The first one still serves.
-  PsClient client(first.ClientOptions("a"));
+  agent::PsClient client(first.ClientOptions("a"));
   CHECK(client.Join().ok());
 }
 
@@ -130,9 +130,9 @@ TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server conti
   PsProcess ps = NewPs();
   ps.Start(0);
   {
-    PsClientOptions options = ps.ClientOptions("a");
+    agent::PsClientOptions options = ps.ClientOptions("a");
     options.hostname = "node-a";
-    PsClient client(options);
+    agent::PsClient client(options);
     REQUIRE(client.Join().ok());
     std::vector<float> g(DescribeModel("tiny")->parameter_count, 0.01f);
     for (uint64_t v = 0; v < 5; ++v) REQUIRE(client.Push(g.data(), g.size(), v, 1)->accepted);
@@ -149,7 +149,7 @@ TEST_CASE("SIGTERM drains and checkpoints and exits 0 and a resumed server conti
                             "agents: a@node-a (5 pushes accepted, 0 rejected)"));
 
   ps.Start(0, {"--resume"});
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   absl::StatusOr<v1::JoinResponse> joined = client.Join();
   REQUIRE(joined.ok());
   CHECK(joined->version() == 5);
@@ -167,7 +167,7 @@ TEST_CASE("A client rides out a killed and restarted server", "[process]") {
   // version 6. With every 3 it could take 5 and then owe none at 6, and the server came back at 5.
   ps.Start(0, {"--checkpoint_every_updates=1"});
   const int port = ps.port;
-  PsClient client(ps.ClientOptions("rider"));
+  agent::PsClient client(ps.ClientOptions("rider"));
   REQUIRE(client.Join().ok());
   std::vector<float> g(DescribeModel("tiny")->parameter_count, 0.01f);
   uint64_t version = 0;
@@ -245,7 +245,7 @@ TEST_CASE(
   PsProcess ps = NewPs();
   const std::vector<std::string> flags = {"--checkpoint_every_updates=2", "--max_staleness=1"};
   ps.Start(0, flags);
-  PsClient watcher(ps.ClientOptions("watcher"));
+  agent::PsClient watcher(ps.ClientOptions("watcher"));
   const uint64_t a = watcher.Status()->incarnation();
   REQUIRE(PushNumbered(ps, "p", 7, 1, a, 0)->version() == 1);
   REQUIRE(PushNumbered(ps, "p", 7, 2, a, 1)->version() == 2);
@@ -260,7 +260,7 @@ TEST_CASE(
   std::vector<std::string> resume = flags;
   resume.push_back("--resume");
   ps.Start(0, resume);
-  PsClient client(ps.ClientOptions("watcher"));
+  agent::PsClient client(ps.ClientOptions("watcher"));
   REQUIRE(client.Status()->version() == 2);
   const uint64_t b = client.Status()->incarnation();
 
@@ -319,7 +319,7 @@ TEST_CASE("convoy_ps without --resume on another run's checkpoints exits 2 and t
   PsProcess ps = NewPs();
   ps.Start(0);
   {
-    PsClient client(ps.ClientOptions("a"));
+    agent::PsClient client(ps.ClientOptions("a"));
     std::vector<float> g(DescribeModel("tiny")->parameter_count, 0.01f);
     for (uint64_t v = 0; v < 3; ++v) REQUIRE(client.Push(g.data(), g.size(), v, 1)->accepted);
   }
@@ -410,12 +410,12 @@ TEST_CASE("convoy_status prints every shard and every agent, and names a server 
   }
   // One push of agent "watched" to each shard, and a refused one to shard 1.
   for (uint32_t i = 0; i < 2; ++i) {
-    PsClientOptions o = shards[i]->ClientOptions("watched");
+    agent::PsClientOptions o = shards[i]->ClientOptions("watched");
     o.hostname = "node-7";
     o.num_shards = 2;
     o.shard_index = i;
     o.shard_map_digest = shards[i]->server->core().shard_map().digest;
-    PsClient client(o);
+    agent::PsClient client(o);
     REQUIRE(client.Join().ok());
     const std::vector<float> g(shards[i]->server->core().model().parameter_count, 0.01f);
     REQUIRE(client.Push(g.data(), g.size(), 0, 1)->accepted);
@@ -724,11 +724,11 @@ struct RunSettingsCluster {
     return agent->Wait(absl::Seconds(300));
   }
   v1::StatusResponse Status(const std::string& model) {
-    PsClientOptions o;
+    agent::PsClientOptions o;
     o.address = absl::StrCat("127.0.0.1:", port);
     o.agent_id = "test";
     o.model_fingerprint = DescribeModel(model)->fingerprint;
-    PsClient client(o);
+    agent::PsClient client(o);
     absl::StatusOr<v1::StatusResponse> status = client.Status();
     REQUIRE(status.ok());
     return *status;

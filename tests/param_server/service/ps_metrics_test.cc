@@ -66,7 +66,7 @@ TEST_CASE(
   REQUIRE(endpoint.ok());
   REQUIRE((*endpoint)->port() > 0);
 
-  PsClient client(ps.ClientOptions("agent-7"));
+  agent::PsClient client(ps.ClientOptions("agent-7"));
   const size_t n = ps.server->core().model().parameter_count;
   std::vector<float> gradient(n, 0.01f);
   const uint64_t incarnation = ps.Status().incarnation();

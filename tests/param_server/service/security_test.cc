@@ -32,11 +32,11 @@ ParameterServerOptions Tiny() {
 }
 
 absl::StatusCode JoinWith(const LoopbackServer& ps, const ClientSecurity& security) {
-  PsClientOptions o = ps.ClientOptions("a");
+  agent::PsClientOptions o = ps.ClientOptions("a");
   o.security = security;
   o.retry_for = absl::ZeroDuration();
   o.call_timeout = absl::Seconds(5);
-  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(o);
+  absl::StatusOr<std::unique_ptr<agent::PsClient>> client = agent::PsClient::Create(o);
   if (!client.ok()) return client.status().code();
   return (*client)->Join().status().code();
 }
@@ -87,10 +87,10 @@ TEST_CASE("Every call without the right bearer token is refused and counted", "[
   client.auth_token = "wrong-token!";
   CHECK(JoinWith(ps, client) == absl::StatusCode::kUnauthenticated);
 
-  PsClientOptions o = ps.ClientOptions("a");
+  agent::PsClientOptions o = ps.ClientOptions("a");
   o.security = client;
   o.retry_for = absl::ZeroDuration();
-  auto wrong = *PsClient::Create(o);
+  auto wrong = *agent::PsClient::Create(o);
   std::vector<float> w(ps.server->core().model().parameter_count, 0.1f);
   CHECK(wrong->Pull(0, 0, v1::NETWORK_ONLINE, &w).status().code() ==
         absl::StatusCode::kUnauthenticated);
@@ -106,7 +106,7 @@ TEST_CASE("Every call without the right bearer token is refused and counted", "[
   CHECK(health->Check(&context, {}, &response).error_code() == grpc::StatusCode::UNAUTHENTICATED);
 
   o.security.auth_token = "s3cret-token";
-  auto right = *PsClient::Create(o);
+  auto right = *agent::PsClient::Create(o);
   REQUIRE(right->Join().ok());
   CHECK(right->Push(w.data(), w.size(), 0, 1)->accepted);
   const v1::StatusResponse status = ps.Status();

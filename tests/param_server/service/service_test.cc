@@ -51,7 +51,7 @@ TEST_CASE("Join hands out the run configuration the server owns", "[service]") {
   o.batch_update_frequency = 7;
   o.learning_rate = 5e-4;
   LoopbackServer ps(o);
-  PsClient client(ps.ClientOptions("agent-1"));
+  agent::PsClient client(ps.ClientOptions("agent-1"));
   absl::StatusOr<v1::JoinResponse> joined = client.Join();
   REQUIRE(joined.ok());
   CHECK(joined->config().model_name() == "tiny");
@@ -70,9 +70,9 @@ TEST_CASE("Join hands out the run configuration the server owns", "[service]") {
 
 TEST_CASE("Join with another model's fingerprint fails naming both", "[service]") {
   LoopbackServer ps(Options());
-  PsClientOptions o = ps.ClientOptions("agent-1");
+  agent::PsClientOptions o = ps.ClientOptions("agent-1");
   o.model_fingerprint = DescribeModel("nature")->fingerprint;
-  absl::StatusOr<v1::JoinResponse> joined = PsClient(o).Join();
+  absl::StatusOr<v1::JoinResponse> joined = agent::PsClient(o).Join();
   REQUIRE(joined.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(joined.status().message()),
              Catch::Matchers::ContainsSubstring(o.model_fingerprint) &&
@@ -104,13 +104,13 @@ TEST_CASE("GetStatus answers an empty request", "[service]") {
 
 TEST_CASE("Pull sends weights once, then says not newer", "[service]") {
   LoopbackServer ps(Options("cookbook"));  // Several chunks.
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   std::vector<float> weights;
-  absl::StatusOr<PullResult> first = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
+  absl::StatusOr<agent::PullResult> first = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
   REQUIRE(first.ok());
   CHECK(first->updated);
   CHECK(weights == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
-  absl::StatusOr<PullResult> second =
+  absl::StatusOr<agent::PullResult> second =
       client.Pull(first->version, first->incarnation, v1::NETWORK_ONLINE, &weights);
   REQUIRE(second.ok());
   CHECK_FALSE(second->updated);
@@ -121,10 +121,10 @@ TEST_CASE("Pull sends weights once, then says not newer", "[service]") {
 
 TEST_CASE("bf16 pulls and pushes carry the weights within bf16 precision", "[service]") {
   LoopbackServer ps(Options());
-  PsClientOptions o = ps.ClientOptions("a");
+  agent::PsClientOptions o = ps.ClientOptions("a");
   o.pull_encoding = TensorEncoding::kBf16;
   o.push_encoding = TensorEncoding::kBf16;
-  PsClient client(o);
+  agent::PsClient client(o);
   std::vector<float> weights;
   REQUIRE(client.Pull(0, 0, v1::NETWORK_ONLINE, &weights).ok());
   const std::vector<float>& exact = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
@@ -156,7 +156,7 @@ TEST_CASE("Concurrent pushers: every push is counted, and SGD equals sequential 
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
+      agent::PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
       testing::PulledWeights newest;
       for (int i = 0; i < kPushes; ++i) {
         if (!newest.Refresh(client).ok()) {
@@ -221,7 +221,7 @@ TEST_CASE(
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
+      agent::PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
       testing::PulledWeights newest;
       for (int i = 0; i < kPushes; ++i) {
         if (!newest.Refresh(client).ok()) {
@@ -308,10 +308,10 @@ TEST_CASE(
   std::vector<std::thread> pullers;
   for (int p = 0; p < 2; ++p) {
     pullers.emplace_back([&, p] {
-      PsClient client(ps.ClientOptions("puller-" + std::to_string(p)));
+      agent::PsClient client(ps.ClientOptions("puller-" + std::to_string(p)));
       std::vector<float> weights;
       while (!done.load()) {
-        absl::StatusOr<PullResult> r = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
+        absl::StatusOr<agent::PullResult> r = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
         if (!r.ok()) {
           ++failed;
           return;
@@ -330,7 +330,7 @@ TEST_CASE(
   std::vector<std::thread> pushers;
   for (int t = 0; t < kPushers; ++t) {
     pushers.emplace_back([&, t] {
-      PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
+      agent::PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
       const std::vector<float> ones(n, 1.0f);
       for (int i = 0; i < kPushesEach; ++i) {
         absl::StatusOr<PushAnswer> pushed = client.Push(ones.data(), n, 0, 1);
@@ -366,10 +366,10 @@ TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[servic
   std::vector<std::thread> pullers;
   for (int p = 0; p < 2; ++p) {
     pullers.emplace_back([&, p] {
-      PsClient client(ps.ClientOptions("puller-" + std::to_string(p)));
+      agent::PsClient client(ps.ClientOptions("puller-" + std::to_string(p)));
       std::vector<float> weights;
       while (!done.load()) {
-        absl::StatusOr<PullResult> r = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
+        absl::StatusOr<agent::PullResult> r = client.Pull(0, 0, v1::NETWORK_ONLINE, &weights);
         if (!r.ok()) {
           ++failed_pulls;
           return;
@@ -382,7 +382,7 @@ TEST_CASE("A pull never sees a torn snapshot while pushes are applied", "[servic
   std::vector<std::thread> pushers;
   for (int t = 0; t < 2; ++t) {
     pushers.emplace_back([&, t] {
-      PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
+      agent::PsClient client(ps.ClientOptions("pusher-" + std::to_string(t)));
       const std::vector<float> ones(n, 1.0f);
       for (int i = 0; i < kPushes / 2; ++i) {
         absl::StatusOr<PushAnswer> pushed = client.Push(ones.data(), n, 0, 1);
@@ -565,7 +565,7 @@ TEST_CASE("Stale and ahead pushes are rejected in-band with the current version"
   ParameterServerOptions o = Options();
   o.max_staleness = 1;
   LoopbackServer ps(o);
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
   for (int i = 0; i < 3; ++i) REQUIRE(client.Push(g.data(), g.size(), i, 1)->accepted);
   absl::StatusOr<PushAnswer> stale = client.Push(g.data(), g.size(), 1, 1);
@@ -598,7 +598,7 @@ TEST_CASE("A push whose reply is lost after the apply is retried and applied onc
     return grpc::Status::OK;
   });
   const std::vector<float> before = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g = RandomVector(before.size(), 3);
   absl::StatusOr<PushAnswer> pushed =
       client.Push(g.data(), g.size(), 0, 1, ps.Status().incarnation());
@@ -629,7 +629,7 @@ TEST_CASE("A push from a previous incarnation is refused in-band and changes not
           "[service][exactly_once]") {
   LoopbackServer ps(Options());
   const std::vector<float> before = ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values;
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g(before.size(), 0.01f);
   const uint64_t previous = ps.Status().incarnation() ^ 1;
   absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), g.size(), 0, 1, previous);
@@ -654,9 +654,9 @@ TEST_CASE("A push that got no answer is resent under its number once the server 
   ps.server->service().SetAfterApplyHookForTesting([&](const PushAnswer&) {
     return drop ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost") : grpc::Status::OK;
   });
-  PsClientOptions options = ps.ClientOptions("a");
+  agent::PsClientOptions options = ps.ClientOptions("a");
   options.retry_for = absl::Milliseconds(300);
-  PsClient client(options);
+  agent::PsClient client(options);
   const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
   absl::StatusOr<PushAnswer> lost = client.Push(g.data(), g.size(), 0, 1);
   REQUIRE(lost.status().code() == absl::StatusCode::kUnavailable);
@@ -677,7 +677,7 @@ TEST_CASE("Push replies carry epsilon and the target-network version", "[service
   o.target_update_frequency = 4;  // Minibatches.
   o.per_iter_epsilon_reduction = 0.1;
   LoopbackServer ps(o);
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g(ps.server->core().model().parameter_count, 0.01f);
   absl::StatusOr<PushAnswer> r = client.Push(g.data(), g.size(), 0, 2);
   CHECK(r->epsilon == Approx(0.9));
@@ -686,7 +686,7 @@ TEST_CASE("Push replies carry epsilon and the target-network version", "[service
   CHECK(r->epsilon == Approx(0.8));
   CHECK(r->target_version == 2);
   std::vector<float> target;
-  absl::StatusOr<PullResult> pulled = client.Pull(0, 0, v1::NETWORK_TARGET, &target);
+  absl::StatusOr<agent::PullResult> pulled = client.Pull(0, 0, v1::NETWORK_TARGET, &target);
   REQUIRE(pulled.ok());
   CHECK(pulled->version == 2);
   CHECK(target == ps.server->core().Snapshot(v1::NETWORK_ONLINE)->values);
@@ -698,13 +698,13 @@ TEST_CASE("Pulls of the averaged network, and of a server that keeps none", "[se
   ParameterServerOptions o = Options();
   o.average_horizon = 1000;
   LoopbackServer ps(o);
-  PsClient client(ps.ClientOptions("a"));
+  agent::PsClient client(ps.ClientOptions("a"));
   const std::vector<float> g = RandomVector(ps.server->core().model().parameter_count, 7);
   REQUIRE(client.Push(g.data(), g.size(), 0, 2).ok());
   REQUIRE(client.Push(g.data(), g.size(), 1, 2).ok());
   REQUIRE(ps.server->core().FoldAverage());
   std::vector<float> average;
-  absl::StatusOr<PullResult> pulled = client.Pull(0, 0, v1::NETWORK_AVERAGE, &average);
+  absl::StatusOr<agent::PullResult> pulled = client.Pull(0, 0, v1::NETWORK_AVERAGE, &average);
   REQUIRE(pulled.ok());
   CHECK(pulled->version == 2);
   CHECK(average == ps.server->core().Snapshot(v1::NETWORK_AVERAGE)->values);
@@ -714,9 +714,9 @@ TEST_CASE("Pulls of the averaged network, and of a server that keeps none", "[se
   ParameterServerOptions off = Options();
   off.average_horizon = 0;
   LoopbackServer plain(off);
-  PsClient other(plain.ClientOptions("a"));
+  agent::PsClient other(plain.ClientOptions("a"));
   std::vector<float> none = {1.0f};
-  absl::StatusOr<PullResult> refused = other.Pull(0, 0, v1::NETWORK_AVERAGE, &none);
+  absl::StatusOr<agent::PullResult> refused = other.Pull(0, 0, v1::NETWORK_AVERAGE, &none);
   CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(absl::StrContains(refused.status().message(), "--average_horizon=0"));
   CHECK(none == std::vector<float>{1.0f});
@@ -727,11 +727,11 @@ TEST_CASE("Ape-X mode gives each agent its own epsilon", "[service]") {
   o.exploration.mode = ExplorationMode::kApex;
   o.exploration.apex_num_agents = 4;
   LoopbackServer ps(o);
-  PsClientOptions first = ps.ClientOptions("a0"), last = ps.ClientOptions("a3");
+  agent::PsClientOptions first = ps.ClientOptions("a0"), last = ps.ClientOptions("a3");
   last.agent_index = 3;
-  CHECK(PsClient(first).Join()->config().epsilon() == Approx(0.4));
-  CHECK(PsClient(last).Join()->config().epsilon() == Approx(std::pow(0.4, 8)));
-  CHECK(PsClient(last).Join()->config().exploration() == v1::EXPLORATION_APEX);
+  CHECK(agent::PsClient(first).Join()->config().epsilon() == Approx(0.4));
+  CHECK(agent::PsClient(last).Join()->config().epsilon() == Approx(std::pow(0.4, 8)));
+  CHECK(agent::PsClient(last).Join()->config().exploration() == v1::EXPLORATION_APEX);
 }
 
 TEST_CASE("A 100M-parameter model pushes and pulls in 1 MiB chunks", "[service][scale]") {
@@ -742,10 +742,10 @@ TEST_CASE("A 100M-parameter model pushes and pulls in 1 MiB chunks", "[service][
   LoopbackServer ps(o);
   const size_t n = ps.server->core().model().parameter_count;
   REQUIRE(n > 100000000);
-  PsClientOptions co = ps.ClientOptions("big");
+  agent::PsClientOptions co = ps.ClientOptions("big");
   co.push_encoding = TensorEncoding::kBf16;
   co.call_timeout = absl::Seconds(120);
-  PsClient client(co);
+  agent::PsClient client(co);
   std::vector<float> weights;
   REQUIRE(client.Pull(0, 0, v1::NETWORK_ONLINE, &weights).ok());
   REQUIRE(weights.size() == n);
@@ -908,7 +908,7 @@ TEST_CASE(
   std::vector<std::thread> pushers;
   for (int t = 0; t < kWaiters; ++t) {
     pushers.emplace_back([&, t] {
-      PsClient client(ps.ClientOptions("waiter-" + std::to_string(t)));
+      agent::PsClient client(ps.ClientOptions("waiter-" + std::to_string(t)));
       const std::vector<float> g(n, 0.25f);
       absl::StatusOr<PushAnswer> pushed = client.Push(g.data(), n, 0, 1);
       if (pushed.ok() && pushed->accepted) ++applied;
@@ -1010,7 +1010,7 @@ TEST_CASE(
   // A client is refused, waits out the delay and tries again until the buffer is free.
   absl::StatusOr<PushAnswer> pushed;
   std::thread client_thread([&] {
-    PsClient client(ps.ClientOptions("patient"));
+    agent::PsClient client(ps.ClientOptions("patient"));
     const std::vector<float> g(model.parameter_count, 0.25f);
     pushed = client.Push(g.data(), g.size(), 0, 1);
   });
