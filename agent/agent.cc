@@ -665,7 +665,7 @@ void Agent::Impl::PollSession() {
 
 void Agent::Impl::SyncAlone() {
   if (learning_.TargetRefreshDue(options_.target_update_frequency)) {
-    learner_->CopyOnlineToTarget();
+    learner_->MoveTargetTowardOnline(options_.target_update_tau);
     learning_.TargetRefreshed();
   }
   exploration_.OnUpdateApplied();

@@ -331,7 +331,20 @@ void DqnLearner::CopyOnlineToTarget() {
   SetTargetWeights(flat);
 }
 
+void DqnLearner::MoveTargetTowardOnline(double tau) {
+  if (tau >= 1.0) {
+    CopyOnlineToTarget();
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  const std::vector<torch::Tensor> online = online_->parameters();
+  std::vector<torch::Tensor> target = target_->parameters();
+  for (size_t i = 0; i < target.size(); ++i) target[i].lerp_(online[i], tau);
+}
+
 void DqnLearner::GetWeights(std::vector<float>* flat) { FlattenParameters(*online_, flat); }
+
+void DqnLearner::GetTargetWeights(std::vector<float>* flat) { FlattenParameters(*target_, flat); }
 
 std::string DqnLearner::SaveState() {
   std::vector<float> online, target;

@@ -92,7 +92,11 @@ class DqnLearner {
   void SetWeights(const std::vector<float>& flat);
   void SetTargetWeights(const std::vector<float>& flat);
   void CopyOnlineToTarget();
+  // Moves the target network `tau` of the way toward the online one (Polyak averaging, on the
+  // learner's device; tau 1 is CopyOnlineToTarget).
+  void MoveTargetTowardOnline(double tau);
   void GetWeights(std::vector<float>* flat);
+  void GetTargetWeights(std::vector<float>* flat);
 
   // Everything an update depends on, as bytes (LibTorch's archive): the online and target
   // networks, the local Adam's moments and step counts, and AMP's loss scale. LoadState puts it

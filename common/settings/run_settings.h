@@ -58,6 +58,11 @@
   X(int, n_step, 3, 1, 100, kClosed, kOptional, "n-step returns.")                                 \
   X(uint64_t, target_update_frequency, 300, 1, ::convoy::kNoUintMax, kClosed, kPositive,           \
     "Minibatches between target-network copies.")                                                  \
+  /* Polyak's soft target, off by default (1: a plain copy): docs/benchmarks.md measures it.    */ \
+  X(double, target_update_tau, 1.0, 0, 1, kOpenMin, kOptional,                                     \
+    "The share of the way each target-network copy moves the target toward the online weights "    \
+    "(target = tau * online + (1 - tau) * target, every target_update_frequency minibatches; 1: "  \
+    "a plain copy).")                                                                              \
   X(bool, double_dqn, true, false, true, kClosed, kOptional, "Double DQN targets.")                \
   X(double, learner_max_grad_norm, 10.0, 0, ::convoy::kNoRealMax, kClosed, kOptional,              \
     "The agent learner's clip of each update's gradient norm (0: off).")                           \

@@ -145,7 +145,7 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options, ModelInf
       staleness_(options.max_staleness, options.staleness_lr_scaling),
       exploration_(ExplorationOptionsOf(options)),
       counters_(kRateWindow, started_),
-      target_(options.target_update_frequency),
+      target_(options.target_update_frequency, options.target_update_tau),
       checkpoint_trigger_(options.checkpoint_every_updates, options.checkpoint_every) {}
 
 ParameterServer::~ParameterServer() {

@@ -1,8 +1,11 @@
 #include "param_server/core/target_network.h"
 
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "common/settings/exploration.h"
+#include "glog/logging.h"
 
 namespace convoy::ps {
 
@@ -38,7 +41,22 @@ absl::Status TargetNetwork::SaveTo(absl::Mutex&, CheckpointData& data) const {
 void TargetNetwork::Applied(absl::Mutex&, const AppliedStep& step) {
   if (!TargetRefreshDue(step.applied_minibatches, minibatches_at_copy_, update_frequency_)) return;
   minibatches_at_copy_ = step.applied_minibatches;
-  Publish(step.published, step.published->version);
+  if (tau_ >= 1.0) {
+    Publish(step.published, step.published->version);
+    return;
+  }
+  // Polyak's soft copy, into a snapshot of its own: pulls may hold the old one.
+  const std::shared_ptr<const WeightSnapshot> before = Snapshot();
+  auto moved = std::make_shared<WeightSnapshot>();
+  moved->version = step.published->version;
+  const std::vector<float>& online = step.published->values;
+  CHECK_EQ(before->values.size(), online.size());
+  moved->values.resize(online.size());
+  const float tau = static_cast<float>(tau_);
+  for (size_t i = 0; i < online.size(); ++i) {
+    moved->values[i] = before->values[i] + tau * (online[i] - before->values[i]);
+  }
+  Publish(std::move(moved), step.published->version);
 }
 
 std::shared_ptr<const WeightSnapshot> TargetNetwork::Snapshot() const {

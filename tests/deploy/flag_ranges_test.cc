@@ -75,6 +75,7 @@ const std::vector<BadValue>& BadValues() {
       {Binary::kPs, "--max_staleness=-2", "--max_staleness must be in [-1, inf), got -2"},
       {Binary::kPs, "--target_update_frequency=0",
        "--target_update_frequency must be in [1, inf), got 0"},
+      {Binary::kPs, "--target_update_tau=0", "--target_update_tau must be in (0, 1], got 0"},
       {Binary::kPs, "--average_every_seconds=0",
        "--average_every_seconds must be in (0, inf), got 0"},
       {Binary::kPs, "--start_epsilon=1.5", "--start_epsilon must be in [0, 1], got 1.5"},

@@ -126,6 +126,7 @@ TEST_CASE("A transport joins and adopts the server's run settings, and refuses a
   server.gamma = 0.9;
   server.n_step = 2;
   server.target_update_frequency = 100;
+  server.target_update_tau = 0.25;
   LoopbackServer ps(server);
   AgentOptions agent = Agent(ps);
   agent.model = "tiny";  // Not pinned: the server's model is taken.
@@ -138,6 +139,7 @@ TEST_CASE("A transport joins and adopts the server's run settings, and refuses a
   CHECK(agent.gamma == 0.9);
   CHECK(agent.n_step == 2);
   CHECK(agent.target_update_frequency == 100);
+  CHECK(agent.target_update_tau == 0.25);
   CHECK(ps.Status().agents().size() == 1);
 
   AgentOptions pinned = Agent(ps);

@@ -134,6 +134,28 @@ TEST_CASE("Double DQN bootstraps from the target network's value of the online a
   for (size_t i = 0; i < 4; ++i) CHECK(with_discount.td_errors[i] == Approx(without.td_errors[i]));
 }
 
+TEST_CASE("A soft target update moves the target tau of the way toward the online network",
+          "[learner]") {
+  auto learner = *DqnLearner::Create(TinyOptions());
+  std::vector<float> online, target;
+  learner->GetWeights(&online);
+  REQUIRE(online.size() > 10);
+  learner->SetTargetWeights(std::vector<float>(online.size(), 0.0f));
+  learner->MoveTargetTowardOnline(0.25);
+  learner->GetTargetWeights(&target);
+  REQUIRE(target.size() == online.size());
+  for (size_t i = 0; i < online.size(); ++i) CHECK(target[i] == Approx(0.25 * online[i]));
+  learner->MoveTargetTowardOnline(0.25);  // From where the last move left it: 0.25 + 0.75 * 0.25.
+  learner->GetTargetWeights(&target);
+  for (size_t i = 0; i < online.size(); ++i) CHECK(target[i] == Approx(0.4375 * online[i]));
+  std::vector<float> unchanged;
+  learner->GetWeights(&unchanged);
+  CHECK(unchanged == online);
+  learner->MoveTargetTowardOnline(1.0);  // A plain copy.
+  learner->GetTargetWeights(&target);
+  CHECK(target == online);
+}
+
 TEST_CASE("A quantile learner learns a return's spread, not only its mean", "[learner]") {
   LearnerOptions o = TinyOptions();
   o.model = "tiny_qr";

@@ -1,5 +1,6 @@
 #include "param_server/core/target_network.h"
 
+#include <memory>
 #include <vector>
 
 #include "tests/catch.h"
@@ -65,6 +66,35 @@ TEST_CASE("The target is copied again once the update frequency's minibatches ar
   CHECK_FALSE(Step(writer, target, online, 8));
   CHECK(Step(writer, target, online, 9));
   CHECK(target.version() == 3);
+}
+
+TEST_CASE("A soft target moves tau of the way toward the online weights at each copy, and no more",
+          "[target_network]") {
+  Writer writer;
+  WeightStore online(std::vector<float>{0.0f, 8.0f}, 0);
+  TargetNetwork target(2, 0.25);
+  {
+    absl::MutexLock lock(&writer.mu);
+    target.Start(writer.mu, online.Snapshot());
+  }
+  const std::shared_ptr<const WeightSnapshot> held = target.Snapshot();  // A pull in flight.
+  online.mutable_master()[0] = 4.0f;
+  online.mutable_master()[1] = 0.0f;
+  online.Publish(1);
+  CHECK_FALSE(Step(writer, target, online, 1));  // Not due: the target stays where it was.
+  CHECK(target.Snapshot()->values == std::vector<float>{0.0f, 8.0f});
+  REQUIRE(Step(writer, target, online, 2));
+  CHECK(target.version() == 1);
+  CHECK(target.Snapshot()->version == 1);
+  // 0 + (4 - 0) / 4 and 8 - 8 / 4, into a snapshot of its own: neither the one a pull holds nor the
+  // online weights are written.
+  CHECK(target.Snapshot()->values == std::vector<float>{1.0f, 6.0f});
+  CHECK(held->values == std::vector<float>{0.0f, 8.0f});
+  CHECK(online.Snapshot()->values == std::vector<float>{4.0f, 0.0f});
+  // The next copy starts from where the last one left the target.
+  PublishVersion(online, 2);  // {2, 0}
+  REQUIRE(Step(writer, target, online, 4));
+  CHECK(target.Snapshot()->values == std::vector<float>{1.25f, 4.5f});  // 1 + 1 / 4, 6 - 6 / 4.
 }
 
 TEST_CASE("A target saved to a checkpoint restores to the same weights, version and schedule",
